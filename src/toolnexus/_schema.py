@@ -1,0 +1,45 @@
+"""Argument validation against a tool's JSON schema, with messages a model can act on.
+
+`jsonschema` (already required by `mcp`) is imported on first use only, so a process that never
+validates never pays for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = ["schema_error"]
+
+_validators: dict[int, Any] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    key = id(schema)
+    cached = _validators.get(key)
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(schema)
+    if len(_validators) > 1024:
+        _validators.clear()
+    _validators[key] = (schema, validator)
+    return validator
+
+
+def schema_error(schema: Optional[dict[str, Any]], args: Any) -> Optional[str]:
+    """None if `args` satisfies `schema`, else one line naming the offending argument(s)."""
+    if not schema:
+        return None
+    try:
+        errors = sorted(_validator(schema).iter_errors(args), key=lambda e: list(e.path))
+    except Exception as exc:  # a broken schema must not break the call; say so instead
+        return f"tool schema is not valid JSON Schema: {exc}"
+    if not errors:
+        return None
+    parts = []
+    for err in errors[:5]:
+        where = "/".join(str(p) for p in err.absolute_path)
+        parts.append(f"{where}: {err.message}" if where else err.message)
+    more = f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "; ".join(parts) + more

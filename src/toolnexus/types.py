@@ -1,0 +1,197 @@
+"""The uniform tool model and the suspension wire types.
+
+Everything that crosses a boundary in toolnexus is one of these plain dataclasses: a `Tool`
+(what the model can call), a `ToolResult` (what it gets back), and the suspension pair
+`Request` / `Answer`, which are plain JSON so a host can persist them, hand them to a UI or a
+queue, and resume later in another process.
+
+This module holds data and small pure helpers only: no I/O, no event loop, no imports of the
+rest of the package (every other module imports it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Awaitable, Callable, Literal, Optional
+
+__all__ = [
+    "JSONSchema",
+    "ToolSource",
+    "McpStatus",
+    "Tool",
+    "ToolResult",
+    "ToolContext",
+    "Request",
+    "Answer",
+    "pending",
+    "auth_required",
+    "pending_of",
+    "answer_output",
+    "answer_declined",
+    "sanitize",
+    "new_request_id",
+]
+
+JSONSchema = dict[str, Any]
+ToolSource = Literal["mcp", "skill", "native", "http", "builtin", "a2a", "custom", "relay"]
+McpStatus = Literal["connected", "disabled", "failed"]
+ExecuteFn = Callable[..., Awaitable["ToolResult"]]
+
+ANSWER_REASONS = ("declined", "cancelled", "expired")
+
+
+@dataclass
+class Tool:
+    """A callable capability: a name, a description, a JSON schema and an async `execute`.
+
+    `execute(args, ctx=None)` is always a coroutine function returning a `ToolResult`.
+    """
+
+    name: str
+    description: str
+    input_schema: JSONSchema
+    source: ToolSource
+    execute: ExecuteFn = field(repr=False)
+
+
+@dataclass
+class ToolResult:
+    """What a tool hands back. `metadata["pending"]` holding a `Request` marks a suspension."""
+
+    output: str
+    is_error: bool
+    metadata: Optional[dict[str, Any]] = None
+    parts: Optional[list[dict[str, Any]]] = None
+
+
+def _from_mapping(cls: type, m: Mapping[str, Any]) -> Any:
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in m.items() if k in known})
+
+
+@dataclass
+class Answer:
+    """The host's reply to a `Request`; `id` echoes `Request.id`. The loop branches only on `ok`."""
+
+    id: str
+    ok: bool
+    data: Optional[dict[str, Any]] = None
+    reason: Optional[Literal["declined", "cancelled", "expired"]] = None
+
+    @classmethod
+    def from_dict(cls, m: Mapping[str, Any]) -> "Answer":
+        """Rebuild from JSON, ignoring unknown keys."""
+        return _from_mapping(cls, m)
+
+
+@dataclass
+class Request:
+    """Why a tool could not finish: login, approval, input, a question, a relayed call...
+
+    Keys are the wire keys (note `expiresAt`, camelCase on purpose), so
+    `json.dumps(dataclasses.asdict(req))` is the pinned wire form.
+    """
+
+    id: str
+    kind: str
+    prompt: str
+    url: Optional[str] = None
+    data: Optional[dict[str, Any]] = None
+    expiresAt: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, m: Mapping[str, Any]) -> "Request":
+        """Rebuild from JSON, ignoring unknown keys."""
+        return _from_mapping(cls, m)
+
+
+@dataclass
+class ToolContext:
+    """Per-call context. `answer` is set only on the retry after a suspension was resolved."""
+
+    signal: Optional[Any] = None
+    timeout: Optional[float] = None  # seconds
+    answer: Optional[Answer] = None
+
+
+# Generated ids keep the pinned shape `pnd-<hex ms>-<n>`, but `n` starts at a random offset so
+# two processes minting ids in the same millisecond do not collide (suspension.md, beyond #11).
+_counter = itertools.count(random.randrange(1, 1 << 24))
+
+
+def new_request_id(prefix: str = "pnd") -> str:
+    """A fresh request id: `<prefix>-<hex of epoch ms>-<n>`."""
+    return f"{prefix}-{int(time.time() * 1000):x}-{next(_counter)}"
+
+
+def pending(
+    *,
+    kind: str,
+    prompt: str,
+    id: Optional[str] = None,  # noqa: A002 - pinned keyword
+    url: Optional[str] = None,
+    data: Optional[dict[str, Any]] = None,
+    expiresAt: Optional[str] = None,  # noqa: N803 - wire key
+) -> ToolResult:
+    """A suspension result: the run parks until a host answers the `Request`."""
+    req = Request(id=id or new_request_id(), kind=kind, prompt=prompt, url=url, data=data, expiresAt=expiresAt)
+    output = prompt + ("\n" + url if url else "")
+    return ToolResult(output=output, is_error=True, metadata={"pending": req})
+
+
+def auth_required(url: str, prompt: str = "Authorization required to continue") -> ToolResult:
+    """The OAuth-shaped suspension: `url` is the authorize endpoint the user must visit."""
+    return pending(kind="authorization", prompt=prompt, url=url)
+
+
+def _coerce_request(value: Any) -> Optional[Request]:
+    if isinstance(value, Request):
+        return value
+    if isinstance(value, Mapping) and all(isinstance(value.get(k), str) for k in ("id", "kind", "prompt")):
+        return Request.from_dict(value)
+    return None
+
+
+def pending_of(result: Any) -> Optional[Request]:
+    """The `Request` a result is parked on, or None.
+
+    Accepts a `ToolResult` (its `metadata["pending"]`, a mapping with string id/kind/prompt is
+    coerced), or any run result (`RunResult`, `TaskResult`) whose `status == "pending"`.
+    """
+    if result is None:
+        return None
+    if isinstance(result, ToolResult):
+        meta = result.metadata
+        if not isinstance(meta, Mapping):
+            return None
+        return _coerce_request(meta.get("pending"))
+    if getattr(result, "status", None) == "pending":
+        return _coerce_request(getattr(result, "pending", None))
+    return None
+
+
+def answer_output(id: str, output: str) -> Answer:  # noqa: A002 - pinned keyword
+    """An ok answer carrying a text output (relay tools, questions)."""
+    if not isinstance(output, str):
+        raise TypeError(f"toolnexus: Answer output must be a str, got {type(output).__name__}")
+    return Answer(id=id, ok=True, data={"output": output})
+
+
+def answer_declined(id: str, reason: str = "declined") -> Answer:  # noqa: A002 - pinned keyword
+    """A negative answer; `reason` is one of declined / cancelled / expired."""
+    if reason not in ANSWER_REASONS:
+        raise ValueError(f'toolnexus: Answer reason must be "declined", "cancelled" or "expired", got {reason!r}')
+    return Answer(id=id, ok=False, reason=reason)  # type: ignore[arg-type]
+
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def sanitize(value: str) -> str:
+    """Replace each code point outside ASCII `[a-zA-Z0-9_-]` with one `_`."""
+    return _UNSAFE.sub("_", value)
