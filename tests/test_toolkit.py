@@ -155,7 +155,7 @@ async def test_skills_from_data_and_provider_with_disable_skills(caplog):
     assert names(tk) == ["skill"]
     prompt = tk.skills_prompt()
     assert "- **d1**: data" in prompt and "p1" not in prompt
-    assert '[toolnexus] disable_skills name "ghost" matched no skill' in [r.getMessage() for r in caplog.records]
+    assert '[toolnexus] skill filter name "ghost" matched no skill' in [r.getMessage() for r in caplog.records]
 
 
 async def test_failing_skill_provider_logs_pinned_line_and_contributes_nothing(caplog):
@@ -167,6 +167,14 @@ async def test_failing_skill_provider_logs_pinned_line_and_contributes_nothing(c
     tk = await create_toolkit(skill_provider=provider, builtins=False)
     assert names(tk) == ["skill"]
     assert "[toolnexus] skill provider failed: db down" in [r.getMessage() for r in caplog.records]
+
+
+async def test_provider_returning_wrong_items_is_reported_not_fatal(caplog):
+    caplog.set_level(logging.WARNING, "toolnexus")
+    tk = await create_toolkit(skill_provider=lambda: ["not a SkillDef"], builtins=False)
+    assert names(tk) == ["skill"]
+    assert ("[toolnexus] skill provider failed: expected a list of SkillDef, got an item of type str"
+            in [r.getMessage() for r in caplog.records])
 
 
 async def test_failing_a2a_agent_logs_pinned_line(caplog):

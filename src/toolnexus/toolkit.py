@@ -228,11 +228,21 @@ async def _read_config_file(path: str) -> dict[str, Any]:
 
 
 async def _provider_defs(provider: Callable[[], Any]) -> list["SkillDef"]:
+    """Call the skill provider (a sync one in a thread: it may do I/O) and check what it gave."""
+    from .skill import SkillDef
+
     try:
-        result = provider()
+        if inspect.iscoroutinefunction(provider):
+            result = await provider()
+        else:
+            result = await asyncio.to_thread(provider)
         if inspect.isawaitable(result):
             result = await result
-        return list(result or [])
+        defs = list(result or [])
+        bad = [type(d).__name__ for d in defs if not isinstance(d, SkillDef)]
+        if bad:
+            raise TypeError(f"expected a list of SkillDef, got an item of type {bad[0]}")
+        return defs
     except Exception as exc:  # noqa: BLE001 - a failing provider contributes nothing
         warn(f"[toolnexus] skill provider failed: {exc}")
         return []
@@ -285,10 +295,7 @@ async def create_toolkit(
             skill_source = await asyncio.to_thread(
                 load_skills, skills_dir, skills=defs or None, filter=filt, sample_limit=skill_sample_limit
             )
-            known = set(skill_source.skills) | {s.location for s in skill_source.skipped}
-            for name in disable_skills or []:
-                if name not in known:
-                    warn_once(f"disable_skills:{name}", f'[toolnexus] disable_skills name "{name}" matched no skill')
+            # Unknown `disable_skills` names are reported by the skill filter itself.
 
         from .builtin import select_builtins
 

@@ -1,0 +1,31 @@
+"""Built-in tools (spec §3): `bash read write edit grep glob webfetch question apply_patch todowrite`.
+
+One module per family — `shell` (bash), `files` (read/write/edit), `search` (grep/glob and their
+walker/matcher), `web` (webfetch), `patch` (apply_patch), `interact` (question/todowrite) — and
+`config` for the public API that selects and builds them. File and process work never runs on
+the event loop: files go through worker threads, processes through asyncio subprocesses.
+"""
+
+from __future__ import annotations
+
+from ._settings import KILL_GRACE_MS
+from .config import (
+    BUILTIN_NAMES,
+    BuiltinsConfig,
+    builtin_shell,
+    builtins_enabled,
+    create_builtin_tools,
+    select_builtins,
+)
+from .search import IGNORE_DIRS
+
+__all__ = [
+    "BuiltinsConfig",
+    "BUILTIN_NAMES",
+    "IGNORE_DIRS",
+    "KILL_GRACE_MS",
+    "builtin_shell",
+    "builtins_enabled",
+    "create_builtin_tools",
+    "select_builtins",
+]

@@ -1,0 +1,79 @@
+"""The per-toolkit settings every built-in tool closes over, parsed from a `BuiltinsConfig`.
+
+Parsing happens once, when the tools are built: `base_dir` is made absolute against the current
+directory at that moment (so a later `chdir` does not move the tools), the `shell` prefix is taken
+verbatim, and a `base_dir` that is not confined is reported once. The limits at the bottom are not
+configurable from the public dict; tests build `BuiltinSettings` directly to shrink them.
+
+Not here: toggles (`tools`, `enabled`, `disabled`) — those decide *which* tools exist and live in
+`config.py`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .._diag import warn_once
+
+__all__ = ["KILL_GRACE_MS", "BuiltinSettings", "settings_from_config"]
+
+KILL_GRACE_MS = 2000
+"""Grace between SIGTERM and SIGKILL when `bash` stops a process group (spec §3.3)."""
+
+
+@dataclass(frozen=True)
+class BuiltinSettings:
+    """What the tools of one `create_builtin_tools` / `select_builtins` call share."""
+
+    base_dir: Optional[str] = None
+    confine: bool = False
+    shell: Optional[tuple[str, ...]] = None  # None: probed on the first `bash` call
+    kill_grace: float = KILL_GRACE_MS / 1000
+    bash_output_head: int = 10_000  # bytes of the start of `bash` output kept
+    bash_output_tail: int = 20_000  # bytes of the end of `bash` output kept
+    bash_exit_linger: float = 0.25  # seconds to wait for the pipe to close after the shell exits
+    read_max_bytes: int = 256 * 1024  # text `read` output cap
+    media_max_bytes: int = 20 * 1024 * 1024  # media `read` cap
+    fetch_max_bytes: int = 2 * 1024 * 1024  # `webfetch` body cap
+
+
+def _first_key(cfg: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    return None
+
+
+def parse_shell(value: Any) -> Optional[tuple[str, ...]]:
+    """The `shell` key as an argv prefix, or None when absent."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)) and value and all(isinstance(p, str) and p for p in value):
+        return tuple(value)
+    raise ValueError(
+        "builtins['shell'] must be a non-empty list of strings (an argv prefix such as "
+        f"[\"/bin/bash\", \"-c\"]), got {value!r}"
+    )
+
+
+def settings_from_config(cfg: Any) -> BuiltinSettings:
+    """Parse `base_dir`/`baseDir`, `confine_to_base_dir`/`confineToBaseDir` and `shell`."""
+    if cfg is None or isinstance(cfg, bool):
+        return BuiltinSettings()
+    if not isinstance(cfg, Mapping):
+        raise TypeError(f"builtins config must be a bool or a dict, got {type(cfg).__name__}")
+    base_dir = _first_key(cfg, "base_dir", "baseDir")
+    if base_dir is not None and not isinstance(base_dir, (str, os.PathLike)):
+        raise TypeError(f"builtins['base_dir'] must be a path string, got {type(base_dir).__name__}")
+    base = os.path.abspath(os.fspath(base_dir)) if base_dir else None
+    confine = bool(_first_key(cfg, "confine_to_base_dir", "confineToBaseDir"))
+    if base and not confine:
+        warn_once(
+            f"builtins-unconfined:{base}",
+            f"[toolnexus] builtins base_dir {base} is not enforced — absolute paths and ../ can "
+            "leave it; set confine_to_base_dir to keep file tools inside it",
+        )
+    return BuiltinSettings(base_dir=base, confine=confine, shell=parse_shell(cfg.get("shell")))
