@@ -1,0 +1,33 @@
+"""The unified LLM client: one tool-calling loop for OpenAI- and Anthropic-style endpoints.
+
+Layout: `client.py` (public `Client`), `loop.py` (the one loop), `tool_calls.py` (executing and
+resolving calls), `wire/` (provider dialects), `transport.py` / `httpx_transport.py` (the seam),
+`retry.py`, `streaming.py` + `sse.py`, `memory.py`, `parts.py`, `errors.py`, `result.py`,
+`metrics.py` (Prometheus registry).
+"""
+
+from __future__ import annotations
+
+from .client import Client, create_client, create_in_process_client
+from .errors import (MAX_ERROR_BODY, REDACTED, ContentPartError, ProviderError, ProviderResponseError,
+                     ResumeError, RunCancelled, RunTimeout, _HttpError, capped_error_body,
+                     redact_identifiers, safe_error_body)
+from .httpx_transport import HttpxTransport
+from .memory import Conversation, ConversationStore, InMemoryConversationStore
+from .metrics import MetricsRegistry
+from .result import (LIMIT_COMPLETION, LIMIT_MAX_TURNS, LIMIT_TIMEOUT, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE,
+                     RUN_STATUS_PENDING, RUN_STATUSES, ClientStyle, ErrorClassifier, ErrorInfo, ErrorTier, Hooks,
+                     MetricEvent, OnMetric, RunResult, WaitFor)
+from .retry import _is_retryable_status, _parse_retry_after
+from .transport import HttpTransport, InProcessTransport, UrllibTransport
+
+__all__ = [
+    "Client", "ClientStyle", "Conversation", "ConversationStore", "ErrorClassifier", "ErrorInfo", "ErrorTier",
+    "Hooks", "HttpTransport", "InMemoryConversationStore", "InProcessTransport", "MetricEvent", "OnMetric",
+    "RunCancelled", "RunResult", "RunTimeout", "UrllibTransport", "WaitFor", "create_client",
+    "create_in_process_client", "ProviderError", "_HttpError", "ProviderResponseError", "ContentPartError",
+    "ResumeError", "MetricsRegistry", "redact_identifiers", "safe_error_body", "capped_error_body", "REDACTED",
+    "MAX_ERROR_BODY", "RUN_STATUS_DONE", "RUN_STATUS_PENDING", "RUN_STATUS_INCOMPLETE", "RUN_STATUSES",
+    "LIMIT_MAX_TURNS", "LIMIT_COMPLETION", "LIMIT_TIMEOUT", "HttpxTransport", "_is_retryable_status",
+    "_parse_retry_after",
+]

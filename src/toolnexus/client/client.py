@@ -1,0 +1,324 @@
+"""`Client` / `create_client` / `create_in_process_client`: the public face of the LLM client.
+
+A `Client` holds configuration and the seams (transport, hooks, store, metrics); every run builds a
+`RunLoop` (loop.py) and either drains its events (`run`, `ask`) or yields them (`stream`). The
+private members below (`_resolve_api_key`, `_new_deadline`, `_shape_body`, `_send`, `_call_hook`,
+`_emit`) are the interface `toolnexus.translate` shares with the loop.
+
+Choices beyond the contract (all opt-in or invisible to the wire):
+- default transport: `HttpxTransport` (pooled, async); `await client.aclose()` / `async with` frees it.
+- `max_retry_after_ms`: a longer `Retry-After` fails at once instead of sleeping (retry.py).
+- `race_tools`: deadline and cancel also interrupt tools and `wait_for` (default: LLM calls only).
+- `resolve_concurrently`: a turn's `wait_for`s run concurrently, results still in call order.
+- metric sinks are isolated: a raising `on_metric` (or registry) is reported once per client and
+  exception type as a `[toolnexus] on_metric raised …` warning and never fails the run.
+- the forbidden-`request_params` warning is issued once per key per client.
+
+Not here: the turn loop (loop.py), wire shapes (wire/), retries (retry.py), translate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import os
+import time
+from collections.abc import Mapping
+from typing import Any, AsyncGenerator, Callable, Iterable, Optional
+
+from .._diag import warn_once
+from .errors import RunCancelled
+from .memory import Conversation, ConversationStore, IdLocks, InMemoryConversationStore
+from .metrics import MetricsRegistry
+from .parts import PartPolicy, media_parts_summary, normalize_prompt
+from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, WaitFor
+from .retry import Abort, RetryPolicy, call_with_retries
+from .streaming import read_turn
+from .transport import HttpTransport, InProcessTransport, TransportCaller
+from .wire import dialect_for
+
+__all__ = ["Client", "create_client", "create_in_process_client"]
+
+_FORBIDDEN_PARAMS = ("messages", "tools", "stream")
+_ENV_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+_instances = itertools.count(1)
+
+
+class _LlmCall:
+    """Times one logical LLM call and emits its `llm` metric on exit (ok or error)."""
+
+    def __init__(self, client: "Client", model: str, messages: list[dict]) -> None:
+        self.client, self.model, self.messages = client, model, messages
+        self.attempts = 0
+        self.usage: Optional[dict[str, int]] = None
+
+    async def __aenter__(self) -> "_LlmCall":
+        self.started = time.monotonic()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            return
+        ok = exc_type is None and self.usage is not None
+        usage = self.usage or {}
+        event: dict[str, Any] = {"event": "llm", "model": self.model, "status": "ok" if ok else "error",
+                                 "ms": (time.monotonic() - self.started) * 1000,
+                                 "prompt_tokens": usage.get("prompt_tokens", 0) if ok else 0,
+                                 "completion_tokens": usage.get("completion_tokens", 0) if ok else 0,
+                                 "attempts": self.attempts}
+        parts = media_parts_summary(self.messages)
+        if parts:
+            event["parts"] = parts
+        self.client._emit(event)
+
+
+class Client:
+    """A tool-calling LLM client for OpenAI- or Anthropic-style endpoints. See `create_client`."""
+
+    def __init__(self, *, base_url: str, style: ClientStyle, model: str, api_key: Optional[str] = None,
+                 headers: Optional[dict[str, str]] = None, system_prompt: Optional[str] = None,
+                 max_turns: int = 10, hooks: Hooks = None, retries: int = 2, retry_base_ms: int = 500,
+                 retryable_statuses: Optional[Iterable[int]] = None, timeout_ms: Optional[int] = None,
+                 store: Optional[ConversationStore] = None, on_metric: Optional[OnMetric] = None,
+                 wait_for: Optional[WaitFor] = None, request_params: Optional[dict[str, Any]] = None,
+                 body_transform: Optional[Callable[[dict], Optional[dict]]] = None,
+                 http_transport: Optional[HttpTransport] = None, on_error: Optional[ErrorClassifier] = None,
+                 on_unsupported_part: Optional[str] = None, max_part_bytes: Optional[int] = None,
+                 max_retry_after_ms: Optional[int] = None, race_tools: bool = False,
+                 resolve_concurrently: bool = False) -> None:
+        self.base_url = base_url
+        self.style = style
+        self.model = model
+        self.api_key = api_key
+        self.headers = dict(headers) if headers else {}
+        self.system_prompt = system_prompt
+        self.max_turns = max_turns
+        self.hooks = hooks
+        self.retries = retries
+        self.retry_base_ms = retry_base_ms
+        self.retryable_statuses = frozenset(retryable_statuses) if retryable_statuses is not None else None
+        self.timeout_ms = timeout_ms
+        self.store = store if store is not None else InMemoryConversationStore()
+        self.on_metric = on_metric
+        self.wait_for = wait_for
+        self.request_params = request_params
+        self.body_transform = body_transform
+        self.on_error = on_error
+        self.on_unsupported_part = on_unsupported_part
+        self.max_part_bytes = max_part_bytes
+        self.max_retry_after_ms = max_retry_after_ms
+        self.race_tools = race_tools
+        self.resolve_concurrently = resolve_concurrently
+        self._owns_transport = http_transport is None
+        if http_transport is None:
+            from .httpx_transport import HttpxTransport
+
+            http_transport = HttpxTransport()
+        self._http_transport = http_transport
+        self._caller = TransportCaller(http_transport)
+        self._metrics = MetricsRegistry()
+        self._id_locks = IdLocks()
+        self._instance = next(_instances)
+        self._dialect_cache: Any = None
+
+    # -- private interface shared with toolnexus.translate --------------------------------------
+
+    @property
+    def _dialect(self) -> Any:
+        if self._dialect_cache is None:
+            self._dialect_cache = dialect_for(self.style, PartPolicy(self.on_unsupported_part, self.max_part_bytes))
+        return self._dialect_cache
+
+    def _resolve_api_key(self) -> str:
+        if self.api_key:
+            return self.api_key
+        style_key = _ENV_KEYS.get(self.style, "OPENAI_API_KEY")
+        for name in ("OPENROUTER_API_KEY", style_key, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+            value = os.environ.get(name)
+            if value:
+                return value
+        raise RuntimeError("No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY")
+
+    def _new_deadline(self) -> Optional[float]:
+        return None if self.timeout_ms is None else time.monotonic() + self.timeout_ms / 1000
+
+    def _shape_body(self, body: dict) -> dict:
+        for key, value in (self.request_params or {}).items():
+            if key in _FORBIDDEN_PARAMS:
+                warn_once(f"request_params:{self._instance}:{key}",
+                          f'[toolnexus] request_params key "{key}" is not allowed — ignored (use body_transform)')
+                continue
+            body[key] = value
+        if self.body_transform is not None:
+            out = self.body_transform(body)
+            if out is not None:
+                body = out
+        return body
+
+    def _retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(self.retries, self.retry_base_ms, self.retryable_statuses, self.on_error,
+                           self.max_retry_after_ms)
+
+    async def _send_abortable(self, url: str, headers: dict[str, str], body: dict, abort: Abort) -> tuple[Any, int]:
+        payload = dict(body)  # one object per logical call: transports may cache its bytes across retries
+        return await call_with_retries(lambda timeout: self._caller.post(url, headers, payload, timeout),
+                                       self._retry_policy(), abort)
+
+    async def _send(self, url: str, headers: dict[str, str], body: dict, *, cancel: Optional[asyncio.Event],
+                    deadline: Optional[float]) -> tuple[Any, int]:
+        """One logical call with retries; returns `(decoded JSON, attempts)`."""
+        return await self._send_abortable(url, headers, body, Abort(cancel, deadline, self.timeout_ms))
+
+    async def _stream_turn(self, url: str, headers: dict[str, str], body: dict, abort: Abort,
+                           call: _LlmCall) -> AsyncGenerator[Any, None]:
+        payload = dict(body)
+        stream, call.attempts = await call_with_retries(
+            lambda timeout: self._caller.open(url, headers, payload, timeout), self._retry_policy(), abort)
+        async for item in read_turn(stream, self._dialect, abort):
+            yield item
+
+    def _llm_call(self, model: str, messages: list[dict]) -> _LlmCall:
+        return _LlmCall(self, model, messages)
+
+    async def _call_hook(self, name: str, event: dict) -> Any:
+        hooks = self.hooks
+        if hooks is None:
+            return None
+        fn = hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None)
+        if not callable(fn):
+            return None
+        out = fn(event)
+        if inspect.isawaitable(out):
+            out = await out
+        return out if hasattr(out, "get") else None
+
+    def _emit(self, event: dict) -> None:
+        for sink_name, sink in (("metrics registry", self._metrics.record), ("on_metric", self.on_metric)):
+            if sink is None:
+                continue
+            try:
+                sink(event)
+            except Exception as e:  # noqa: BLE001 - a metrics sink must never fail a run
+                warn_once(f"sink:{self._instance}:{sink_name}:{type(e).__name__}",
+                          f"[toolnexus] {sink_name} raised {type(e).__name__}: {e} — event dropped for this sink")
+
+    # -- public API -----------------------------------------------------------------------------
+
+    def _loop(self, prompt: Any, toolkit: Any, history: Optional[list[dict]], cancel: Any, *, streaming: bool) -> Any:
+        from .loop import RunLoop
+
+        return RunLoop(self, toolkit, cancel, streaming=streaming).start(normalize_prompt(prompt), history)
+
+    async def run(self, prompt: Any, toolkit: Any = None, history: Optional[list[dict]] = None,
+                  cancel: Optional[asyncio.Event] = None) -> RunResult:
+        """One run: loop until a final answer, a suspension halt or `max_turns`."""
+        return await drain(self._loop(prompt, toolkit, history, cancel, streaming=False).events())
+
+    def _conversation_lock(self, id: str) -> Any:  # noqa: A002
+        lock = getattr(self.store, "lock", None)
+        return lock(id) if callable(lock) else self._id_locks.hold(id)
+
+    async def ask(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
+                  on_text: Optional[Callable[[str], Any]] = None, cancel: Optional[asyncio.Event] = None) -> RunResult:
+        """`run`, optionally streaming text to `on_text` and keeping the transcript under `id`."""
+        if on_text is not None:
+            result: Optional[RunResult] = None
+            async for event in self.stream(prompt, toolkit, id=id, cancel=cancel):
+                if event["type"] == "text":
+                    out = on_text(event["delta"])
+                    if inspect.isawaitable(out):
+                        await out
+                elif event["type"] == "done":
+                    result = event["result"]
+            assert result is not None
+            return result
+        if not id:
+            return await self.run(prompt, toolkit, cancel=cancel)
+        async with self._conversation_lock(id):
+            history = await self.store.get(id) or []
+            result = await self.run(prompt, toolkit, history=history, cancel=cancel)
+            await self.store.save(id, result.messages)
+        return result
+
+    async def stream(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
+                     cancel: Optional[asyncio.Event] = None) -> AsyncGenerator[dict[str, Any], None]:
+        """The run as events: text, tool_call, pending, tool_result, usage, done (always last)."""
+        if not id:
+            async for event in self._loop(prompt, toolkit, None, cancel, streaming=True).events():
+                yield event
+            return
+        async with self._conversation_lock(id):
+            history = await self.store.get(id) or []
+            async for event in self._loop(prompt, toolkit, history, cancel, streaming=True).events():
+                if event["type"] == "done":
+                    await self.store.save(id, event["result"].messages)
+                yield event
+
+    def conversation(self, toolkit: Any = None, cancel: Optional[asyncio.Event] = None) -> Conversation:
+        return Conversation(self, toolkit, cancel)
+
+    async def translate(self, messages: list, *, tools: Optional[list] = None, toolkit: Any = None,
+                        tool_choice: Any = None, system: Optional[str] = None, max_tokens: int = 0,
+                        cancel: Optional[asyncio.Event] = None) -> Any:
+        """One provider call translating `messages` (see `toolnexus.translate`)."""
+        from ..translate import translate_with_client
+
+        return await translate_with_client(self, messages, tools=tools, toolkit=toolkit, tool_choice=tool_choice,
+                                           system=system, max_tokens=max_tokens, cancel=cancel)
+
+    def metrics(self) -> str:
+        """Prometheus text of everything this client recorded."""
+        return self._metrics.render()
+
+    @property
+    def conversation_store(self) -> ConversationStore:
+        return self.store
+
+    async def aclose(self) -> None:
+        """Release the default transport's pooled connections (a supplied transport is left alone)."""
+        if self._owns_transport:
+            await self._caller.aclose()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+async def drain(events: AsyncGenerator[dict[str, Any], None]) -> RunResult:
+    """The `done` result of an event stream (the non-streaming way to run the loop)."""
+    result: Optional[RunResult] = None
+    async for event in events:
+        if event["type"] == "done":
+            result = event["result"]
+    if result is None:
+        raise RunCancelled("toolnexus: run ended without a result")
+    return result
+
+
+def create_client(**options: Any) -> Client:
+    """A `Client`; keyword-only options as documented on `Client.__init__`."""
+    return Client(**options)
+
+
+create_client.__signature__ = inspect.signature(Client.__init__).replace(  # type: ignore[attr-defined]
+    parameters=list(inspect.signature(Client.__init__).parameters.values())[1:], return_annotation=Client)
+
+
+_IN_PROCESS_RESERVED = ("base_url", "api_key", "style", "http_transport")
+
+
+def create_in_process_client(*, model: str, generate: Callable[[dict], Any], **options: Any) -> Client:
+    """A client whose model is the plain function `generate` (no network, `retries=0` by default)."""
+    if not callable(generate):
+        raise TypeError("toolnexus: create_in_process_client requires a callable `generate`")
+    for reserved in _IN_PROCESS_RESERVED:
+        if reserved in options:
+            raise TypeError(f"toolnexus: create_in_process_client does not take `{reserved}` — an in-process "
+                            "model has no wire to configure. Use create_client for a network-backed model.")
+    options.setdefault("retries", 0)
+    return create_client(base_url="http://in-process.invalid/v1", style="openai", api_key="in-process",
+                         model=model, http_transport=InProcessTransport(generate), **options)
+

@@ -1,0 +1,108 @@
+"""Errors the LLM client raises, and the helpers that make provider error bodies safe to show.
+
+A provider's error body can carry account identifiers and, for 401/403, hints about credentials,
+so `ProviderError` never keeps those verbatim: identifiers are redacted, auth failures keep no
+body at all, and the message shows at most `MAX_ERROR_BODY` characters. Transports read at most
+`MAX_ERROR_READ_BYTES` of an error body (a misbehaving server cannot make us buffer megabytes).
+
+This module holds exception types and pure string helpers only; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "ProviderError",
+    "_HttpError",
+    "ProviderResponseError",
+    "RunTimeout",
+    "RunCancelled",
+    "ContentPartError",
+    "ResumeError",
+    "redact_identifiers",
+    "safe_error_body",
+    "capped_error_body",
+    "REDACTED",
+    "MAX_ERROR_BODY",
+    "MAX_ERROR_READ_BYTES",
+]
+
+REDACTED = "«redacted»"
+MAX_ERROR_BODY = 200
+MAX_ERROR_READ_BYTES = 64 * 1024
+
+_IDENTIFIER_KEYS = ("user_id", "account_id", "org_id", "organization")
+_JSON_SCALAR = r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null'
+_IDENTIFIER_VALUE = re.compile(r'("(?:' + "|".join(_IDENTIFIER_KEYS) + r')"\s*:\s*)(' + _JSON_SCALAR + r")")
+
+
+def redact_identifiers(text: str) -> str:
+    """Replace the scalar values of JSON keys `user_id`/`account_id`/`org_id`/`organization`.
+
+    Works on raw text (the body may not be valid JSON); the replacement is the JSON string
+    `"«redacted»"`, so a JSON body stays JSON.
+    """
+    return _IDENTIFIER_VALUE.sub(lambda m: m.group(1) + '"' + REDACTED + '"', text)
+
+
+def safe_error_body(status: int, text: str) -> str:
+    """The body we keep for an HTTP error: `""` for 401/403, else redacted and stripped."""
+    if status in (401, 403):
+        return ""
+    return redact_identifiers(text or "").strip()
+
+
+def capped_error_body(body: str, limit: int = MAX_ERROR_BODY) -> str:
+    """`body` cut to `limit` characters, with `…` appended when it was longer."""
+    return body if len(body) <= limit else body[:limit] + "…"
+
+
+class ProviderError(Exception):
+    """A non-2xx reply from the LLM endpoint.
+
+    `.status` is the HTTP status, `.body` the safe body (see `safe_error_body`), `.text` the same
+    (deprecated name), `.retry_after` the raw `Retry-After` header or None.
+    """
+
+    def __init__(self, status: int, text: str = "", retry_after: str | None = None) -> None:
+        self.status = int(status)
+        self.body = safe_error_body(self.status, text)
+        self.retry_after = retry_after
+        shown = capped_error_body(self.body)
+        super().__init__(f"LLM {self.status}: {shown}" if shown else f"LLM {self.status}")
+
+    @property
+    def text(self) -> str:
+        """Deprecated alias of `.body`."""
+        return self.body
+
+
+_HttpError = ProviderError
+
+
+class ProviderResponseError(ValueError):
+    """A 2xx reply whose body is not the shape the wire dialect expects (never retried)."""
+
+
+class RunTimeout(TimeoutError):
+    """The run's `timeout_ms` budget ran out."""
+
+    def __init__(self, timeout_ms: int | float | None) -> None:
+        self.timeout_ms = timeout_ms
+        super().__init__(f"run timeout after {timeout_ms}ms (client timeout_ms budget)")
+
+
+class RunCancelled(Exception):
+    """The run's `cancel` event was set."""
+
+    def __init__(self, message: str = "run cancelled") -> None:
+        super().__init__(message)
+
+
+class ContentPartError(ValueError):
+    """A user-attached content part is invalid, unsupported by the wire, or too large."""
+
+
+class ResumeError(ValueError):
+    """A durable resume that cannot proceed (message prefix `toolnexus: cannot resume — `)."""

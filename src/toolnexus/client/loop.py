@@ -1,0 +1,275 @@
+"""THE tool-calling loop, once, as an async generator of events (run drains it, stream yields it).
+
+One `RunLoop` is one run. Set it up with `start(prompt, history)` (a new user turn) or
+`continue_from(messages)` (a prepared transcript, no new user turn — the seam durable resume uses),
+then iterate `events()` (optionally with a `prelude`, e.g. resume re-executing the open calls of the
+halted turn through `tool_turn(..., write=<merge into that turn's results>)` before the loop):
+
+    text* → (tool_call+ → [pending] … tool_result*)* → [usage] → done
+
+Per turn: `before_llm` → the dialect builds the body → `Client._shape_body` → one logical call
+(whole reply or SSE stream) → usage → `after_llm` → append the assistant turn → no calls ⇒ done;
+else the calls run concurrently (`ToolRunner`) and their outcomes are written back strictly in
+call order, applying the suspension rule (suspension.md §5): with `wait_for`, each suspension is
+resolved serially (`resolve_with_answer`); without, the run halts at the first one with a
+placeholder result. Before the first LLM call, a trailing assistant turn with unanswered calls is
+balanced with `no result supplied on resume for <name>` errors.
+
+`Client(resolve_concurrently=True)` (opt-in) emits all of a turn's `pending` events first and
+runs their `wait_for`s concurrently (a host collecting N relay calls before answering cannot
+deadlock); results are still recorded in call order. `Client(race_tools=True)` (opt-in) lets the deadline and `cancel` also interrupt tool execution and
+`wait_for`; by default they bound only LLM calls.
+
+Not here: HTTP, retries, SSE parsing (client/retry/streaming modules) or any provider JSON (wire/).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping, Optional
+
+from ..types import Answer, Request
+from .result import LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult
+from .retry import Abort, race
+from .suspension import merge_relay_halt, stamp_relay_call
+from .tool_calls import CallOutcome, ToolRunner, gather_in_order, resolve_with_answer
+from .wire.base import ResultEntry, ToolCall, Turn, add_usage, zero_usage
+
+__all__ = ["RunLoop", "Prelude", "compose_system", "NO_RESULT_ON_RESUME"]
+
+NO_RESULT_ON_RESUME = "no result supplied on resume for {name}"
+Prelude = Callable[["RunLoop"], AsyncGenerator[dict[str, Any], None]]
+
+
+def compose_system(system_prompt: Optional[str], toolkit: Any) -> str:
+    """`system_prompt` and the toolkit's skills prompt, non-empty ones joined by a blank line."""
+    skills = toolkit.skills_prompt() if toolkit is not None else ""
+    return "\n\n".join(p for p in (system_prompt, skills) if p)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class RunLoop:
+    """State and turn loop of one run (see module docstring)."""
+
+    def __init__(self, client: Any, toolkit: Any, cancel: Any, *, streaming: bool) -> None:
+        self.client = client
+        self.toolkit = toolkit
+        self.streaming = streaming
+        self.dialect = client._dialect
+        self.api_key = client._resolve_api_key()
+        self.abort = Abort(cancel, client._new_deadline(), client.timeout_ms)
+        self.system = compose_system(client.system_prompt, toolkit)
+        self.tools: list[dict] = self.dialect.declare_tools(toolkit)
+        self.messages: list[dict] = []
+        self.run_start = 0
+        self.usage = zero_usage()
+        self.turns = 0
+        self.records: list[dict[str, Any]] = []
+        self.model = client.model
+
+    def start(self, prompt: Any, history: Optional[list[dict]]) -> "RunLoop":
+        history = list(history or [])
+        self.messages = self.dialect.start_transcript(history, self.system, prompt)
+        self.run_start = len(history)
+        return self
+
+    def continue_from(self, messages: list[dict], records: Optional[list[dict]] = None) -> "RunLoop":
+        """Continue a prepared transcript with no new user turn (durable resume)."""
+        self.messages = list(messages)
+        self.run_start = len(self.messages)
+        self.records = list(records or [])
+        return self
+
+    # -- results --------------------------------------------------------------------------------
+
+    def result(self, text: str, status: str = RUN_STATUS_DONE, *, limit: Optional[str] = None,
+               pending: Optional[Request] = None) -> RunResult:
+        return RunResult(text=text, messages=self.messages, tool_calls=list(self.records),
+                         tool_call_count=len(self.records), turns=self.turns, usage=dict(self.usage),
+                         model=self.model, status=status, limit=limit, pending=pending)  # type: ignore[arg-type]
+
+    def _emit_run(self, started: float, error: Optional[str] = None) -> None:
+        event: dict[str, Any] = {"event": "run", "model": self.model, "turns": self.turns,
+                                 "tool_calls": len(self.records), "total_tokens": self.usage["total_tokens"],
+                                 "ms": (time.monotonic() - started) * 1000}
+        if error is not None:
+            event["error"] = error
+        self.client._emit(event)
+
+    def _bounded(self, awaitable: Awaitable[Any]) -> Awaitable[Any]:
+        return race(awaitable, self.abort) if self.client.race_tools else awaitable
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    async def events(self, prelude: Optional[Prelude] = None) -> AsyncGenerator[dict[str, Any], None]:
+        """The run as events; the last one is always `{"type": "done", "result": RunResult}`.
+
+        `prelude` (durable resume) runs first, inside the run's metric/error envelope; if it yields
+        a `done` event (a repeat halt) the run ends there, else the turn loop follows.
+        """
+        started = time.monotonic()
+        try:
+            async for event in self._run(prelude):
+                if event["type"] == "done":
+                    self._emit_run(started)
+                yield event
+        except Exception as e:
+            self._emit_run(started, error=str(e))
+            raise
+
+    async def _run(self, prelude: Optional[Prelude]) -> AsyncGenerator[dict[str, Any], None]:
+        if prelude is not None:
+            async for event in prelude(self):
+                yield event
+                if event["type"] == "done":
+                    return
+        async for event in self._turns():
+            yield event
+
+    async def _turns(self) -> AsyncGenerator[dict[str, Any], None]:
+        self.messages = self.dialect.balance(self.messages, lambda c: NO_RESULT_ON_RESUME.format(name=c.name))
+        for turn_index in range(self.client.max_turns):
+            self.turns += 1
+            turn: Optional[Turn] = None
+            async for item in self._llm_turn(turn_index):
+                if isinstance(item, Turn):
+                    turn = item
+                else:
+                    yield item
+            assert turn is not None
+            self.messages.append(turn.assistant_message)
+            if not turn.tool_calls:
+                if self.streaming:
+                    yield {"type": "usage", "usage": dict(self.usage)}
+                yield {"type": "done", "result": self.result(turn.text)}
+                return
+            halted = False
+            async for event in self.tool_turn(turn.tool_calls, turn_index, self.messages.extend):
+                halted = halted or event["type"] == "done"
+                yield event
+            if halted:
+                return
+        text = self.dialect.exhausted_text(self.messages, self.run_start)
+        if text:
+            yield {"type": "done", "result": self.result(text)}
+        else:
+            yield {"type": "done", "result": self.result("", RUN_STATUS_INCOMPLETE, limit=LIMIT_MAX_TURNS)}
+
+    async def _llm_turn(self, turn_index: int) -> AsyncGenerator[Any, None]:
+        """One LLM round trip: yields text events (streaming) and finally the `Turn`."""
+        client = self.client
+        hv = await client._call_hook("before_llm", {"messages": self.messages, "tools": self.tools,
+                                                    "model": client.model, "turn": turn_index})
+        model = client.model
+        if hv:
+            if hv.get("messages") is not None:
+                self.messages = hv["messages"]
+            if hv.get("tools") is not None:
+                self.tools = hv["tools"]
+            if hv.get("model"):
+                model = hv["model"]
+        self.model = model
+        body = self.dialect.build_body(model, self.messages, self.tools, self.system, self.streaming)
+        body = client._shape_body(body)
+        url = self.dialect.url(client.base_url)
+        headers = self.dialect.headers(self.api_key, client.headers)
+        call = client._llm_call(model, self.messages)
+        async with call:
+            if self.streaming:
+                stream = client._stream_turn(url, headers, body, self.abort, call)
+                async for item in stream:
+                    if isinstance(item, Turn):
+                        turn = item
+                    else:
+                        yield {"type": "text", "delta": item}
+                response: Any = None
+            else:
+                response, call.attempts = await client._send_abortable(url, headers, body, self.abort)
+                turn = self.dialect.parse_response(response)
+            call.usage = turn.usage
+        add_usage(self.usage, turn.usage)
+        if self.streaming:
+            response = {"streamed": True, "usage": dict(self.usage)}
+        await client._call_hook("after_llm", {"response": response, "model": model, "turn": turn_index})
+        yield turn
+
+    async def _wait_for(self, request: Request) -> Optional[Answer]:
+        answer = await self._bounded(_maybe_await(self.client.wait_for(request)))
+        if isinstance(answer, Mapping):
+            answer = Answer.from_dict(answer)
+        return answer
+
+    async def tool_turn(self, calls: list[ToolCall], turn_index: int,
+                        write: Callable[[list[dict]], None]) -> AsyncGenerator[dict[str, Any], None]:
+        """Run `calls` concurrently, then settle them in call order (suspension rule §5).
+
+        `write(result_messages)` stores the turn's results (the loop appends them; durable resume
+        can merge them into an existing results slot). A durable halt ends with a `done` event.
+        """
+        for c in calls:
+            yield {"type": "tool_call", "id": c.id, "name": c.name, "args": c.args}
+        runner = ToolRunner(self.client, self.toolkit, turn_index)
+        outcomes = await self._bounded(runner.run_all(calls))
+        for o in outcomes:
+            if o.request is not None:
+                stamp_relay_call(o.request, o.call)
+        async for event in self.settle(runner, outcomes, write):
+            yield event
+
+    async def settle(self, runner: ToolRunner, outcomes: list[CallOutcome],
+                     write: Callable[[list[dict]], None]) -> AsyncGenerator[dict[str, Any], None]:
+        """Write outcomes back in call order: resolve suspensions with `wait_for`, or halt durably."""
+        durable = self.client.wait_for is None or self.toolkit is None
+        resolved: dict[int, Any] = {}
+        if not durable and self.client.resolve_concurrently:
+            suspended = [i for i, o in enumerate(outcomes) if o.request is not None]
+            for i in suspended:
+                yield {"type": "pending", "request": outcomes[i].request}
+            results = await gather_in_order([self._resolve(runner, outcomes[i]) for i in suspended])
+            resolved = dict(zip(suspended, results))
+        entries: list[ResultEntry] = []
+        for position, o in enumerate(outcomes):
+            result = o.result
+            if position in resolved:
+                result = resolved[position]
+            elif o.request is not None:
+                if durable:
+                    async for event in self._halt(o, outcomes[position + 1 :], entries, write):
+                        yield event
+                    return
+                yield {"type": "pending", "request": o.request}
+                result = await self._resolve(runner, o)
+            self._record(o, result.output, bool(result.is_error), result.metadata)
+            entries.append(ResultEntry.of(o.call, result))
+            yield self._result_event(entries[-1])
+        write(self.dialect.result_messages(entries))
+
+    async def _resolve(self, runner: ToolRunner, o: CallOutcome) -> Any:
+        """`wait_for` then §5 steps 3–4 for one suspended call."""
+        answer = await self._wait_for(o.request)  # type: ignore[arg-type]
+        return await self._bounded(resolve_with_answer(runner, o, answer))
+
+    def _record(self, o: CallOutcome, output: str, is_error: bool, metadata: Any) -> None:
+        self.records.append({"name": o.call.name, "args": o.args, "output": output, "is_error": is_error,
+                             "metadata": metadata})
+
+    @staticmethod
+    def _result_event(entry: ResultEntry) -> dict[str, Any]:
+        return {"type": "tool_result", "id": entry.call.id, "name": entry.call.name, "output": entry.output,
+                "is_error": entry.is_error}
+
+    async def _halt(self, o: CallOutcome, later: list[CallOutcome], entries: list[ResultEntry],
+                    write: Callable[[list[dict]], None]) -> AsyncGenerator[dict[str, Any], None]:
+        """Durable halt at `o`: placeholder result, later calls dropped, `status="pending"`."""
+        request = merge_relay_halt(o.request, [x.request for x in later if x.request is not None])
+        placeholder = ResultEntry(o.call, request.prompt, True)
+        self._record(o, request.prompt, True, None)
+        write(self.dialect.result_messages(entries + [placeholder]))
+        yield {"type": "pending", "request": request}
+        if self.dialect.halt_emits_placeholder_result:
+            yield self._result_event(placeholder)
+        yield {"type": "done", "result": self.result(request.prompt, RUN_STATUS_PENDING, pending=request)}

@@ -1,0 +1,171 @@
+"""One logical LLM call: attempts, backoff, `Retry-After`, `on_error`, deadline and cancel.
+
+Every attempt runs as a task raced against the run's `cancel` event and the time left before the
+run's deadline, so a hung server is abandoned the moment either fires (the attempt task is
+cancelled, which closes an httpx socket; a synchronous worker thread is abandoned). Backoff sleeps
+wait on the same event and are clipped to the deadline. Aborts (`RunTimeout`, `RunCancelled`) are
+never retried and never reach `on_error`.
+
+`max_retry_after_ms` (opt-in): a `Retry-After` longer than it is not slept through; the error is
+raised at once, since retrying before the server's stated time would only fail again.
+
+Not here: what an attempt does (the client passes a coroutine factory) or what the reply means.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Iterable, Optional, TypeVar
+
+from .errors import ProviderError, RunCancelled, RunTimeout
+from .result import ErrorClassifier, ErrorInfo
+
+__all__ = ["RETRYABLE_STATUSES", "DEFAULT_TRANSPORT_TIMEOUT", "_is_retryable_status", "_parse_retry_after",
+           "backoff_seconds", "RetryPolicy", "Abort", "call_with_retries", "race", "pause"]
+
+T = TypeVar("T")
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
+DEFAULT_TRANSPORT_TIMEOUT = 120.0
+_MAX_RETRY_AFTER = 2147483647
+_ABANDON_GRACE = 0.1
+
+
+def _is_retryable_status(status: int, extra: Optional[Iterable[int]] = None) -> bool:
+    """True for 429/500/502/503/504/529 and any status in `extra` (additive only)."""
+    return status in RETRYABLE_STATUSES or (extra is not None and status in extra)
+
+
+def _parse_retry_after(value: Any) -> Optional[int]:
+    """Delay-seconds form only: ASCII digits (after stripping), at most 2^31-1; else None."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not text or not text.isascii() or not text.isdigit():
+        return None
+    seconds = int(text)
+    return seconds if seconds <= _MAX_RETRY_AFTER else None
+
+
+def backoff_seconds(attempt: int, retry_base_ms: int) -> float:
+    """Exponential backoff with up to 100 ms of jitter: `base * 2**attempt + U(0, 0.1)` seconds."""
+    return retry_base_ms / 1000 * 2**attempt + random.random() * 0.1
+
+
+@dataclass
+class Abort:
+    """The run's abort conditions: an optional cancel event and an optional monotonic deadline."""
+
+    cancel: Optional[asyncio.Event] = None
+    deadline: Optional[float] = None
+    timeout_ms: Optional[float] = None
+
+    def remaining(self) -> Optional[float]:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def check(self) -> None:
+        """Raise `RunCancelled` / `RunTimeout` if either already fired."""
+        if self.cancel is not None and self.cancel.is_set():
+            raise RunCancelled()
+        left = self.remaining()
+        if left is not None and left <= 0:
+            raise RunTimeout(self.timeout_ms)
+
+    def transport_timeout(self) -> float:
+        left = self.remaining()
+        return DEFAULT_TRANSPORT_TIMEOUT if left is None else max(left, 0.001)
+
+    def timed_out(self) -> bool:
+        left = self.remaining()
+        return left is not None and left <= 0
+
+
+def _retrieve(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+async def race(awaitable: Awaitable[T], abort: Abort, *, on_abort: Optional[Callable[[], Awaitable[None]]] = None) -> T:
+    """Await `awaitable` unless cancel or deadline fires first (then abandon it and raise)."""
+    try:
+        abort.check()
+    except BaseException:
+        if asyncio.iscoroutine(awaitable):
+            awaitable.close()
+        raise
+    task = asyncio.ensure_future(awaitable)
+    if abort.cancel is None and abort.deadline is None:
+        return await task
+    waiter = asyncio.ensure_future(abort.cancel.wait()) if abort.cancel is not None else None
+    try:
+        done, _ = await asyncio.wait([t for t in (task, waiter) if t is not None],
+                                     timeout=abort.remaining(), return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+    finally:
+        if waiter is not None:
+            waiter.cancel()
+        if not task.done():
+            task.cancel()
+            task.add_done_callback(_retrieve)
+            if on_abort is not None:
+                await on_abort()
+            await asyncio.wait([task], timeout=_ABANDON_GRACE)
+    if abort.cancel is not None and abort.cancel.is_set():
+        raise RunCancelled()
+    raise RunTimeout(abort.timeout_ms)
+
+
+async def pause(seconds: float, abort: Abort) -> None:
+    """Sleep `seconds`, waking at once on cancel; reaching the deadline raises `RunTimeout`."""
+    left = abort.remaining()
+    clipped = seconds if left is None else min(seconds, max(left, 0))
+    if abort.cancel is None:
+        await asyncio.sleep(clipped)
+    else:
+        try:
+            await asyncio.wait_for(abort.cancel.wait(), timeout=clipped)
+        except TimeoutError:
+            pass
+    abort.check()
+
+
+@dataclass
+class RetryPolicy:
+    """The retry knobs of a `Client`."""
+
+    retries: int = 2
+    retry_base_ms: int = 500
+    retryable_statuses: Optional[frozenset[int]] = None
+    on_error: Optional[ErrorClassifier] = None
+    max_retry_after_ms: Optional[int] = None
+
+
+async def call_with_retries(attempt: Callable[[float], Awaitable[T]], policy: RetryPolicy, abort: Abort) -> tuple[T, int]:
+    """Run `attempt(transport_timeout)` up to `retries + 1` times; return `(result, attempts)`."""
+    n = 0
+    while True:
+        wait: Optional[int] = None
+        try:
+            return await race(attempt(abort.transport_timeout()), abort), n + 1
+        except (RunTimeout, RunCancelled):
+            raise
+        except ProviderError as e:
+            error: BaseException = e
+            retryable = _is_retryable_status(e.status, policy.retryable_statuses)
+            info: ErrorInfo = {"status": e.status, "attempt": n, "retryable": retryable}
+            wait = _parse_retry_after(e.retry_after)
+        except OSError as e:
+            if abort.timed_out():
+                raise RunTimeout(abort.timeout_ms) from e
+            error, retryable = e, True
+            info = {"error": e, "attempt": n, "retryable": True}
+        tier = policy.on_error(info) if policy.on_error is not None else ("retry" if retryable else "fail")
+        if tier == "fail" or n >= policy.retries:
+            raise error
+        if wait is not None and policy.max_retry_after_ms is not None and wait * 1000 > policy.max_retry_after_ms:
+            raise error
+        await pause(wait if wait is not None else backoff_seconds(n, policy.retry_base_ms), abort)
+        n += 1

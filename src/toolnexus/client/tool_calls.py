@@ -1,0 +1,129 @@
+"""Executing one turn's tool calls, and resolving one suspended call with an `Answer`.
+
+`ToolRunner.run_all` runs every call of a turn concurrently in an `asyncio.TaskGroup`
+(`before_tool` → `toolkit.execute` → `after_tool`, plus the `tool` metric) and returns the
+outcomes in CALL order. A tool (or hook) that raises fails the whole turn: the TaskGroup cancels
+the siblings (none keeps running unobserved) and the original exception is re-raised unchanged.
+
+`resolve_with_answer` is suspension.md §5 steps 3–4 for one call, reusable by the in-process
+`wait_for` path and by durable resume: declined ⇒ `declined/expired: <prompt>`; ok ⇒ one re-run with
+`ToolContext(answer=…)` (no `before_tool`; `after_tool` and a metric yes), still pending ⇒
+`unresolved: <prompt>`.
+
+Not here: the order in which outcomes are written to the transcript (loop.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Optional, TypeVar
+
+from ..types import Answer, Request, ToolContext, ToolResult, pending_of
+from .wire.base import ToolCall
+
+__all__ = ["CallOutcome", "ToolRunner", "resolve_with_answer", "gather_in_order", "first_leaf"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class CallOutcome:
+    """What one call produced: the effective args (after `before_tool`), its result, its suspension."""
+
+    call: ToolCall
+    args: dict[str, Any]
+    result: ToolResult
+    request: Optional[Request] = None
+
+
+def first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The first non-group exception inside a (possibly nested) exception group."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+class ToolRunner:
+    """Runs tool calls for one turn of one run (hooks, toolkit, metrics)."""
+
+    def __init__(self, client: Any, toolkit: Any, turn: int) -> None:
+        self.client = client
+        self.toolkit = toolkit
+        self.turn = turn
+
+    def source_of(self, name: str) -> str:
+        tool = self.toolkit.get(name) if self.toolkit is not None else None
+        return getattr(tool, "source", None) or "custom"
+
+    async def execute(self, name: str, args: dict[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
+        if self.toolkit is None:
+            return ToolResult(output=f"unknown tool: {name}", is_error=True)
+        result = await self.toolkit.execute(name, args, ctx)
+        if not isinstance(result, ToolResult):
+            raise TypeError(f"toolnexus: tool {name!r} returned {type(result).__name__}, expected ToolResult")
+        return result
+
+    def emit_tool(self, name: str, result: ToolResult, started: float) -> None:
+        suspended = pending_of(result) is not None
+        event: dict[str, Any] = {"event": "tool", "tool": name, "source": self.source_of(name),
+                                 "is_error": False if suspended else bool(result.is_error),
+                                 "ms": (time.monotonic() - started) * 1000}
+        if suspended:
+            event["pending"] = True
+        self.client._emit(event)
+
+    async def after_tool(self, call: ToolCall, args: dict[str, Any], result: ToolResult) -> ToolResult:
+        hv = await self.client._call_hook("after_tool", {"name": call.name, "args": args, "result": result,
+                                                          "id": call.id, "turn": self.turn})
+        if hv and hv.get("result") is not None:
+            return hv["result"]
+        return result
+
+    async def run_one(self, call: ToolCall) -> CallOutcome:
+        args = call.args
+        hv = await self.client._call_hook("before_tool", {"name": call.name, "args": args, "id": call.id,
+                                                           "turn": self.turn})
+        started = time.monotonic()
+        if hv and hv.get("result") is not None:
+            result = hv["result"]
+        else:
+            if hv and hv.get("args") is not None:
+                args = hv["args"]
+            result = await self.execute(call.name, args, None)
+            if pending_of(result) is None:
+                result = await self.after_tool(call, args, result)
+        self.emit_tool(call.name, result, started)
+        return CallOutcome(call, args, result, pending_of(result))
+
+    async def run_all(self, calls: list[ToolCall]) -> list[CallOutcome]:
+        return await gather_in_order([self.run_one(c) for c in calls])
+
+
+async def gather_in_order(coros: list[Awaitable[T]]) -> list[T]:
+    """Run concurrently in a TaskGroup; results in input order; first failure re-raised unchanged."""
+    if len(coros) == 1:
+        return [await coros[0]]
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(c) for c in coros]  # type: ignore[arg-type]
+    except BaseExceptionGroup as eg:
+        raise first_leaf(eg) from None
+    return [t.result() for t in tasks]
+
+
+async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: Optional[Answer]) -> ToolResult:
+    """Suspension.md §5 steps 3–4 for one suspended call (see module docstring)."""
+    request = outcome.request
+    assert request is not None
+    if answer is None or not answer.ok:
+        return ToolResult(output=f"declined/expired: {request.prompt}", is_error=True)
+    started = time.monotonic()
+    result = await runner.execute(outcome.call.name, outcome.args, ToolContext(answer=answer))
+    result = await runner.after_tool(outcome.call, outcome.args, result)
+    runner.emit_tool(outcome.call.name, result, started)
+    if pending_of(result) is not None:
+        return ToolResult(output=f"unresolved: {request.prompt}", is_error=True)
+    return result

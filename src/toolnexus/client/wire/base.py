@@ -1,0 +1,187 @@
+"""The neutral turn every wire dialect produces, and the dialect interface the loop programs against.
+
+The loop never looks at a provider's JSON: a dialect turns the canonical transcript into a request
+body and a provider reply (whole or streamed) into a `Turn`. Everything style-specific lives in
+`wire/openai.py` and `wire/anthropic.py`; this module holds only the shared shapes and helpers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Protocol
+
+from ...types import ToolResult
+from ..errors import ProviderResponseError
+from ..parts import MEDIA_TYPES, PartPolicy
+from ..sse import SseEvent
+
+__all__ = [
+    "ToolCall",
+    "Turn",
+    "ResultEntry",
+    "StreamAccumulator",
+    "WireDialect",
+    "zero_usage",
+    "usage_of",
+    "find_last_assistant",
+    "add_usage",
+    "parse_arguments",
+    "malformed",
+    "DialectBase",
+]
+
+
+@dataclass
+class ToolCall:
+    """One tool call the model asked for. `arguments` is the raw wire string when there was one."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    arguments: Optional[str] = None
+
+
+@dataclass
+class Turn:
+    """One assistant reply, wire-neutral. No `tool_calls` ⇒ the run's final answer."""
+
+    text: str
+    tool_calls: list[ToolCall]
+    usage: dict[str, int]
+    assistant_message: dict[str, Any]
+    raw: Any = None
+
+
+@dataclass
+class ResultEntry:
+    """A tool result ready to be written into the transcript."""
+
+    call: ToolCall
+    output: str
+    is_error: bool
+    parts: Optional[list[dict[str, Any]]] = None
+
+    @classmethod
+    def of(cls, call: ToolCall, result: ToolResult) -> "ResultEntry":
+        return cls(call, result.output, bool(result.is_error), result.parts or None)
+
+
+class StreamAccumulator(Protocol):
+    """Assembles one streamed turn from SSE events."""
+
+    finished: bool
+
+    def feed(self, event: SseEvent) -> list[str]:
+        """Consume one event; return the text deltas it carried."""
+
+    def turn(self) -> Turn:
+        """The assembled turn (after the stream ended)."""
+
+
+class WireDialect(Protocol):
+    """What the loop needs from a provider wire. Two implementations: openai, anthropic."""
+
+    name: str
+    halt_emits_placeholder_result: bool
+
+    def url(self, base_url: str) -> str: ...
+    def headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]: ...
+    def start_transcript(self, history: list[dict], system: str, prompt: Any) -> list[dict]: ...
+    def declare_tools(self, toolkit: Any) -> list[dict]: ...
+    def build_body(self, model: str, messages: list[dict], tools: list[dict], system: str, stream: bool) -> dict: ...
+    def parse_response(self, data: Any) -> Turn: ...
+    def new_stream(self) -> StreamAccumulator: ...
+    def result_messages(self, entries: list[ResultEntry]) -> list[dict]: ...
+    def exhausted_text(self, messages: list[dict], run_start: int) -> str: ...
+    def assistant_calls(self, message: Any) -> list[ToolCall]: ...
+    def balance(self, messages: list[dict], text_for: Callable[[ToolCall], str]) -> list[dict]: ...
+
+
+def zero_usage() -> dict[str, int]:
+    return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
+def add_usage(total: dict[str, int], turn: dict[str, int]) -> None:
+    """Sum one turn's usage into the run's."""
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        total[key] = total.get(key, 0) + int(turn.get(key, 0) or 0)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_of(prompt: Any, completion: Any, total: Any = None) -> dict[str, int]:
+    p, c = _int(prompt), _int(completion)
+    t = _int(total) or p + c
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": t}
+
+
+def parse_arguments(raw: Any) -> dict[str, Any]:
+    """Tool-call arguments as a dict: a dict is kept; a JSON-object string parsed; anything else `{}`."""
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str) and raw.strip():
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+    return {}
+
+
+def malformed(wire: str, what: str, data: Any) -> ProviderResponseError:
+    """A clear error for a 2xx reply that is not the expected shape."""
+    if isinstance(data, dict):
+        got = f"keys {sorted(map(str, data))!r}"
+        if "error" in data:
+            got += f", error {json.dumps(data['error'])[:200]}"
+    else:
+        got = type(data).__name__
+    return ProviderResponseError(f"toolnexus: malformed {wire} response: {what} (got {got})")
+
+
+def find_last_assistant(messages: list[dict]) -> int:
+    """Index of the last assistant message, or -1."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            return i
+    return -1
+
+
+
+
+class DialectBase:
+    """What both dialects share: the part policy, part mapping skeleton, trailing-turn lookup."""
+
+    name = ""
+    halt_emits_placeholder_result = False
+
+    def __init__(self, policy: Optional[PartPolicy] = None) -> None:
+        self.policy = policy or PartPolicy()
+
+    def map_media(self, part: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """The wire form of a canonical media part, or None when this wire cannot carry it."""
+        raise NotImplementedError
+
+    def map_part(self, part: Any, *, user: bool) -> Any:
+        """One canonical part for this wire (non-canonical dicts pass through unchanged)."""
+        if not isinstance(part, dict) or part.get("type") not in MEDIA_TYPES or "mimeType" not in part:
+            return part
+        too_big = self.policy.check_size(part)
+        if too_big:
+            return self.policy.reject(part, too_big, user=user, wire=self.name)
+        mapped = self.map_media(part)
+        if mapped is None:
+            return self.policy.reject(part, "not supported by this wire", user=user, wire=self.name)
+        return mapped
+
+    def assistant_calls(self, message: Any) -> list[ToolCall]:
+        raise NotImplementedError
+
+    def trailing_calls(self, messages: list[dict]) -> tuple[int, list[ToolCall]]:
+        """Index and tool calls of the last assistant message (`-1, []` without one)."""
+        i = find_last_assistant(messages)
+        return i, (self.assistant_calls(messages[i]) if i >= 0 else [])
