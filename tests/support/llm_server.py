@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 __all__ = ["LlmServer", "ScriptedTransport", "RecordingTransport", "Recorded", "Json", "Sse", "Hang", "Trickle", "Raw", "openai_text", "openai_calls",
-           "anthropic_text", "anthropic_calls", "openai_sse", "anthropic_sse", "sse_lines"]
+           "anthropic_text", "anthropic_calls", "openai_sse", "anthropic_sse", "sse_lines", "unbalanced_turns",
+           "tool_from", "toolkit_of"]
 
 
 @dataclass
@@ -334,3 +335,51 @@ class RecordingTransport:
 
     def open(self, url, headers, payload, timeout):
         raise NotImplementedError
+
+
+def unbalanced_turns(messages: list) -> list[tuple[int, list, list]]:
+    """Assistant turns (either wire) whose tool calls do not have exactly one result each, in order.
+
+    Returns `(index, call ids, result ids)` per offending turn; `[]` means every turn is balanced.
+    OpenAI results are the `tool` messages right after the turn; Anthropic results are the
+    `tool_result` blocks of the next user message.
+    """
+    bad = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        if isinstance(m.get("content"), list):
+            calls = [b["id"] for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+            nxt = messages[i + 1] if i + 1 < len(messages) else {}
+            blocks = nxt.get("content") if nxt.get("role") == "user" and isinstance(nxt.get("content"), list) else []
+            results = [b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        else:
+            calls = [c["id"] for c in m.get("tool_calls") or []]
+            results = []
+            for later in messages[i + 1:]:
+                if not isinstance(later, dict) or later.get("role") != "tool":
+                    break
+                results.append(later.get("tool_call_id"))
+        if calls and results != calls:
+            bad.append((i, calls, results))
+    return bad
+
+
+# -- tools for loop tests ------------------------------------------------------------------------
+
+
+def tool_from(name: str, fn: Any, source: str = "native") -> Any:
+    """A real `Tool` named `name` whose execute awaits `fn(args or {}, ctx)` (empty object schema)."""
+    from toolnexus.types import Tool
+
+    async def execute(args: Any = None, ctx: Any = None) -> Any:
+        return await fn(args or {}, ctx)
+
+    return Tool(name, f"{name} tool", {"type": "object", "properties": {}}, source, execute)
+
+
+def toolkit_of(*tools: Any) -> Any:
+    """A real `Toolkit` holding just `tools` (no MCP, skills or built-ins)."""
+    from toolnexus.toolkit import Toolkit
+
+    return Toolkit(None, None, [], [], list(tools))

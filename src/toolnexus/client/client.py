@@ -13,6 +13,9 @@ Choices beyond the contract (all opt-in or invisible to the wire):
 - metric sinks are isolated: a raising `on_metric` (or registry) is reported once per client and
   exception type as a `[toolnexus] on_metric raised …` warning and never fails the run.
 - the forbidden-`request_params` warning is issued once per key per client.
+- `run_with_answer` / `ask_with_answer` (durable resume, resume.py) keep a per-client answer
+  ledger; `client.clock` (a settable attribute, default aware-UTC now) is what `expiresAt` is
+  checked against, in-process and on resume.
 
 Not here: the turn loop (loop.py), wire shapes (wire/), retries (retry.py), translate.
 """
@@ -33,8 +36,10 @@ from .memory import Conversation, ConversationStore, IdLocks, InMemoryConversati
 from .metrics import MetricsRegistry
 from .parts import PartPolicy, media_parts_summary, normalize_prompt
 from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, WaitFor
+from .resume import AnswerLedger, ask_with_answer, run_with_answer
 from .retry import Abort, RetryPolicy, call_with_retries
 from .streaming import read_turn
+from .tool_calls import utc_now
 from .transport import HttpTransport, InProcessTransport, TransportCaller
 from .wire import dialect_for
 
@@ -119,6 +124,8 @@ class Client:
         self._caller = TransportCaller(http_transport)
         self._metrics = MetricsRegistry()
         self._id_locks = IdLocks()
+        self._answers = AnswerLedger()
+        self.clock: Callable[[], Any] = utc_now
         self._instance = next(_instances)
         self._dialect_cache: Any = None
 
@@ -254,6 +261,16 @@ class Client:
                 if event["type"] == "done":
                     await self.store.save(id, event["result"].messages)
                 yield event
+
+    async def run_with_answer(self, toolkit: Any, history: list[dict[str, Any]], pending: Any, answer: Any, *,
+                              cancel: Optional[asyncio.Event] = None) -> RunResult:
+        """Resume a halted transcript with the host's `Answer` (suspension.md §9; see resume.py)."""
+        return await run_with_answer(self, toolkit, history, pending, answer, cancel=cancel)
+
+    async def ask_with_answer(self, toolkit: Any, id: str, pending: Any, answer: Any, *,  # noqa: A002
+                              cancel: Optional[asyncio.Event] = None) -> RunResult:
+        """`run_with_answer` on the conversation stored under `id`: load, resume, save (under its lock)."""
+        return await ask_with_answer(self, toolkit, id, pending, answer, cancel=cancel)
 
     def conversation(self, toolkit: Any = None, cancel: Optional[asyncio.Event] = None) -> Conversation:
         return Conversation(self, toolkit, cancel)

@@ -8,7 +8,12 @@ the siblings (none keeps running unobserved) and the original exception is re-ra
 `resolve_with_answer` is suspension.md §5 steps 3–4 for one call, reusable by the in-process
 `wait_for` path and by durable resume: declined ⇒ `declined/expired: <prompt>`; ok ⇒ one re-run with
 `ToolContext(answer=…)` (no `before_tool`; `after_tool` and a metric yes), still pending ⇒
-`unresolved: <prompt>`.
+`unresolved: <prompt>`. Two answer checks come first (ours, issue #4): an `ok` answer that arrives
+when the request's `expiresAt` is not after `client.clock()` is treated as expired
+(`declined/expired: <prompt>`), and an `ok` answer whose `data` does not match the request's flat
+`data["schema"]` gives the error result `invalid answer for <prompt>: <detail>` — in both cases the
+tool does not run (no retry, no hook, no metric). Durable resume applies the same two checks
+before anything runs (`resume.py`).
 
 Not here: the order in which outcomes are written to the transcript (loop.py).
 """
@@ -18,12 +23,15 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Awaitable, Optional, TypeVar
 
+from .._schema import schema_error
 from ..types import Answer, Request, ToolContext, ToolResult, pending_of
 from .wire.base import ToolCall
 
-__all__ = ["CallOutcome", "ToolRunner", "resolve_with_answer", "gather_in_order", "first_leaf"]
+__all__ = ["CallOutcome", "ToolRunner", "resolve_with_answer", "gather_in_order", "first_leaf", "utc_now",
+           "expires_at", "is_expired", "answer_schema_error"]
 
 T = TypeVar("T")
 
@@ -118,8 +126,11 @@ async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: 
     """Suspension.md §5 steps 3–4 for one suspended call (see module docstring)."""
     request = outcome.request
     assert request is not None
-    if answer is None or not answer.ok:
+    if answer is None or not answer.ok or is_expired(request, getattr(runner.client, "clock", utc_now)()):
         return ToolResult(output=f"declined/expired: {request.prompt}", is_error=True)
+    problem = answer_schema_error(request, answer)
+    if problem is not None:
+        return ToolResult(output=f"invalid answer for {request.prompt}: {problem}", is_error=True)
     started = time.monotonic()
     result = await runner.execute(outcome.call.name, outcome.args, ToolContext(answer=answer))
     result = await runner.after_tool(outcome.call, outcome.args, result)
@@ -127,3 +138,45 @@ async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: 
     if pending_of(result) is not None:
         return ToolResult(output=f"unresolved: {request.prompt}", is_error=True)
     return result
+
+
+# -- answer checks (shared with durable resume) ----------------------------------------------------
+
+
+def utc_now() -> datetime:
+    """The default `Client.clock`: now, timezone-aware UTC."""
+    return datetime.now(timezone.utc)
+
+
+def expires_at(request: Request) -> Optional[datetime]:
+    """`request.expiresAt` as an aware datetime (RFC 3339, `Z` accepted, naive = UTC), else None.
+
+    An unparseable value is not enforced (suspension.md §9 B), so it reads as "no expiry".
+    """
+    raw = request.expiresAt
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    text = raw.strip().upper()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+def is_expired(request: Request, now: datetime) -> bool:
+    """True when the request carries a parseable `expiresAt` that is not after `now`."""
+    when = expires_at(request)
+    if when is None:
+        return False
+    return when <= (now if now.tzinfo is not None else now.replace(tzinfo=timezone.utc))
+
+
+def answer_schema_error(request: Request, answer: Answer) -> Optional[str]:
+    """Why an `ok` answer's `data` fails the request's flat `data["schema"]`, or None (also: no schema)."""
+    schema = request.data.get("schema") if isinstance(request.data, dict) else None
+    if not answer.ok or not isinstance(schema, dict) or not schema:
+        return None
+    return schema_error(schema, {} if answer.data is None else answer.data)

@@ -1,0 +1,145 @@
+"""Suspension inside a team: nearest-interpreter escalation, path stamping and answer binding.
+
+- *Inline escalation*: a suspended tool call is answered by the first `wait_for` found walking
+  `[h, parent, …, root]`; the handle shows `running→suspended→running` while it waits.
+- *Path stamping*: every pending result carries a copy of the `Request` whose `data["path"]` is
+  the id path of the handle that reports it (the original object is never mutated).
+- *Binding* (ours, agents.md beyond #6 / suspension.md beyond #10): on a durable resume the
+  `Answer` applies only to the call that halted — the same tool with the same arguments, once —
+  instead of to whatever suspends first in the replay. Other suspensions in the replay escalate
+  or halt durably as usual, each with its own `Request`.
+
+This module builds callables; the runtime decides when to use them and owns every transition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+
+from ..types import Answer, Request, Tool, ToolContext, pending_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .handle import Handle
+    from .runtime import AgentRuntime, TurnState
+
+__all__ = ["stamp_path", "nearest_interpreter", "make_escalator", "ReplayBinding", "watch_tools", "same_args"]
+
+
+def stamp_path(req: Request, h: "Handle") -> Request:
+    """A copy of `req` whose `data["path"]` names `h` (e.g. `["root", "approverParent.1"]`)."""
+    return dataclasses.replace(req, data={**(req.data or {}), "path": h.id.split("/")})
+
+
+def nearest_interpreter(h: "Handle") -> Optional[tuple["Handle", Callable[[Request], Any]]]:
+    """The first handle in `[h, parent, …, root]` whose def has a `wait_for`, with that callable."""
+    node: Optional[Handle] = h
+    while node is not None:
+        if node.defn.wait_for is not None:
+            return node, node.defn.wait_for
+        node = node.parent
+    return None
+
+
+def _canonical(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def same_args(a: Any, b: Any) -> bool:
+    """Structural equality of two argument payloads (key order ignored)."""
+    return _canonical(a) == _canonical(b)
+
+
+def _same_question(a: Request, b: Request) -> bool:
+    """Two requests ask the same thing: kind, prompt, url and data (ignoring the stamped path)."""
+
+    def data_of(r: Request) -> dict[str, Any]:
+        return {k: v for k, v in (r.data or {}).items() if k != "path"}
+
+    return a.kind == b.kind and a.prompt == b.prompt and a.url == b.url and same_args(data_of(a), data_of(b))
+
+
+@dataclasses.dataclass
+class ReplayBinding:
+    """The `Answer` of a durable resume and the call it answers; it can be used once.
+
+    `call` is `{"name", "args"}` of the halted call when the suspension came from a tool (the
+    binding then resolves inside the toolkit); for a suspension minted by a `before_tool` hook,
+    `request` is the original question and the binding resolves through the client's `wait_for`.
+    """
+
+    answer: Answer
+    call: Optional[dict[str, Any]] = None
+    request: Optional[Request] = None
+    used: bool = False
+
+    def claims_call(self, name: str, args: Any) -> bool:
+        if self.used or self.call is None:
+            return False
+        return self.call.get("name") == name and same_args(self.call.get("args"), args)
+
+    def claims_request(self, req: Request) -> bool:
+        if self.used or self.request is None:
+            return False
+        return _same_question(self.request, req)
+
+
+def make_escalator(
+    rt: "AgentRuntime", h: "Handle", binding: Optional[ReplayBinding] = None
+) -> Optional[Callable[[Request], Awaitable[Optional[Answer]]]]:
+    """The client's `wait_for` for one turn of `h`, or `None` when the suspension must be durable."""
+    found = nearest_interpreter(h)
+    hook_bound = binding is not None and binding.request is not None
+    if found is None and not hook_bound:
+        return None
+
+    async def escalate(req: Request) -> Optional[Answer]:
+        if binding is not None and binding.claims_request(req):
+            binding.used = True
+            return binding.answer
+        if found is None:
+            return None  # an unrelated hook suspension in a replay with no interpreter: declined
+        who, wait_for = found
+        rt._transition(h, "suspended", f'(pending "{req.kind}": {req.prompt})')
+        answer = wait_for(req)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        rt._trace(h, f'escalate → {"self" if who is h else who.id} answers ("nearest interpreter")')
+        ok = bool(getattr(answer, "ok", False))
+        rt._transition(h, "running", f"(Answer ok={'true' if ok else 'false'})")
+        return answer
+
+    return escalate
+
+
+def watch_tools(tools: list[Tool], turn: "TurnState") -> list[Tool]:
+    """Wrap a turn's tools so the runtime learns which requests tools minted, and so a bound
+    durable-resume `Answer` resolves exactly the halted call (same tool, same args, once)."""
+
+    def wrap(tool: Tool) -> Tool:
+        inner = tool.execute
+
+        async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> Any:
+            result = await inner(args, ctx)
+            req = pending_of(result)
+            if req is None:
+                return result
+            turn.tool_minted.add(req.id)
+            binding = turn.binding
+            first_run = ctx is None or getattr(ctx, "answer", None) is None
+            if binding is not None and first_run and binding.claims_call(tool.name, args):
+                binding.used = True
+                result = await inner(args, ToolContext(answer=binding.answer))
+                again = pending_of(result)
+                if again is not None:
+                    turn.tool_minted.add(again.id)
+            return result
+
+        return dataclasses.replace(tool, execute=execute)
+
+    return [wrap(t) for t in tools]

@@ -1,0 +1,261 @@
+"""Live agent state as plain data: `Handle`, its views, inbox items and the results verbs return.
+
+A `Handle` is one spawned agent: ids, the state machine's current state, counters, pools, the
+inbox, the preserved input of a suspended turn, and the settled `last_result`. It holds no
+behaviour beyond bookkeeping; the runtime performs every transition. `to_record()` /
+`from_record()` give a JSON-able snapshot of exactly the durable part (no futures, tasks or
+callables), so a checkpoint store can persist a tree and rebuild it later.
+
+The closed status vocabulary (`TASK_STATUSES`) lives here with `TaskResult`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..types import Request
+from .budget import Budget, Pool, effective_limits
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .defs import AgentDef
+    from .runtime import AgentRuntime
+
+__all__ = [
+    "TASK_STATUSES",
+    "TASK_STATUS_DONE",
+    "TASK_STATUS_PENDING",
+    "TASK_STATUS_INCOMPLETE",
+    "TASK_STATUS_INTERRUPTED",
+    "TASK_STATUS_CLOSED",
+    "TASK_STATUS_TIMEOUT",
+    "TASK_STATUS_ERROR",
+    "HANDLE_STATES",
+    "InboxItem",
+    "TaskResult",
+    "SpawnError",
+    "PostResult",
+    "HandleView",
+    "Handle",
+]
+
+TASK_STATUS_DONE = "done"
+TASK_STATUS_PENDING = "pending"
+TASK_STATUS_INCOMPLETE = "incomplete"
+TASK_STATUS_INTERRUPTED = "interrupted"
+TASK_STATUS_CLOSED = "closed"
+TASK_STATUS_TIMEOUT = "timeout"
+TASK_STATUS_ERROR = "error"
+TASK_STATUSES = (
+    TASK_STATUS_DONE,
+    TASK_STATUS_PENDING,
+    TASK_STATUS_INCOMPLETE,
+    TASK_STATUS_INTERRUPTED,
+    TASK_STATUS_CLOSED,
+    TASK_STATUS_TIMEOUT,
+    TASK_STATUS_ERROR,
+)
+
+HANDLE_STATES = ("idle", "running", "suspended", "closed")
+
+
+@dataclass
+class InboxItem:
+    """One unsolicited input. `from_` is a handle path, `"external"` or `"clock"`.
+
+    `ticks` is ours: timer ticks coalesce at post time into one item whose `ticks` grows, so a
+    long turn cannot fill the inbox with ticks (agents.md, beyond the baseline #13).
+    """
+
+    from_: str
+    channel: str
+    text: str
+    ticks: int = 1
+
+
+@dataclass
+class TaskResult:
+    """What `wait` / `run_turn` / `resume` / `Agent.run` return. `status` is in `TASK_STATUSES`."""
+
+    text: str
+    is_error: bool
+    status: str
+    pending: Optional[Request] = None
+    turns: int = 0
+    total_tokens: int = 0
+    own_tokens: int = 0
+    limit: Optional[str] = None
+    runtime: Optional["AgentRuntime"] = field(default=None, repr=False, compare=False)
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-able form, without the live runtime."""
+        return {
+            "text": self.text,
+            "is_error": self.is_error,
+            "status": self.status,
+            "pending": asdict(self.pending) if self.pending is not None else None,
+            "turns": self.turns,
+            "total_tokens": self.total_tokens,
+            "own_tokens": self.own_tokens,
+            "limit": self.limit,
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> "TaskResult":
+        pend = rec.get("pending")
+        return cls(
+            text=rec["text"],
+            is_error=rec["is_error"],
+            status=rec["status"],
+            pending=Request.from_dict(pend) if pend else None,
+            turns=rec.get("turns", 0),
+            total_tokens=rec.get("total_tokens", 0),
+            own_tokens=rec.get("own_tokens", 0),
+            limit=rec.get("limit"),
+        )
+
+
+@dataclass
+class SpawnError:
+    """`spawn` refused; `error` says why (pinned texts in agents.md §4)."""
+
+    error: str
+
+
+@dataclass
+class PostResult:
+    """Outcome of `post` / `wake`; built positionally: `PostResult(False, "inbox full: <id>")`."""
+
+    ok: bool
+    error: Optional[str] = None
+
+
+@dataclass
+class HandleView:
+    """A read-only snapshot for `list` / `inspect`: `tokens` is the cumulative subtree usage."""
+
+    id: str
+    state: str
+    tokens: int
+    inbox: int
+
+
+def _num_out(x: float) -> Optional[float]:
+    """JSON has no infinity: an unlimited pool is written as `None`."""
+    return None if isinstance(x, float) and math.isinf(x) else x
+
+
+def _num_in(x: Optional[float]) -> float:
+    return math.inf if x is None else x
+
+
+class Handle:
+    """One spawned agent. The runtime owns every transition; this class only holds state.
+
+    Attributes named in agents.md §2 are public; the ones starting with `_` are runtime-private
+    live objects (waiters, the running turn) that are never part of a record.
+    """
+
+    def __init__(self, id: str, defn: "AgentDef", parent: Optional["Handle"], *, spawned_at: float = 0.0) -> None:  # noqa: A002
+        self.id = id
+        self.defn = defn
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.state = "idle"
+        self.inbox: list[InboxItem] = []
+        self.children: list[Handle] = []
+        self.usage_total = 0
+        self.own_total = 0
+        self.turns_total = 0
+        self.pending_req: Optional[Request] = None
+        self.task_key: Optional[str] = None
+        self.last_result: Optional[TaskResult] = None
+        self.running_children = 0
+        self.seq = 0
+        self.spawned_at = spawned_at
+        self.wake_queue: list[str] = []
+        self.drained: list[InboxItem] = []
+        self.budget = Budget()
+        self.pool = Pool()
+        self.eff: dict[str, Any] = effective_limits(self.budget)
+        # Ours, durable: the exact input of a suspended turn, the halted call it is bound to,
+        # the task keys of the current wake's children (reattached only on a resume replay),
+        # and the arrival order of this handle's children's queued wakes.
+        self.pending_input: Optional[str] = None
+        self.pending_call: Optional[dict[str, Any]] = None
+        self.pending_origin: Optional[str] = None
+        self.task_children: dict[str, list[str]] = {}
+        self.wake_fifo: list[str] = []
+        # Runtime-private live objects.
+        self._waiters: list[Any] = []
+        self._turn: Any = None
+        self._on_spawn_task: Any = None
+
+    @property
+    def conv_id(self) -> str:
+        """The conversation id in the store: the handle id."""
+        return self.id
+
+    def __repr__(self) -> str:
+        return f"Handle({self.id!r}, state={self.state!r})"
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-able snapshot of everything durable about this handle (children by id)."""
+        return {
+            "id": self.id,
+            "def_name": self.defn.name,
+            "parent_id": self.parent.id if self.parent is not None else None,
+            "depth": self.depth,
+            "state": self.state,
+            "seq": self.seq,
+            "spawned_at": self.spawned_at,
+            "task_key": self.task_key,
+            "budget": asdict(self.budget),
+            "pool": {f.name: _num_out(getattr(self.pool, f.name)) for f in fields(Pool)},
+            "eff": dict(self.eff),
+            "usage_total": self.usage_total,
+            "own_total": self.own_total,
+            "turns_total": self.turns_total,
+            "running_children": self.running_children,
+            "pending_req": asdict(self.pending_req) if self.pending_req is not None else None,
+            "pending_input": self.pending_input,
+            "pending_call": self.pending_call,
+            "pending_origin": self.pending_origin,
+            "inbox": [asdict(i) for i in self.inbox],
+            "drained": [asdict(i) for i in self.drained],
+            "wake_queue": list(self.wake_queue),
+            "wake_fifo": list(self.wake_fifo),
+            "task_children": {k: list(v) for k, v in self.task_children.items()},
+            "children": [c.id for c in self.children],
+            "last_result": self.last_result.to_record() if self.last_result is not None else None,
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], defn: "AgentDef", parent: Optional["Handle"]) -> "Handle":
+        """Rebuild a handle from `to_record()`; the caller re-links `children` in id order."""
+        h = cls(rec["id"], defn, parent, spawned_at=rec.get("spawned_at", 0.0))
+        h.depth = rec.get("depth", h.depth)
+        h.state = rec["state"]
+        h.seq = rec.get("seq", 0)
+        h.task_key = rec.get("task_key")
+        h.budget = Budget(**rec.get("budget", {}))
+        h.pool = Pool(**{k: _num_in(v) for k, v in rec.get("pool", {}).items()})
+        h.eff = dict(rec.get("eff") or effective_limits(h.budget))
+        h.usage_total = rec.get("usage_total", 0)
+        h.own_total = rec.get("own_total", 0)
+        h.turns_total = rec.get("turns_total", 0)
+        h.running_children = rec.get("running_children", 0)
+        pend = rec.get("pending_req")
+        h.pending_req = Request.from_dict(pend) if pend else None
+        h.pending_input = rec.get("pending_input")
+        h.pending_call = rec.get("pending_call")
+        h.pending_origin = rec.get("pending_origin")
+        h.inbox = [InboxItem(**i) for i in rec.get("inbox", [])]
+        h.drained = [InboxItem(**i) for i in rec.get("drained", [])]
+        h.wake_queue = list(rec.get("wake_queue", []))
+        h.wake_fifo = list(rec.get("wake_fifo", []))
+        h.task_children = {k: list(v) for k, v in rec.get("task_children", {}).items()}
+        last = rec.get("last_result")
+        h.last_result = TaskResult.from_record(last) if last else None
+        return h

@@ -1,0 +1,262 @@
+"""The level-1 surface: `agent(...)` / `Agent` — declare an agent, run it, or hand it out as a Tool.
+
+An `Agent` is a declaration (soul, tools, team, limits). `registry()` turns the team graph into
+`AgentDef`s; `run(prompt)` builds a fresh `AgentRuntime`, spawns the agent under root, wakes it
+and waits; `as_tool()` makes the whole agent one tool of another loop. Persona helpers
+(`agent_from_dir`, `start_agent`, …) live in `persona.py` and are re-exported here.
+
+Choices where the spec is silent or where we go beyond its baseline:
+
+- `rt_opts` are validated up front: an unknown key raises `TypeError` naming the accepted ones;
+  `in_process` is accepted (beyond #18); `on_budget` is accepted too (see `defs.py`).
+- `soul_file` is read on a worker thread by `run` / `as_tool`, never on the event loop.
+- `as_tool` surfaces a suspension (beyond #8): a pending run returns an error `ToolResult` with
+  `metadata["pending"]`, so the outer §10 loop escalates or halts; the suspended runtime stays
+  parked, and the retry with `ctx.answer` resumes it (and then closes it). At most
+  `MAX_PARKED_RUNS` runs stay parked per tool; the oldest is closed when more arrive.
+- If `run` is cancelled, its runtime is closed before the cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import OrderedDict
+from typing import Any, Callable, Optional
+
+from ..types import Tool, ToolContext, ToolResult
+from .budget import Budget
+from .defs import AgentDef
+from .handle import SpawnError, TaskResult
+from .loop import Completion, Loop, guarded_hooks
+from .persona import (
+    BOOTSTRAP_ORDER,
+    HEARTBEAT_OK,
+    HEARTBEAT_PROMPT,
+    MAX_BOOTSTRAP_FILE_BYTES,
+    StartedAgent,
+    agent_from_dir,
+    compose_soul,
+    memory_tool,
+    start_agent,
+)
+from .runtime import AgentRuntime
+
+__all__ = [
+    "Agent",
+    "agent",
+    "build_runtime",
+    "RT_OPTS",
+    "MAX_PARKED_RUNS",
+    "StartedAgent",
+    "agent_from_dir",
+    "compose_soul",
+    "memory_tool",
+    "start_agent",
+    "BOOTSTRAP_ORDER",
+    "HEARTBEAT_OK",
+    "HEARTBEAT_PROMPT",
+    "MAX_BOOTSTRAP_FILE_BYTES",
+]
+
+RT_OPTS = (
+    "transport",
+    "llm",
+    "inbox_cap",
+    "max_concurrent_turns",
+    "shutdown_ms",
+    "store",
+    "clock",
+    "hooks",
+    "on_metric",
+    "in_process",
+    "on_budget",
+)
+MAX_PARKED_RUNS = 64
+
+_AS_TOOL_SCHEMA = {"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}
+
+
+def _checked_rt_opts(rt_opts: dict[str, Any]) -> dict[str, Any]:
+    """Reject unknown runtime options; drop `None` values (None means "the default")."""
+    unknown = sorted(set(rt_opts) - set(RT_OPTS))
+    if unknown:
+        raise TypeError(
+            f"toolnexus.agents: unknown runtime option(s) {', '.join(map(repr, unknown))} — "
+            f"accepted: {', '.join(RT_OPTS)}"
+        )
+    return {k: v for k, v in rt_opts.items() if v is not None}
+
+
+def build_runtime(a: "Agent", rt_opts: dict[str, Any], *, registry: Optional[dict[str, AgentDef]] = None) -> AgentRuntime:
+    """A fresh runtime for `a`'s team graph, configured by `rt_opts` (shared by run/as_tool/start_agent)."""
+    opts = _checked_rt_opts(rt_opts)
+    return AgentRuntime(registry=registry if registry is not None else a.registry(), **opts)
+
+
+def _read_soul(agent_name: str, path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"toolnexus.agents: soul_file {path!r} of agent {agent_name!r} does not exist") from None
+
+
+class Agent:
+    """A declared agent: what it does, its soul, its tools (`uses["tools"]`), its team, its limits."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        does: str,
+        uses: Optional[dict[str, Any]] = None,
+        soul: Optional[str] = None,
+        soul_file: Optional[str] = None,
+        team: Optional[list["Agent"]] = None,
+        budget: Optional[Budget] = None,
+        model: Optional[str] = None,
+        wait_for: Any = None,
+        on_spawn: Any = None,
+        on_close: Any = None,
+        hooks: Any = None,
+        on_metric: Optional[Callable[[dict], None]] = None,
+        guardrails: Optional[list[Any]] = None,
+        completion: Optional[Completion] = None,
+        on_budget: Optional[Callable[[Any, str], Any]] = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"toolnexus.agents: an agent needs a non-empty name, got {name!r}")
+        if not isinstance(does, str):
+            raise TypeError(f"toolnexus.agents: agent {name!r}: `does` must be a str, got {type(does).__name__}")
+        if uses is not None and not isinstance(uses, dict):
+            raise TypeError(f"toolnexus.agents: agent {name!r}: `uses` must be a dict, got {type(uses).__name__}")
+        for member in team or []:
+            if not isinstance(member, Agent):
+                raise TypeError(f"toolnexus.agents: agent {name!r}: team members must be Agents, got {type(member).__name__}")
+        if budget is not None and not isinstance(budget, Budget):
+            raise TypeError(f"toolnexus.agents: agent {name!r}: `budget` must be a Budget, got {type(budget).__name__}")
+        self.name = name
+        self.does = does
+        self.uses: dict[str, Any] = dict(uses or {})
+        self.soul = soul
+        self.soul_file = soul_file
+        self.team: list[Agent] = list(team or [])
+        self.budget = budget
+        self.model = model
+        self.wait_for = wait_for
+        self.on_spawn = on_spawn
+        self.on_close = on_close
+        self.hooks = hooks
+        self.on_metric = on_metric
+        self.guardrails: list[Any] = list(guardrails or [])
+        self.completion = completion
+        self.on_budget = on_budget
+
+    def __repr__(self) -> str:
+        return f"Agent({self.name!r})"
+
+    def registry(self, acc: Optional[dict[str, AgentDef]] = None) -> dict[str, AgentDef]:
+        """`AgentDef`s of the transitive team graph, pre-order; on a name collision the first wins."""
+        acc = {} if acc is None else acc
+        if self.name in acc:
+            return acc
+        acc[self.name] = AgentDef(
+            name=self.name,
+            description=self.does,
+            system_prompt=_read_soul(self.name, self.soul_file) if self.soul_file else (self.soul or ""),
+            model=self.model or "inherit",
+            budget=self.budget,
+            tools=self.uses.get("tools"),
+            wait_for=self.wait_for,
+            on_spawn=self.on_spawn,
+            on_close=self.on_close,
+            task_targets=[member.name for member in self.team],
+            hooks=guarded_hooks(self.guardrails, self.hooks),
+            on_metric=self.on_metric,
+            completion=self.completion,
+            on_budget=self.on_budget,
+        )
+        for member in self.team:
+            member.registry(acc)
+        return acc
+
+    async def _runtime(self, rt_opts: dict[str, Any]) -> AgentRuntime:
+        _checked_rt_opts(rt_opts)
+        registry = await asyncio.to_thread(self.registry)
+        return build_runtime(self, rt_opts, registry=registry)
+
+    async def run(self, prompt: str, **rt_opts: Any) -> TaskResult:
+        """Spawn under a fresh runtime, wake with `prompt`, wait. A pending runtime stays parked
+        on `result.runtime` for `resume`; otherwise the runtime is closed before returning."""
+        rt = await self._runtime(rt_opts)
+        return await self._run_on(rt, prompt)
+
+    async def _run_on(self, rt: AgentRuntime, prompt: str) -> TaskResult:
+        h = rt.spawn(rt.root, self.name)
+        if isinstance(h, SpawnError):
+            return TaskResult(h.error, True, "error", runtime=rt)
+        try:
+            rt.wake(h, prompt)
+            result = await rt.wait(h)
+            if result.status != "pending":
+                await rt.close(rt.root)
+        except BaseException:
+            await rt.close(rt.root, force=True)
+            raise
+        return dataclasses.replace(result, runtime=rt)
+
+    def as_tool(self, **rt_opts: Any) -> Tool:
+        """This agent as one native tool (`prompt` in, final text + `{agent, turns, totalTokens}` out)."""
+        _checked_rt_opts(rt_opts)
+        parked: "OrderedDict[str, AgentRuntime]" = OrderedDict()
+
+        def park(request_id: str, rt: AgentRuntime) -> None:
+            parked[request_id] = rt
+            while len(parked) > MAX_PARKED_RUNS:
+                _, oldest = parked.popitem(last=False)
+                asyncio.ensure_future(oldest.close(oldest.root, force=True))
+
+        async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult:
+            answer = getattr(ctx, "answer", None)
+            if answer is not None:
+                rt = parked.pop(answer.id, None)
+                if rt is None:
+                    return ToolResult(
+                        f"agent {self.name}: no suspended run holds request {answer.id!r} — ask again", True
+                    )
+                handle = rt.root.children[0]
+                try:
+                    await rt.resume(answer)
+                    result = await rt.wait(handle)
+                except BaseException:
+                    await rt.close(rt.root, force=True)
+                    raise
+                if result.status != "pending":
+                    await rt.close(rt.root)
+            else:
+                prompt = str((args if isinstance(args, dict) else {}).get("prompt"))
+                result = await self.run(prompt, **rt_opts)
+                rt = result.runtime  # type: ignore[assignment]
+            meta: dict[str, Any] = {"agent": self.name, "turns": result.turns, "totalTokens": result.total_tokens}
+            if result.status == "pending" and result.pending is not None and rt is not None:
+                park(result.pending.id, rt)
+                return ToolResult(result.pending.prompt, True, {"pending": result.pending, **meta})
+            return ToolResult(result.text, result.is_error, meta)
+
+        return Tool(
+            name=self.name,
+            description=self.does,
+            input_schema=dict(_AS_TOOL_SCHEMA, properties={"prompt": {"type": "string"}}, required=["prompt"]),
+            source="native",
+            execute=execute,
+        )
+
+    def loop(self, options: dict[str, Any], toolkit: Any) -> Loop:
+        """This agent on a single client (no runtime, no team): see `loop.Loop`."""
+        return Loop(self, options, toolkit)
+
+
+def agent(name: str, **spec: Any) -> Agent:
+    """Declare an agent: `agent("researcher", does="finds sources", uses={"tools": [...]})`."""
+    return Agent(name, **spec)

@@ -1,0 +1,104 @@
+"""The `task` tool: delegate a subtask to a fresh child agent (spawn + wake + wait + close in one call).
+
+Only defs with a non-empty team (`task_targets`) get it. Each call gets a child with its own
+transcript, so the parent gains exactly one tool message per delegation; parallel `task` calls in
+one model turn run concurrently through the §8 loop. A pending child makes the call itself a
+suspension (`metadata["pending"]`), leaving the child open so a resume can find it.
+
+Reattachment (ours, agents.md beyond #11): a call whose `agent:prompt` key matches a child of the
+*same* wake reattaches to it only while that wake is being replayed by `resume`; a fresh wake
+always spawns, so a later turn never receives a stale result from an earlier one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..types import Tool, ToolContext, ToolResult
+from .handle import SpawnError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .handle import Handle
+    from .runtime import AgentRuntime, TurnState
+
+__all__ = ["TASK_TOOL_NAME", "TASK_INPUT_SCHEMA", "task_description", "make_task_tool"]
+
+TASK_TOOL_NAME = "task"
+TASK_INPUT_SCHEMA = {
+    "type": "object",
+    "properties": {"agent": {"type": "string"}, "prompt": {"type": "string"}},
+    "required": ["agent", "prompt"],
+}
+
+
+def task_description(rt: "AgentRuntime", team: list[str]) -> str:
+    """The pinned description, listing the team members present in the registry, by name."""
+    members = sorted({name for name in team if name in rt.registry})
+    listing = "; ".join(f"{name}: {rt.registry[name].description}" for name in members)
+    return f"Delegate a subtask to an isolated subagent. Available agents — {listing}"
+
+
+def _find_child(h: "Handle", child_id: str) -> Optional["Handle"]:
+    return next((c for c in h.children if c.id == child_id), None)
+
+
+def _reattachable(h: "Handle", turn: "TurnState", key: str) -> Optional["Handle"]:
+    """During a replay, the next child this wake spawned for `key` (in call order), if any."""
+    if not turn.replay:
+        return None
+    ids = h.task_children.get(key, [])
+    index = turn.reattach_cursor.get(key, 0)
+    if index >= len(ids):
+        return None
+    turn.reattach_cursor[key] = index + 1
+    return _find_child(h, ids[index])
+
+
+def make_task_tool(rt: "AgentRuntime", h: "Handle", turn: "TurnState") -> Tool:
+    """The `task` tool as seen by one turn of `h`."""
+    team = list(h.defn.task_targets or [])
+
+    async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult:
+        args = args if isinstance(args, dict) else {}
+        agent = str(args.get("agent"))
+        prompt = str(args.get("prompt"))
+        if agent not in team:
+            members = ", ".join(sorted(set(team))) or "none"
+            return ToolResult(f'agent "{agent}" not in this agent\'s team ({members})', True)
+        key = f"{agent}:{prompt}"
+        child = _reattachable(h, turn, key)
+        if child is not None:
+            rt._trace(h, f"task replay → REATTACH to {child.id} (state {child.state})")
+        else:
+            spawned = rt.spawn(h, agent)
+            if isinstance(spawned, SpawnError):
+                return ToolResult(spawned.error, True)
+            child = spawned
+            child.task_key = key
+            h.task_children.setdefault(key, []).append(child.id)
+            rt.wake(child, prompt)
+        try:
+            result = await rt.wait(child)
+        except asyncio.CancelledError:
+            # The parent's turn was aborted: its delegated work is abandoned with it.
+            rt._background(rt.close(child, force=True, reason="interrupted"))
+            raise
+        if result.status == "pending" and result.pending is not None:
+            return ToolResult(output=result.pending.prompt, is_error=True, metadata={"pending": result.pending})
+        await rt.close(child)
+        output = result.text if result.status == "done" else f"[{result.status}] {result.text}"
+        return ToolResult(
+            output=output,
+            is_error=result.is_error,
+            metadata={"agent": agent, "turns": result.turns, "totalTokens": result.total_tokens},
+        )
+
+    return Tool(
+        name=TASK_TOOL_NAME,
+        description=task_description(rt, team),
+        input_schema=copy.deepcopy(TASK_INPUT_SCHEMA),
+        source="native",
+        execute=execute,
+    )

@@ -1,0 +1,199 @@
+"""One agent turn: build the toolkit and client, run exactly one `client.ask`, and settle the outcome.
+
+The runtime admits a turn (state `running`, a parent slot taken) and then awaits `run_body`.
+The body builds a per-turn toolkit (`def.tools`, plus `task` for a def with a team) and a §8
+client whose transport is the gated, metered seam, snapshots the stored transcript, and runs the
+ask through the completion gate. Each outcome settles the turn exactly once:
+
+| outcome | state | result |
+|---|---|---|
+| done | idle (drained items consumed) | `done` |
+| pending | suspended (transcript rewound to the snapshot, input preserved) | `pending`, path stamped |
+| incomplete | idle (drained items consumed) | `incomplete`, canonical `limit` |
+| aborted | idle (drained items restored) | `interrupted` or `closed` |
+| exception | idle (drained items restored) | `error` |
+
+Spend is always rolled up from the turn's meter, whatever the outcome (beyond #9, #10).
+This module holds no state of its own; transitions go through the runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .._diag import warn
+from ..client import create_client
+from ..toolkit import create_toolkit
+from ..types import Request
+from .budget import canonical_limit
+from .escalation import ReplayBinding, make_escalator, stamp_path, watch_tools
+from .gate import TurnMeter, gated_transport
+from .loop import resolve_hooks, run_gated
+from .task_tool import make_task_tool
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .handle import Handle
+    from .runtime import AgentRuntime
+
+__all__ = ["TurnState", "run_body", "resolved_seams"]
+
+
+class TurnState:
+    """One admitted turn of a handle: live, runtime-private, never persisted.
+
+    `replay` marks a turn run by `resume` (task calls may reattach); `binding` is the durable
+    Answer bound to the halted call; `abort` is the reason an interrupt/close cancelled it.
+    """
+
+    def __init__(
+        self,
+        input: str,  # noqa: A002 - the turn's exact input
+        *,
+        meter: TurnMeter,
+        one_shot: Optional[Callable[[Request], Any]] = None,
+        binding: Optional[ReplayBinding] = None,
+        replay: bool = False,
+    ) -> None:
+        self.input = input
+        self.meter = meter
+        self.one_shot = one_shot
+        self.binding = binding
+        self.replay = replay
+        self.abort: Optional[str] = None
+        self.ask_task: Optional[asyncio.Task[Any]] = None
+        self.settled = False
+        self.result: Any = None
+        self.finished = asyncio.Event()
+        self.tool_minted: set[str] = set()
+        self.reattach_cursor: dict[str, int] = {}
+
+
+def resolved_seams(rt: "AgentRuntime", h: "Handle") -> tuple[Any, Any]:
+    """`hooks` and `on_metric`, each def over runtime (replace, never merge).
+
+    The one composition: a def whose hooks are only its guardrails composes them over the
+    runtime's hooks instead of dropping those (beyond #12, `loop.resolve_hooks`).
+    """
+    hooks = resolve_hooks(h.defn.hooks, rt.hooks)
+    on_metric = h.defn.on_metric if h.defn.on_metric is not None else rt.on_metric
+    return hooks, on_metric
+
+
+async def run_body(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
+    """The turn body; always settles `turn` (unless an interrupt already did) and reaps its toolkit."""
+    toolkit = None
+    snapshot: Optional[list[dict[str, Any]]] = None
+    try:
+        if h._on_spawn_task is not None:  # an async on_spawn finishes before the first LLM call
+            spawn_task, h._on_spawn_task = h._on_spawn_task, None
+            await spawn_task
+        defn = h.defn
+        tools = list(defn.tools or [])
+        if defn.task_targets:
+            tools.append(make_task_tool(rt, h, turn))
+        toolkit = await create_toolkit(builtins=False, extra_tools=watch_tools(tools, turn))
+        llm = rt._llm
+        hooks, on_metric = resolved_seams(rt, h)
+        client = create_client(
+            base_url=llm["base_url"],
+            style=llm["style"],
+            model=(llm.get("model") or "inherit") if defn.model == "inherit" else defn.model,
+            api_key=llm["api_key"],
+            system_prompt=defn.system_prompt or None,
+            max_turns=h.eff["max_turns"],
+            http_transport=gated_transport(rt._transport, rt._gate, turn.meter),
+            store=rt.conversation_store,
+            wait_for=turn.one_shot or make_escalator(rt, h, turn.binding),
+            hooks=hooks,
+            on_metric=on_metric,
+        )
+        snapshot = await rt.conversation_store.get(h.id)
+        if turn.abort is not None:  # aborted while the turn was being set up
+            raise asyncio.CancelledError
+        turn.ask_task = asyncio.ensure_future(
+            run_gated(lambda text: client.ask(text, toolkit, id=h.id), turn.input, defn.completion)
+        )
+        run = await turn.ask_task
+    except asyncio.CancelledError:
+        external = turn.abort is None  # the body itself was cancelled, not just its ask
+        if external and turn.ask_task is not None:
+            turn.ask_task.cancel()
+        _settle_aborted(rt, h, turn)
+        if external:
+            raise
+    except Exception as exc:
+        _settle_error(rt, h, turn, exc)
+    else:
+        try:
+            await _settle_run(rt, h, turn, run, snapshot)
+        except Exception as exc:  # e.g. the store failed to rewind: still settle, loudly
+            _settle_error(rt, h, turn, exc)
+    finally:
+        if toolkit is not None:
+            try:
+                await toolkit.close()
+            except Exception as exc:
+                warn(f"[toolnexus] agents: closing the toolkit of {h.id} failed: {exc}")
+        rt._turn_finished(h, turn)
+
+
+def _account(rt: "AgentRuntime", h: "Handle", turn: TurnState, tool_calls: int) -> tuple[int, int]:
+    calls, tokens = turn.meter.close()
+    rt._roll_up(h, calls, tokens, tool_calls)
+    return calls, tokens
+
+
+def _settle_aborted(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
+    _account(rt, h, turn, 0)
+    if turn.settled:  # interrupt() already settled it; only the spend was left to count
+        return
+    rt._restore_drained(h)
+    status = "closed" if turn.abort == "closed" else "interrupted"
+    rt._settle(h, turn, rt._result(h, status, status), "idle", "(interrupted; inbox intact)")
+
+
+def _settle_error(rt: "AgentRuntime", h: "Handle", turn: TurnState, exc: BaseException) -> None:
+    _account(rt, h, turn, 0)
+    if turn.settled:
+        return
+    message = str(exc) or type(exc).__name__
+    rt._restore_drained(h)
+    rt._settle(h, turn, rt._result(h, message, "error"), "idle", f"(error: {message})")
+
+
+async def _settle_run(
+    rt: "AgentRuntime", h: "Handle", turn: TurnState, run: Any, snapshot: Optional[list[dict[str, Any]]]
+) -> None:
+    tool_calls = list(getattr(run, "tool_calls", None) or [])
+    calls, tokens = _account(rt, h, turn, len(tool_calls) or int(getattr(run, "tool_call_count", 0) or 0))
+    if turn.settled:
+        return
+    status = getattr(run, "status", "done")
+    if status == "pending" and run.pending is not None:
+        await rt.conversation_store.save(h.id, list(snapshot or []))  # rewind to the checkpoint
+        if turn.settled:  # interrupted while rewinding
+            return
+        request: Request = run.pending
+        halted = tool_calls[-1] if tool_calls else None
+        h.pending_req = request
+        h.pending_input = turn.input
+        h.pending_call = {"name": halted.get("name"), "args": halted.get("args")} if isinstance(halted, dict) else None
+        h.pending_origin = "tool" if request.id in turn.tool_minted else "hook"
+        result = rt._result(h, request.prompt, "pending", pending=stamp_path(request, h))
+        rt._settle(h, turn, result, "suspended", f'DURABLE (pending "{request.kind}", path preserved)')
+        return
+    h.drained = []
+    if status == "incomplete":
+        limit = canonical_limit(getattr(run, "limit", None) or "maxTurns")
+        text = f"hit {limit} without a final answer"
+        bound: Any = h.eff["max_turns"]
+        if limit != "maxTurns":
+            bound = getattr(h.defn.completion, "max_attempts", "")
+            if run.text:
+                text = f"{text} ({run.text})"
+        result = rt._result(h, text, "incomplete", limit=limit)
+        rt._settle(h, turn, result, "idle", f"(INCOMPLETE at {limit} {bound})")
+        rt._budget_stop(h, limit)
+        return
+    rt._settle(h, turn, rt._result(h, run.text, "done"), "idle", f"(done, turns={calls}, tokens={tokens})")

@@ -1,0 +1,397 @@
+"""Durable resume: answer a halted run's `Request` later, possibly in a fresh process (suspension.md §9.2).
+
+A run without `wait_for` halts at its first suspension and hands back plain JSON: the transcript
+(`RunResult.messages`, or the store under `ask(id=)`) and the `Request`. `run_with_answer` takes
+those plus the host's `Answer` and carries on:
+
+- **A. Validation** (`ResumeError`, before anything runs, is sent or is saved), in order: answer id
+  vs request id; empty history; no assistant turn with tool calls (the last one is **H**); H not
+  open (after H only results for an in-order prefix of its calls, as `tool` messages or one user
+  message of `tool_result` blocks); the halted slot's placeholder is not `pending.prompt` (relay:
+  `calls[0]` is the halted call and every call is an open call of H); a relay `output` that is not
+  a `str`; the request id is in the client's answer ledger.
+- **B. Expiry**: a parseable `expiresAt` not after `client.clock()` turns the answer into
+  `Answer(id, ok=False, reason="expired")`.
+- **C. Filling H**: earlier results are kept byte for byte and the placeholder is replaced. Relay:
+  every relayed call gets its `results` entry / the shorthand (first call) / `no result supplied
+  on resume for <name>`, or `relay declined for <name>: <reason>` when not ok. Non-relay: the §5
+  rule (`resolve_with_answer`: one retry with `ctx.answer`, `after_tool`, metric; `unresolved:` /
+  `declined/expired:`). H's calls that have no slot yet are re-executed through the normal tool
+  path and settled in order by the loop's own `settle` — so with no `wait_for` the resume may
+  **halt again** (relay merge included) with a new `Request`, `turns=0` and no LLM call.
+- **D/E. Continuation**: `RunLoop.continue_from` + `events(prelude=…)`: once H is full the one loop
+  runs with no new user turn; `turns`, `usage`, metrics and `tool_calls` count this call only.
+
+Choices where the spec is silent (ours):
+- **Answer schema** (`pending.data["schema"]`, flat JSON Schema): checked after expiry, only for an
+  `ok` answer (`data=None` is checked as `{}`). Durable: a mismatch raises `ResumeError` — nothing
+  runs and nothing is saved, so the host can ask again. In process (`wait_for`) the tool does not
+  run either and the call's result is the error `invalid answer for <prompt>: <detail>`.
+- **Relay answers** are checked strictly: `results` must be a list of objects, each naming one of
+  the relayed calls, each `output` a `str` (also the shorthand `output`); otherwise `ResumeError`.
+- **Halted tool must resolve**: an `ok` answer to a non-relay halt whose tool is missing from the
+  given toolkit raises `ResumeError` (instead of telling the model "Unknown tool").
+- **One answer at a time**: while a resume of request X is in flight on a client, a second one for
+  X raises `ResumeError`; the ledger (last 4096 ids) records X only when the resume returned
+  normally (for `ask_with_answer`: after the save).
+- The halted call's retry runs first; the calls re-executed after it run concurrently. Hooks see
+  `turn=0` for them. A `cancel` already set raises `RunCancelled` before anything runs.
+
+Limits: the transcript does not carry request ids, so a non-relay answer is bound to its halt by
+the placeholder text (A.5) and, within one client, by the ledger; across processes the host's own
+store of open requests is what tells a stale answer from a live one.
+
+Not here: the turn loop (loop.py), the §5 rule (tool_calls.py), the relay tool itself (relay.py),
+and a streaming resume (none is offered; one would reuse this prelude with `streaming=True`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import Any, AsyncGenerator, Iterator, Optional, Union
+
+from ..relay import is_relay_request, no_result_text, relay_calls_of
+from ..types import Answer, Request, ToolResult
+from .errors import ResumeError
+from .loop import Prelude, RunLoop
+from .result import RunResult
+from .suspension import stamp_relay_call
+from .tool_calls import CallOutcome, ToolRunner, answer_schema_error, is_expired, resolve_with_answer
+from .wire.base import ResultEntry, ToolCall
+
+__all__ = ["run_with_answer", "ask_with_answer", "AnswerLedger", "LEDGER_SIZE", "RESUME_PREFIX", "NEEDS_ID"]
+
+RESUME_PREFIX = "toolnexus: cannot resume — "
+NEEDS_ID = "toolnexus: ask_with_answer needs a conversation id"
+LEDGER_SIZE = 4096
+RELAY_DECLINED = "relay declined for {name}: {reason}"
+
+RequestLike = Union[Request, Mapping[str, Any]]
+AnswerLike = Union[Answer, Mapping[str, Any]]
+
+
+def _fail(why: str) -> ResumeError:
+    return ResumeError(RESUME_PREFIX + why)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class AnswerLedger:
+    """Request ids this client has answered (the last `size`), plus those being answered right now."""
+
+    def __init__(self, size: int = LEDGER_SIZE) -> None:
+        self.size = size
+        self._done: OrderedDict[str, None] = OrderedDict()
+        self._busy: set[str] = set()
+
+    def __contains__(self, request_id: object) -> bool:
+        return request_id in self._done
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    def record(self, request_id: str) -> None:
+        self._done[request_id] = None
+        self._done.move_to_end(request_id)
+        while len(self._done) > self.size:
+            self._done.popitem(last=False)
+
+    def check(self, request_id: str) -> None:
+        """A.7: raise if `request_id` was answered here, or is being answered right now."""
+        if request_id in self._done:
+            raise _fail(f"request {request_id!r} was already answered by this client")
+        if request_id in self._busy:
+            raise _fail(f"request {request_id!r} is being resumed right now by this client")
+
+    @contextmanager
+    def claim(self, request_id: str) -> Iterator[None]:
+        self.check(request_id)
+        self._busy.add(request_id)
+        try:
+            yield
+        finally:
+            self._busy.discard(request_id)
+
+
+# -- A. validation ---------------------------------------------------------------------------------
+
+
+def _coerce(value: Any, cls: type, what: str) -> Any:
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping):
+        missing = [f.name for f in fields(cls) if f.default is not None and f.name not in value]
+        if missing:
+            raise _fail(f"the {what} mapping has no {', '.join(repr(m) for m in missing)}")
+        return cls.from_dict(value)  # type: ignore[attr-defined]
+    article = "an" if cls.__name__[0] in "AEIOU" else "a"
+    raise _fail(f"the {what} must be {article} {cls.__name__} or a mapping, got {type(value).__name__}")
+
+
+@dataclass
+class _HaltedTurn:
+    """H (the last assistant turn with tool calls) and the results written after it so far."""
+
+    index: int
+    calls: list[ToolCall]
+    results: list[dict[str, Any]]  # `tool` messages, or the `tool_result` blocks of one user message
+    in_blocks: bool
+
+    @property
+    def slot(self) -> int:
+        """Position of the halted call (its placeholder is the last result)."""
+        return len(self.results) - 1
+
+    def open_calls(self) -> list[tuple[int, ToolCall]]:
+        """The halted call and every later call of H, with their positions."""
+        return list(enumerate(self.calls))[self.slot :]
+
+    def written(self, messages: list[dict[str, Any]], new_results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`messages` up to H, the kept earlier results (verbatim), then `new_results` (dialect-built)."""
+        kept = self.results[: self.slot]
+        head = messages[: self.index + 1]
+        if not self.in_blocks:
+            return head + kept + new_results
+        holder = messages[self.index + 1]
+        blocks = [b for m in new_results for b in (m.get("content") or [])]
+        return head + [{**holder, "content": kept + blocks}]
+
+
+def _writes_blocks(dialect: Any) -> bool:
+    """Whether this wire writes a turn's results as blocks of one user message (else `tool` messages)."""
+    probe = dialect.result_messages([ResultEntry(ToolCall("probe", "probe", {}), "", False)])
+    return probe[0].get("role") != "tool"
+
+
+def _result_items(after: list[Any], in_blocks: bool) -> Optional[list[dict[str, Any]]]:
+    """The results after H in this wire's shape, or None when anything else follows H."""
+    if in_blocks:
+        if len(after) != 1 or not isinstance(after[0], dict) or after[0].get("role") != "user":
+            return None
+        blocks = after[0].get("content")
+        if isinstance(blocks, list) and blocks and all(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
+            return blocks
+        return None
+    if all(isinstance(m, dict) and m.get("role") == "tool" for m in after):
+        return list(after)
+    return None
+
+
+def _describe(message: Any) -> str:
+    role = message.get("role") if isinstance(message, dict) else None
+    return f"a message with role {role!r}" if role else f"a {type(message).__name__}"
+
+
+def _find_halted(dialect: Any, history: list[Any]) -> _HaltedTurn:
+    """A.3 and A.4: locate H and check that it is open."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            calls = dialect.assistant_calls(message)
+            if calls:
+                break
+    else:
+        raise _fail("the history has no assistant turn with tool calls (nothing was halted)")
+    after = history[index + 1 :]
+    where = f"the last tool-call turn (message {index})"
+    if not after:
+        raise _fail(f"{where} has no results after it — the run did not halt there")
+    in_blocks = _writes_blocks(dialect)
+    results = _result_items(after, in_blocks)
+    if results is None:
+        if in_blocks:
+            odd = after[1] if len(after) > 1 else after[0]
+        else:
+            odd = next(m for m in after if not (isinstance(m, dict) and m.get("role") == "tool"))
+        raise _fail(f"{where} is closed: it is followed by {_describe(odd)}, not only its results "
+                    "(already resumed, or continued with a new prompt)")
+    key = "tool_use_id" if in_blocks else "tool_call_id"
+    got = [r.get(key) for r in results]
+    ids = [c.id for c in calls]
+    if len(got) > len(ids) or got != ids[: len(got)]:
+        raise _fail(f"the results after {where} answer {got!r}, which is not an in-order prefix of its calls {ids!r}")
+    return _HaltedTurn(index, calls, results, in_blocks)
+
+
+def _check_placeholder(turn: _HaltedTurn, pending: Request) -> None:
+    """A.5: the halted slot holds this request's placeholder (relay: and its calls are H's open calls)."""
+    call = turn.calls[turn.slot]
+    content = turn.results[turn.slot].get("content")
+    if content != pending.prompt:
+        raise _fail(f"the halted call {call.id!r} ({call.name}) holds {_short(content)}, not the pending "
+                    f"request's prompt {_short(pending.prompt)} — the answer belongs to another halt")
+    if not is_relay_request(pending):
+        return
+    relayed = [c.id for c in relay_calls_of(pending)]
+    if not relayed or relayed[0] != call.id:
+        first = relayed[0] if relayed else None
+        raise _fail(f"the relay request's first call {first!r} is not the halted call {call.id!r}")
+    open_ids = [c.id for _, c in turn.open_calls()]
+    stray = [i for i in relayed if i not in open_ids]
+    if stray:
+        raise _fail(f"relay call {stray[0]!r} is not an open call of the last tool-call turn (open: {open_ids!r})")
+
+
+def _check_relay_outputs(pending: Request, answer: Answer) -> None:
+    """A.6 (and beyond #9): relay outputs must be strings, results must name relayed calls."""
+    if not is_relay_request(pending) or not answer.ok or answer.data is None:
+        return
+    data = answer.data
+    if not isinstance(data, Mapping):
+        raise _fail(f"the relay answer's data must be an object, got {type(data).__name__}")
+    results = data.get("results")
+    if results is None:
+        if "output" in data and not isinstance(data["output"], str):
+            raise _fail(f"the relay answer's output must be a str, got {type(data['output']).__name__}")
+        return
+    if not isinstance(results, list):
+        raise _fail(f"the relay answer's results must be a list, got {type(results).__name__}")
+    relayed = [c.id for c in relay_calls_of(pending)]
+    for j, entry in enumerate(results):
+        if not isinstance(entry, Mapping):
+            raise _fail(f"the relay answer's results[{j}] must be an object, got {type(entry).__name__}")
+        if not isinstance(entry.get("output"), str):
+            raise _fail(f"the relay answer's results[{j}] (call {entry.get('id')!r}) output must be a str, "
+                        f"got {type(entry.get('output')).__name__}")
+        if entry.get("id") not in relayed:
+            raise _fail(f"the relay answer's results[{j}] names call {entry.get('id')!r}, which the request does "
+                        f"not relay (calls: {relayed!r})")
+
+
+@dataclass
+class _Plan:
+    """A validated resume: H, the request and the effective answer (after expiry)."""
+
+    history: list[dict[str, Any]]
+    turn: _HaltedTurn
+    pending: Request
+    answer: Answer
+
+
+def _prepare(client: Any, toolkit: Any, history: Any, pending: RequestLike, answer: AnswerLike) -> _Plan:
+    """Validation A.1–A.7, expiry B, then our answer-schema and halted-tool checks."""
+    request: Request = _coerce(pending, Request, "pending request")
+    reply: Answer = _coerce(answer, Answer, "answer")
+    if reply.id != request.id:
+        raise _fail(f"answer id {reply.id!r} does not match the pending request {request.id!r}")
+    if history is not None and not isinstance(history, list):
+        raise _fail(f"the history must be a list of messages, got {type(history).__name__}")
+    if not history:
+        raise _fail("the history is empty (load the transcript the halted run returned)")
+    turn = _find_halted(client._dialect, history)
+    _check_placeholder(turn, request)
+    _check_relay_outputs(request, reply)
+    client._answers.check(request.id)
+    if reply.ok and is_expired(request, client.clock()):
+        reply = Answer(id=request.id, ok=False, reason="expired")
+    problem = answer_schema_error(request, reply)
+    if problem is not None:
+        raise _fail(f"the answer to {request.id!r} does not match the request's schema: {problem}")
+    call = turn.calls[turn.slot]
+    if reply.ok and not is_relay_request(request) and toolkit is not None and toolkit.get(call.name) is None:
+        raise _fail(f"the toolkit has no tool {call.name!r} for the halted call {call.id!r}")
+    return _Plan(history, turn, request, reply)
+
+
+# -- C. filling H ------------------------------------------------------------------------------------
+
+
+def _relay_result(call: ToolCall, first: bool, answer: Answer) -> ToolResult:
+    if not answer.ok:
+        return ToolResult(RELAY_DECLINED.format(name=call.name, reason=answer.reason or "declined"), True)
+    data = answer.data or {}
+    results = data.get("results")
+    if isinstance(results, list):
+        entry = next((r for r in results if r.get("id") == call.id), None)
+    else:
+        entry = data if first and "output" in data else None
+    if entry is None:
+        return ToolResult(no_result_text(call.name), True)
+    return ToolResult(entry["output"], entry.get("isError") is True)
+
+
+async def _answered(loop: RunLoop, runner: ToolRunner, plan: _Plan) -> dict[int, CallOutcome]:
+    """The outcomes the answer decides, by position in H: the relayed calls, or the halted call's retry."""
+    turn, pending = plan.turn, plan.pending
+    if is_relay_request(pending):
+        positions = {c.id: pos for pos, c in reversed(turn.open_calls())}
+        out: dict[int, CallOutcome] = {}
+        for n, relayed in enumerate(relay_calls_of(pending)):
+            pos = positions[relayed.id]
+            call = turn.calls[pos]
+            out[pos] = CallOutcome(call, call.args, _relay_result(call, n == 0, plan.answer))
+        return out
+    call = turn.calls[turn.slot]
+    halted = CallOutcome(call, call.args, ToolResult(pending.prompt, True, {"pending": pending}), pending)
+    result = await loop._bounded(resolve_with_answer(runner, halted, plan.answer))
+    return {turn.slot: CallOutcome(call, call.args, result)}
+
+
+def _prelude(plan: _Plan) -> Prelude:
+    """Fill H inside the run's envelope; the loop's own `settle` writes it (or halts again)."""
+
+    async def prelude(loop: RunLoop) -> AsyncGenerator[dict[str, Any], None]:
+        loop.abort.check()
+        runner = ToolRunner(loop.client, loop.toolkit, 0)
+        known = await _answered(loop, runner, plan)
+        rest = [c for pos, c in plan.turn.open_calls() if pos not in known]
+        for c in rest:
+            yield {"type": "tool_call", "id": c.id, "name": c.name, "args": c.args}
+        ran = iter(await loop._bounded(runner.run_all(rest)) if rest else [])
+        outcomes = []
+        for pos, _ in plan.turn.open_calls():
+            outcome = known.get(pos) or next(ran)
+            if outcome.request is not None:
+                stamp_relay_call(outcome.request, outcome.call)
+            outcomes.append(outcome)
+
+        def write(results: list[dict[str, Any]]) -> None:
+            loop.messages = plan.turn.written(loop.messages, results)
+
+        async for event in loop.settle(runner, outcomes, write):
+            yield event
+
+    return prelude
+
+
+# -- the public entry points -------------------------------------------------------------------------
+
+
+async def _resume(client: Any, toolkit: Any, plan: _Plan, cancel: Optional[asyncio.Event]) -> RunResult:
+    from .client import drain  # client.py imports this module
+
+    loop = RunLoop(client, toolkit, cancel, streaming=False).continue_from(plan.history)
+    return await drain(loop.events(prelude=_prelude(plan)))
+
+
+async def run_with_answer(client: Any, toolkit: Any, history: list[dict[str, Any]], pending: RequestLike,
+                          answer: AnswerLike, *, cancel: Optional[asyncio.Event] = None) -> RunResult:
+    """Resume `history` (halted on `pending`) with `answer`; see the module docstring."""
+    plan = _prepare(client, toolkit, history, pending, answer)
+    with client._answers.claim(plan.pending.id):
+        result = await _resume(client, toolkit, plan, cancel)
+        client._answers.record(plan.pending.id)
+    return result
+
+
+async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLike,  # noqa: A002
+                          answer: AnswerLike, *, cancel: Optional[asyncio.Event] = None) -> RunResult:
+    """Under the conversation's lock: load `id`, resume, save (on any status; nothing on an exception)."""
+    if not id:
+        raise ValueError(NEEDS_ID)
+    async with client._conversation_lock(id):
+        history = await client.store.get(id) or []
+        plan = _prepare(client, toolkit, history, pending, answer)
+        with client._answers.claim(plan.pending.id):
+            result = await _resume(client, toolkit, plan, cancel)
+            await client.store.save(id, result.messages)
+            client._answers.record(plan.pending.id)
+    return result
