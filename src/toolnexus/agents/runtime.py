@@ -29,6 +29,9 @@ Choices where the spec is silent or where we go beyond its baseline (each is tes
 - Unknown `llm` keys raise `ValueError` instead of being dropped (beyond #18).
 - Interrupting a durably suspended handle also cancels the pending requests of its suspended
   descendants, so no orphaned request stays resumable.
+- With neither `transport` nor `in_process`, the wire is the client's pooled `HttpxTransport`
+  (one keep-alive pool shared by every handle, closed by `close(root)`), not a urllib call per
+  request.
 - An `on_budget(handle, limit)` callback (def over runtime) is notified whenever a limit stops
   work; it cannot change the outcome.
 
@@ -46,7 +49,7 @@ import inspect
 from typing import Any, Awaitable, Callable, Optional
 
 from .._diag import warn
-from ..client import InMemoryConversationStore, InProcessTransport, UrllibTransport
+from ..client import HttpxTransport, InMemoryConversationStore, InProcessTransport
 from ..types import Answer, Request
 from .budget import (
     DEFAULT_MAX_CONCURRENT,
@@ -131,10 +134,13 @@ class AgentRuntime:
         self.on_metric = on_metric
         self.on_budget = on_budget
         self._llm = {**_LLM_DEFAULTS, **llm}
+        self._owns_transport = transport is None and in_process is None
         if in_process is not None:
             self._transport: Any = InProcessTransport(in_process)
-        else:
-            self._transport = transport if transport is not None else UrllibTransport()
+        elif transport is not None:
+            self._transport = transport
+        else:  # one pooled keep-alive client for every handle's turns; closed with the root
+            self._transport = HttpxTransport()
         self._store = store if store is not None else InMemoryConversationStore()
         self._clock: Clock = clock if clock is not None else AsyncioClock()
         self._gate = TurnGate(max_concurrent_turns)
@@ -514,6 +520,8 @@ class AgentRuntime:
             self._flush(h, closed)
             if h is self.root:
                 await self._reap_background()
+                if self._owns_transport:
+                    await self._transport.aclose()
         except Exception as exc:  # close never raises
             warn(f"[toolnexus] agents: close({h.id}) failed: {type(exc).__name__}: {exc}")
 
