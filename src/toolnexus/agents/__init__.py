@@ -5,9 +5,11 @@ An Agent is a Tool: a soul, a filtered toolkit and the §8 loop. `agent(...)` de
 `wake`, `wait`, `interrupt`, `close`, `resume`) drive a tree of them. Not to be confused with
 `toolnexus.agent`, the outbound A2A descriptor.
 
-Modules: `runtime` (the verbs), `turn` (one turn's body), `resume` (durable resume routing and
-replay), `handle` / `defs` / `budget` / `clock` (plain state), `inbox`, `gate` (turn gate and
-spend meter), `escalation`, `task_tool`, `surface` (level 1), `persona`, `compaction`, `loop`.
+Modules: `runtime` (the verbs), `turn` (one turn's body), `resume` (durable resume routing,
+replay and continue), `handle` / `defs` / `budget` / `clock` (plain state), `inbox`, `gate` (turn
+gate and spend meter), `escalation`, `task_tool`, `snapshot` (the runtime as plain JSON and back),
+`trace` (bounded trace ring and transition events), `surface` (level 1), `persona`, `compaction`,
+`loop`.
 """
 
 from __future__ import annotations

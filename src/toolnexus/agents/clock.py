@@ -1,8 +1,9 @@
 """The runtime's notion of time: a `Clock` protocol, the real one, and a virtual one for tests.
 
 Everything in the agent runtime that waits or measures (wait timeouts, the close grace period,
-`max_wall_ms`, heartbeats) goes through one injected `Clock`, so a test can drive time by hand
-with `VirtualClock.advance(...)` instead of sleeping.
+`max_wall_ms`, heartbeats, and — through each turn's client `timer` — §8 retry backoff and run
+deadlines) goes through one injected `Clock`, so a test can drive time by hand with
+`VirtualClock.advance(...)` instead of sleeping.
 
 This module does not schedule turns or know about handles; it only tells time and fires timers.
 """

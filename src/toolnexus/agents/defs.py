@@ -3,10 +3,16 @@
 A definition is static configuration shared by every handle spawned from it; the runtime never
 mutates it. Everything live (state, counters, inbox) lives on the `Handle`.
 
-One field goes beyond the spec's baseline shape, optional and defaulting to "off":
-`on_budget(handle, limit)`, called when a limit stops work (a refused spawn, a wake refused by
-the live budget walk, a turn that ends `incomplete`). The baseline has no such hook; ours is a
-pure notification, sync or async, and never changes the outcome.
+Fields beyond the spec's baseline shape, all optional and defaulting to "off" (def over runtime):
+
+- `on_budget(handle, limit)`, called when a limit stops work (a refused spawn, a wake refused by
+  the live budget walk, a turn that ends `incomplete`). A pure notification, sync or async; it
+  never changes the outcome.
+- `on_transition(event)`, called with each structured state-transition event of this def's
+  handles (`trace.py`); failures are reported, never raised.
+- `resume_mode`: how a durable suspension of this def's handles is resumed — `"replay"` (the
+  baseline: the transcript is rewound and the turn replayed) or `"continue"` (the halted turn is
+  kept and continued; see `resume.py`). `None` takes the runtime's `resume_mode`.
 """
 
 from __future__ import annotations
@@ -17,7 +23,18 @@ from typing import Any, Awaitable, Callable, Optional, Union
 from ..types import Answer, Request, Tool
 from .budget import Budget
 
-__all__ = ["AgentDef"]
+__all__ = ["AgentDef", "RESUME_MODES", "RESUME_REPLAY", "RESUME_CONTINUE", "check_resume_mode"]
+
+RESUME_REPLAY = "replay"
+RESUME_CONTINUE = "continue"
+RESUME_MODES = (RESUME_REPLAY, RESUME_CONTINUE)
+
+
+def check_resume_mode(mode: Any, where: str) -> Any:
+    """`mode` itself when it is None or one of `RESUME_MODES`; a `ValueError` naming `where` otherwise."""
+    if mode is not None and mode not in RESUME_MODES:
+        raise ValueError(f"toolnexus.agents: {where}: resume_mode must be one of {', '.join(RESUME_MODES)}, got {mode!r}")
+    return mode
 
 
 @dataclass
@@ -38,3 +55,5 @@ class AgentDef:
     on_metric: Optional[Callable[[dict], None]] = None
     completion: Any = None
     on_budget: Optional[Callable[[Any, str], Any]] = None
+    on_transition: Optional[Callable[[dict], Any]] = None
+    resume_mode: Optional[str] = None

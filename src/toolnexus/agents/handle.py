@@ -32,6 +32,7 @@ __all__ = [
     "TASK_STATUS_TIMEOUT",
     "TASK_STATUS_ERROR",
     "HANDLE_STATES",
+    "PENDING_FIELDS",
     "InboxItem",
     "TaskResult",
     "SpawnError",
@@ -58,6 +59,8 @@ TASK_STATUSES = (
 )
 
 HANDLE_STATES = ("idle", "running", "suspended", "closed")
+# What a durable suspension holds on its handle; cleared together when it is resumed or cancelled.
+PENDING_FIELDS = ("pending_req", "pending_input", "pending_call", "pending_origin", "pending_mode")
 
 
 @dataclass
@@ -185,6 +188,7 @@ class Handle:
         self.pending_input: Optional[str] = None
         self.pending_call: Optional[dict[str, Any]] = None
         self.pending_origin: Optional[str] = None
+        self.pending_mode: Optional[str] = None  # "replay" (transcript rewound) or "continue"
         self.task_children: dict[str, list[str]] = {}
         self.wake_fifo: list[str] = []
         # Runtime-private live objects.
@@ -222,6 +226,7 @@ class Handle:
             "pending_input": self.pending_input,
             "pending_call": self.pending_call,
             "pending_origin": self.pending_origin,
+            "pending_mode": self.pending_mode,
             "inbox": [asdict(i) for i in self.inbox],
             "drained": [asdict(i) for i in self.drained],
             "wake_queue": list(self.wake_queue),
@@ -251,6 +256,7 @@ class Handle:
         h.pending_input = rec.get("pending_input")
         h.pending_call = rec.get("pending_call")
         h.pending_origin = rec.get("pending_origin")
+        h.pending_mode = rec.get("pending_mode")
         h.inbox = [InboxItem(**i) for i in rec.get("inbox", [])]
         h.drained = [InboxItem(**i) for i in rec.get("drained", [])]
         h.wake_queue = list(rec.get("wake_queue", []))

@@ -34,10 +34,21 @@ Choices where the spec is silent or where we go beyond its baseline (each is tes
   request.
 - An `on_budget(handle, limit)` callback (def over runtime) is notified whenever a limit stops
   work; it cannot change the outcome.
+- `resume_mode="continue"` (opt-in, def over runtime; default `"replay"`): a durable suspension
+  keeps its halted transcript and `resume` continues it, so a leaf's own side-effecting tools
+  are not run again and the model is not re-asked for the halted call (beyond #7, `resume.py`).
+- Every per-turn client gets the runtime's clock as its `timer`, so §8 retry backoff and
+  deadlines run on the injected `Clock` (beyond #17).
+- `trace` is a bounded ring (`trace_limit`, default 10 000 lines, `None` unbounded) and every
+  transition is also a structured event in `events` (same bound) and, if set, passed to
+  `on_transition(event)` (def over runtime, failures reported, never raised) (beyond #20,
+  `trace.py`).
+- `await rt.snapshot()` is the whole runtime as plain JSON and `await
+  AgentRuntime.from_snapshot(snap, registry=..., ...)` rebuilds it in a fresh runtime (beyond #2,
+  `snapshot.py`).
 
-Not done here (left for the durable-runs issue): restoring a tree in another process
-(beyond #1–#3), filling a halted side-effecting call from the Answer (#7), a virtual clock for
-§8 retries (#17) and a bounded trace ring (#20).
+Not done here (left for the durable-runs issue): restoring from a checkpoint store that every
+verb commits to (beyond #1), and an atomic rollback-plus-state-flip (#3).
 """
 
 from __future__ import annotations
@@ -65,13 +76,15 @@ from .budget import (
     merge_budgets,
 )
 from .clock import AsyncioClock, Clock
-from .defs import AgentDef
+from .defs import RESUME_REPLAY, AgentDef, check_resume_mode
 from .escalation import stamp_path
 from .gate import TurnGate, TurnMeter
-from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult
+from .handle import PENDING_FIELDS, Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult
 from .inbox import coalesce_tick, drain_input
 from .resume import replay_and_cascade, route
-from .turn import TurnState, run_body
+from .snapshot import dispatch_queued, restore_runtime, snapshot_runtime
+from .trace import DEFAULT_TRACE_LIMIT, TraceRing, check_trace_limit, transition_event
+from .turn import TurnState, resume_mode_of, run_body
 
 __all__ = ["AgentRuntime", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_DEPTH"]
 
@@ -108,6 +121,9 @@ class AgentRuntime:
         hooks: Any = None,
         on_metric: Optional[Callable[[dict], None]] = None,
         on_budget: Optional[Callable[[Handle, str], Any]] = None,
+        on_transition: Optional[Callable[[dict[str, Any]], Any]] = None,
+        trace_limit: Optional[int] = DEFAULT_TRACE_LIMIT,
+        resume_mode: Optional[str] = RESUME_REPLAY,
     ) -> None:
         if transport is not None and in_process is not None:
             raise ValueError(_TRANSPORT_AND_IN_PROCESS)
@@ -118,6 +134,7 @@ class AgentRuntime:
         for name, defn in registry.items():
             if not isinstance(defn, AgentDef):
                 raise TypeError(f"toolnexus.agents: registry[{name!r}] must be an AgentDef, got {type(defn).__name__}")
+            check_resume_mode(defn.resume_mode, f"registry[{name!r}]")
         llm = dict(llm or {})
         unknown = sorted(k for k in llm if k not in LLM_KEYS)
         if unknown:
@@ -133,6 +150,9 @@ class AgentRuntime:
         self.hooks = hooks
         self.on_metric = on_metric
         self.on_budget = on_budget
+        self.on_transition = on_transition
+        self.resume_mode: str = check_resume_mode(resume_mode, "AgentRuntime") or RESUME_REPLAY
+        trace_limit = check_trace_limit(trace_limit)
         self._llm = {**_LLM_DEFAULTS, **llm}
         self._owns_transport = transport is None and in_process is None
         if in_process is not None:
@@ -144,7 +164,8 @@ class AgentRuntime:
         self._store = store if store is not None else InMemoryConversationStore()
         self._clock: Clock = clock if clock is not None else AsyncioClock()
         self._gate = TurnGate(max_concurrent_turns)
-        self.trace: list[str] = []
+        self.trace: TraceRing = TraceRing(trace_limit)
+        self.events: TraceRing = TraceRing(trace_limit)
         self._background_tasks: set[asyncio.Future[Any]] = set()
         self._turns: set[TurnState] = set()  # bodies not yet finished (running or unwinding)
         self._resumes: dict[str, asyncio.Future[TaskResult]] = {}
@@ -203,10 +224,18 @@ class AgentRuntime:
         self.trace.append(f"{h.id}: {event}")
 
     def _transition(self, h: Handle, to: str, detail: str) -> None:
-        """Set `h.state` and write the pinned `<id>: <from>→<to> <detail>` line."""
+        """Set `h.state`, write the pinned `<id>: <from>→<to> <detail>` line and the structured event."""
         prior = h.state
         h.state = to
         self._trace(h, f"{prior}→{to} {detail}")
+        event = transition_event(h.id, prior, to, detail, self._clock.now())
+        self.events.append(event)
+        callback = h.defn.on_transition if h.defn.on_transition is not None else self.on_transition
+        self._notify(callback, dict(event), what="on_transition")
+
+    def resume_mode_of(self, h: Handle) -> str:
+        """How a durable suspension of `h` is resumed: `"replay"` or `"continue"` (def over runtime)."""
+        return resume_mode_of(self, h)
 
     # ------------------------------------------------------------------ small helpers
 
@@ -484,10 +513,8 @@ class AgentRuntime:
     @staticmethod
     def _clear_pending(h: Handle) -> Optional[str]:
         preserved = h.pending_input
-        h.pending_req = None
-        h.pending_input = None
-        h.pending_call = None
-        h.pending_origin = None
+        for name in PENDING_FIELDS:
+            setattr(h, name, None)
         return preserved
 
     async def close(self, h: Handle, *, force: bool = False, reason: Optional[str] = None) -> None:
@@ -553,6 +580,8 @@ class AgentRuntime:
             return self._refuse(h, dim)
         turn = self._begin(h, input, **options)
         await run_body(self, h, turn)
+        if turn.refusal is not None:  # the client refused a continuation: suspended again, loudly
+            raise turn.refusal
         assert turn.result is not None
         return turn.result
 
@@ -608,3 +637,31 @@ class AgentRuntime:
             raise
         done.set_result(result)
         return result
+
+    # ------------------------------------------------------------------ snapshot / restore
+
+    async def snapshot(self, *, conversations: bool = True) -> dict[str, Any]:
+        """The whole runtime as plain JSON: the handle tree in id order, trace, events, applied
+        answers and (unless `conversations=False`, when the host shares a durable store) every
+        handle's stored transcript. See `snapshot.py`."""
+        return await snapshot_runtime(self, conversations=conversations)
+
+    @classmethod
+    async def from_snapshot(cls, snapshot: dict[str, Any], *, registry: dict[str, AgentDef], **options: Any) -> "AgentRuntime":
+        """A fresh runtime (built with `registry` and `options`) holding the tree of `snapshot`.
+
+        Raises `snapshot.SnapshotError` (a `ValueError`) when the snapshot is malformed or the
+        registry's fingerprint does not match. A handle that was running comes back idle with an
+        `interrupted by restart` result."""
+        rt = cls(registry=registry, **options)
+        try:
+            return await restore_runtime(rt, snapshot)
+        except BaseException:
+            await rt.close(rt.root)  # frees a transport the refused runtime created
+            raise
+
+    def dispatch_queued(self) -> int:
+        """Hand free concurrency slots to queued wakes (arrival order); how many were started.
+
+        A restored runtime starts no turn by itself; this is how its queued wakes get going."""
+        return dispatch_queued(self)

@@ -8,7 +8,10 @@ and waits; `as_tool()` makes the whole agent one tool of another loop. Persona h
 Choices where the spec is silent or where we go beyond its baseline:
 
 - `rt_opts` are validated up front: an unknown key raises `TypeError` naming the accepted ones;
-  `in_process` is accepted (beyond #18); `on_budget` is accepted too (see `defs.py`).
+  `in_process` is accepted (beyond #18); so are `on_budget`, `on_transition`, `resume_mode` (see
+  `defs.py`) and `trace_limit` (`trace.py`; through `rt_opts` `None` means the default bound, so
+  pass `math.inf` for an unbounded trace).
+- `Agent(on_transition=..., resume_mode=...)` set the def-level values (def over runtime).
 - `soul_file` is read on a worker thread by `run` / `as_tool`, never on the event loop.
 - `as_tool` surfaces a suspension (beyond #8): a pending run returns an error `ToolResult` with
   `metadata["pending"]`, so the outer §10 loop escalates or halts; the suspended runtime stays
@@ -26,7 +29,7 @@ from typing import Any, Callable, Optional
 
 from ..types import Tool, ToolContext, ToolResult
 from .budget import Budget
-from .defs import AgentDef
+from .defs import AgentDef, check_resume_mode
 from .handle import SpawnError, TaskResult
 from .loop import Completion, Loop, guarded_hooks
 from .persona import (
@@ -71,6 +74,9 @@ RT_OPTS = (
     "on_metric",
     "in_process",
     "on_budget",
+    "on_transition",
+    "trace_limit",
+    "resume_mode",
 )
 MAX_PARKED_RUNS = 64
 
@@ -124,6 +130,8 @@ class Agent:
         guardrails: Optional[list[Any]] = None,
         completion: Optional[Completion] = None,
         on_budget: Optional[Callable[[Any, str], Any]] = None,
+        on_transition: Optional[Callable[[dict], Any]] = None,
+        resume_mode: Optional[str] = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"toolnexus.agents: an agent needs a non-empty name, got {name!r}")
@@ -152,6 +160,8 @@ class Agent:
         self.guardrails: list[Any] = list(guardrails or [])
         self.completion = completion
         self.on_budget = on_budget
+        self.on_transition = on_transition
+        self.resume_mode = check_resume_mode(resume_mode, f"agent {name!r}")
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r})"
@@ -176,6 +186,8 @@ class Agent:
             on_metric=self.on_metric,
             completion=self.completion,
             on_budget=self.on_budget,
+            on_transition=self.on_transition,
+            resume_mode=self.resume_mode,
         )
         for member in self.team:
             member.registry(acc)

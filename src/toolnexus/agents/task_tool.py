@@ -7,7 +7,10 @@ suspension (`metadata["pending"]`), leaving the child open so a resume can find 
 
 Reattachment (ours, agents.md beyond #11): a call whose `agent:prompt` key matches a child of the
 *same* wake reattaches to it only while that wake is being replayed by `resume`; a fresh wake
-always spawns, so a later turn never receives a stale result from an earlier one.
+always spawns, so a later turn never receives a stale result from an earlier one. When the resume
+continues the halted turn instead of replaying it (`resume_mode="continue"`), only the halted call
+and the calls after it re-execute; the halted `task` call reattaches to its child and returns the
+child's settled result (see `_continued_child`).
 """
 
 from __future__ import annotations
@@ -44,11 +47,27 @@ def _find_child(h: "Handle", child_id: str) -> Optional["Handle"]:
     return next((c for c in h.children if c.id == child_id), None)
 
 
+def _continued_child(h: "Handle", turn: "TurnState", ids: list[str]) -> Optional["Handle"]:
+    """In a continuation, a re-executed call of the halted turn takes the wake's first child for
+    its key not yet taken by this turn, preferring one still open (the halted call's child) to a
+    closed one (a later call whose result the halt dropped). Calls the model makes after the
+    continuation's first LLM response are new work and always spawn."""
+    if turn.meter.calls:
+        return None
+    children = [c for c in (_find_child(h, i) for i in ids) if c is not None and c.id not in turn.reattached]
+    child = next((c for c in children if c.state != "closed"), children[0] if children else None)
+    if child is not None:
+        turn.reattached.add(child.id)
+    return child
+
+
 def _reattachable(h: "Handle", turn: "TurnState", key: str) -> Optional["Handle"]:
     """During a replay, the next child this wake spawned for `key` (in call order), if any."""
     if not turn.replay:
         return None
     ids = h.task_children.get(key, [])
+    if turn.continuation is not None:
+        return _continued_child(h, turn, ids)
     index = turn.reattach_cursor.get(key, 0)
     if index >= len(ids):
         return None

@@ -14,21 +14,33 @@ ask through the completion gate. Each outcome settles the turn exactly once:
 | exception | idle (drained items restored) | `error` |
 
 Spend is always rolled up from the turn's meter, whatever the outcome (beyond #9, #10).
+
+Resume modes (ours, beyond #7): a handle whose `resume_mode` is `"continue"` does not rewind at a
+durable suspension — the halted transcript (earlier results byte for byte, the placeholder in the
+halted slot) stays in the store and the drained inbox items are consumed, since they are in it. A
+resume then runs a *continuation* turn: `client.ask_with_answer` fills the halted slot from the
+Answer (the halted tool re-runs once with `ctx.answer`) and the loop carries on, so the model is
+not asked for the same call again. A continuation that the client refuses before anything runs
+(`ResumeError`, e.g. an answer that fails the request's schema) puts the handle back to
+`suspended` with its request intact, and the error is raised to the `resume` caller.
 This module holds no state of its own; transitions go through the runtime.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._diag import warn
-from ..client import create_client
+from ..client import ResumeError, create_client
 from ..toolkit import create_toolkit
-from ..types import Request
+from ..types import Answer, Request
 from .budget import canonical_limit
+from .defs import RESUME_CONTINUE, RESUME_REPLAY
 from .escalation import ReplayBinding, make_escalator, stamp_path, watch_tools
 from .gate import TurnMeter, gated_transport
+from .handle import PENDING_FIELDS
 from .loop import resolve_hooks, run_gated
 from .task_tool import make_task_tool
 
@@ -36,7 +48,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from .handle import Handle
     from .runtime import AgentRuntime
 
-__all__ = ["TurnState", "run_body", "resolved_seams"]
+__all__ = ["TurnState", "Continuation", "run_body", "resolved_seams", "resume_mode_of"]
+
+
+@dataclass
+class Continuation:
+    """A durable resume that continues the halted turn instead of replaying it.
+
+    `request` / `answer` are what `client.ask_with_answer` checks and applies; `held` is the
+    handle's pending fields as they were, put back if the client refuses the answer.
+    """
+
+    request: Request
+    answer: Answer
+    held: dict[str, Any]
+
+
+def resume_mode_of(rt: "AgentRuntime", h: "Handle") -> str:
+    """The handle's resume mode: its def's, else the runtime's."""
+    return h.defn.resume_mode or rt.resume_mode
 
 
 class TurnState:
@@ -54,12 +84,15 @@ class TurnState:
         one_shot: Optional[Callable[[Request], Any]] = None,
         binding: Optional[ReplayBinding] = None,
         replay: bool = False,
+        continuation: Optional[Continuation] = None,
     ) -> None:
         self.input = input
         self.meter = meter
         self.one_shot = one_shot
         self.binding = binding
         self.replay = replay
+        self.continuation = continuation
+        self.refusal: Optional[ResumeError] = None  # a continuation the client refused
         self.abort: Optional[str] = None
         self.ask_task: Optional[asyncio.Task[Any]] = None
         self.settled = False
@@ -67,6 +100,7 @@ class TurnState:
         self.finished = asyncio.Event()
         self.tool_minted: set[str] = set()
         self.reattach_cursor: dict[str, int] = {}
+        self.reattached: set[str] = set()
 
 
 def resolved_seams(rt: "AgentRuntime", h: "Handle") -> tuple[Any, Any]:
@@ -107,13 +141,12 @@ async def run_body(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
             wait_for=turn.one_shot or make_escalator(rt, h, turn.binding),
             hooks=hooks,
             on_metric=on_metric,
+            timer=rt.clock,  # §8 backoff and deadline run on the runtime's clock (beyond #17)
         )
         snapshot = await rt.conversation_store.get(h.id)
         if turn.abort is not None:  # aborted while the turn was being set up
             raise asyncio.CancelledError
-        turn.ask_task = asyncio.ensure_future(
-            run_gated(lambda text: client.ask(text, toolkit, id=h.id), turn.input, defn.completion)
-        )
+        turn.ask_task = asyncio.ensure_future(run_gated(_asker(client, toolkit, h, turn), turn.input, defn.completion))
         run = await turn.ask_task
     except asyncio.CancelledError:
         external = turn.abort is None  # the body itself was cancelled, not just its ask
@@ -122,6 +155,11 @@ async def run_body(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
         _settle_aborted(rt, h, turn)
         if external:
             raise
+    except ResumeError as exc:
+        if turn.continuation is not None and turn.meter.calls == 0:
+            _settle_refused(rt, h, turn, exc)
+        else:
+            _settle_error(rt, h, turn, exc)
     except Exception as exc:
         _settle_error(rt, h, turn, exc)
     else:
@@ -136,6 +174,20 @@ async def run_body(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
             except Exception as exc:
                 warn(f"[toolnexus] agents: closing the toolkit of {h.id} failed: {exc}")
         rt._turn_finished(h, turn)
+
+
+def _asker(client: Any, toolkit: Any, h: "Handle", turn: TurnState) -> Callable[[str], Any]:
+    """What the completion gate calls: the continuation first (if any), then plain asks."""
+    first = turn.continuation
+
+    async def ask(text: str) -> Any:
+        nonlocal first
+        if first is not None:
+            cont, first = first, None
+            return await client.ask_with_answer(toolkit, h.id, cont.request, cont.answer)
+        return await client.ask(text, toolkit, id=h.id)
+
+    return ask
 
 
 def _account(rt: "AgentRuntime", h: "Handle", turn: TurnState, tool_calls: int) -> tuple[int, int]:
@@ -162,6 +214,18 @@ def _settle_error(rt: "AgentRuntime", h: "Handle", turn: TurnState, exc: BaseExc
     rt._settle(h, turn, rt._result(h, message, "error"), "idle", f"(error: {message})")
 
 
+def _settle_refused(rt: "AgentRuntime", h: "Handle", turn: TurnState, exc: ResumeError) -> None:
+    """The client refused the continuation before anything ran: suspended again, request intact."""
+    _account(rt, h, turn, 0)
+    if turn.settled or turn.continuation is None:
+        return
+    for name in PENDING_FIELDS:
+        setattr(h, name, turn.continuation.held.get(name))
+    turn.refusal = exc
+    assert h.pending_req is not None
+    rt._settle(h, turn, rt._pending_result(h), "suspended", f'DURABLE (pending "{h.pending_req.kind}", path preserved)')
+
+
 async def _settle_run(
     rt: "AgentRuntime", h: "Handle", turn: TurnState, run: Any, snapshot: Optional[list[dict[str, Any]]]
 ) -> None:
@@ -171,15 +235,23 @@ async def _settle_run(
         return
     status = getattr(run, "status", "done")
     if status == "pending" and run.pending is not None:
-        await rt.conversation_store.save(h.id, list(snapshot or []))  # rewind to the checkpoint
-        if turn.settled:  # interrupted while rewinding
-            return
+        # A continued turn stays continued; otherwise the handle's mode decides.
+        mode = RESUME_CONTINUE if turn.continuation is not None else resume_mode_of(rt, h)
+        if mode == RESUME_REPLAY:
+            await rt.conversation_store.save(h.id, list(snapshot or []))  # rewind to the checkpoint
+            if turn.settled:  # interrupted while rewinding
+                return
+        else:
+            h.drained = []  # the turn's input is in the kept transcript
         request: Request = run.pending
         halted = tool_calls[-1] if tool_calls else None
         h.pending_req = request
         h.pending_input = turn.input
         h.pending_call = {"name": halted.get("name"), "args": halted.get("args")} if isinstance(halted, dict) else None
+        if mode == RESUME_CONTINUE:  # the halted slot's text, which the continuation must match
+            h.pending_call = {**(h.pending_call or {}), "placeholder": request.prompt}
         h.pending_origin = "tool" if request.id in turn.tool_minted else "hook"
+        h.pending_mode = mode
         result = rt._result(h, request.prompt, "pending", pending=stamp_path(request, h))
         rt._settle(h, turn, result, "suspended", f'DURABLE (pending "{request.kind}", path preserved)')
         return

@@ -16,6 +16,10 @@ Choices beyond the contract (all opt-in or invisible to the wire):
 - `run_with_answer` / `ask_with_answer` (durable resume, resume.py) keep a per-client answer
   ledger; `client.clock` (a settable attribute, default aware-UTC now) is what `expiresAt` is
   checked against, in-process and on resume.
+- `timer` (opt-in): monotonic time for retries — `now()` and `async sleep(s)`, e.g. an agent
+  runtime's `Clock` — used for the run deadline (`timeout_ms`) and every backoff / `Retry-After`
+  sleep (retry.py). Unrelated to `clock` above (wall-clock UTC for `expiresAt`); metric `ms`
+  durations stay real time.
 
 Not here: the turn loop (loop.py), wire shapes (wire/), retries (retry.py), translate.
 """
@@ -37,7 +41,7 @@ from .metrics import MetricsRegistry
 from .parts import PartPolicy, media_parts_summary, normalize_prompt
 from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, WaitFor
 from .resume import AnswerLedger, ask_with_answer, run_with_answer
-from .retry import Abort, RetryPolicy, call_with_retries
+from .retry import Abort, RetryPolicy, Timer, call_with_retries, check_timer, monotonic_now
 from .streaming import read_turn
 from .tool_calls import utc_now
 from .transport import HttpTransport, InProcessTransport, TransportCaller
@@ -91,7 +95,7 @@ class Client:
                  http_transport: Optional[HttpTransport] = None, on_error: Optional[ErrorClassifier] = None,
                  on_unsupported_part: Optional[str] = None, max_part_bytes: Optional[int] = None,
                  max_retry_after_ms: Optional[int] = None, race_tools: bool = False,
-                 resolve_concurrently: bool = False) -> None:
+                 resolve_concurrently: bool = False, timer: Optional[Timer] = None) -> None:
         self.base_url = base_url
         self.style = style
         self.model = model
@@ -115,6 +119,7 @@ class Client:
         self.max_retry_after_ms = max_retry_after_ms
         self.race_tools = race_tools
         self.resolve_concurrently = resolve_concurrently
+        self.timer = check_timer(timer)
         self._owns_transport = http_transport is None
         if http_transport is None:
             from .httpx_transport import HttpxTransport
@@ -148,7 +153,7 @@ class Client:
         raise RuntimeError("No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY")
 
     def _new_deadline(self) -> Optional[float]:
-        return None if self.timeout_ms is None else time.monotonic() + self.timeout_ms / 1000
+        return None if self.timeout_ms is None else monotonic_now(self.timer) + self.timeout_ms / 1000
 
     def _shape_body(self, body: dict) -> dict:
         for key, value in (self.request_params or {}).items():
@@ -175,7 +180,7 @@ class Client:
     async def _send(self, url: str, headers: dict[str, str], body: dict, *, cancel: Optional[asyncio.Event],
                     deadline: Optional[float]) -> tuple[Any, int]:
         """One logical call with retries; returns `(decoded JSON, attempts)`."""
-        return await self._send_abortable(url, headers, body, Abort(cancel, deadline, self.timeout_ms))
+        return await self._send_abortable(url, headers, body, Abort(cancel, deadline, self.timeout_ms, self.timer))
 
     async def _stream_turn(self, url: str, headers: dict[str, str], body: dict, abort: Abort,
                            call: _LlmCall) -> AsyncGenerator[Any, None]:

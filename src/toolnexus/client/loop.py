@@ -61,7 +61,7 @@ class RunLoop:
         self.streaming = streaming
         self.dialect = client._dialect
         self.api_key = client._resolve_api_key()
-        self.abort = Abort(cancel, client._new_deadline(), client.timeout_ms)
+        self.abort = Abort(cancel, client._new_deadline(), client.timeout_ms, getattr(client, "timer", None))
         self.system = compose_system(client.system_prompt, toolkit)
         self.tools: list[dict] = self.dialect.declare_tools(toolkit)
         self.messages: list[dict] = []

@@ -9,6 +9,12 @@ never retried and never reach `on_error`.
 `max_retry_after_ms` (opt-in): a `Retry-After` longer than it is not slept through; the error is
 raised at once, since retrying before the server's stated time would only fail again.
 
+`timer` (opt-in, `Client(timer=...)`): an object with `now()` (monotonic seconds) and
+`async sleep(seconds)` — any `toolnexus.agents.clock.Clock` fits — that then owns the deadline and
+every backoff sleep, so a virtual clock drives retries and timeouts without real waiting (agents.md
+beyond #17). Without one, `time.monotonic` / `asyncio.sleep` are used exactly as before. The short
+grace an abandoned attempt gets to unwind stays real time: it is cleanup, not a policy delay.
+
 Not here: what an attempt does (the client passes a coroutine factory) or what the reply means.
 """
 
@@ -18,13 +24,14 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, Optional, Protocol, TypeVar, runtime_checkable
 
 from .errors import ProviderError, RunCancelled, RunTimeout
 from .result import ErrorClassifier, ErrorInfo
 
 __all__ = ["RETRYABLE_STATUSES", "DEFAULT_TRANSPORT_TIMEOUT", "_is_retryable_status", "_parse_retry_after",
-           "backoff_seconds", "RetryPolicy", "Abort", "call_with_retries", "race", "pause"]
+           "backoff_seconds", "RetryPolicy", "Abort", "Timer", "check_timer", "monotonic_now",
+           "call_with_retries", "race", "pause"]
 
 T = TypeVar("T")
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
@@ -54,16 +61,41 @@ def backoff_seconds(attempt: int, retry_base_ms: int) -> float:
     return retry_base_ms / 1000 * 2**attempt + random.random() * 0.1
 
 
+@runtime_checkable
+class Timer(Protocol):
+    """Injectable time for retries and deadlines: a monotonic reading and a sleep."""
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+def check_timer(timer: Any) -> Any:
+    """`timer` itself when it has `now()` and `sleep()`; a clear `TypeError` otherwise."""
+    if timer is not None and not (callable(getattr(timer, "now", None)) and callable(getattr(timer, "sleep", None))):
+        raise TypeError("toolnexus: `timer` needs now() -> monotonic seconds and async sleep(seconds) "
+                        f"(e.g. a toolnexus.agents Clock), got {type(timer).__name__}")
+    return timer
+
+
+def monotonic_now(timer: Optional[Timer]) -> float:
+    return time.monotonic() if timer is None else timer.now()
+
+
 @dataclass
 class Abort:
-    """The run's abort conditions: an optional cancel event and an optional monotonic deadline."""
+    """The run's abort conditions: an optional cancel event and an optional monotonic deadline.
+
+    `timer` (optional) is the clock the deadline is read on and backoff sleeps run on.
+    """
 
     cancel: Optional[asyncio.Event] = None
     deadline: Optional[float] = None
     timeout_ms: Optional[float] = None
+    timer: Optional[Timer] = None
 
     def remaining(self) -> Optional[float]:
-        return None if self.deadline is None else self.deadline - time.monotonic()
+        return None if self.deadline is None else self.deadline - monotonic_now(self.timer)
 
     def check(self) -> None:
         """Raise `RunCancelled` / `RunTimeout` if either already fired."""
@@ -99,14 +131,20 @@ async def race(awaitable: Awaitable[T], abort: Abort, *, on_abort: Optional[Call
     if abort.cancel is None and abort.deadline is None:
         return await task
     waiter = asyncio.ensure_future(abort.cancel.wait()) if abort.cancel is not None else None
+    timeout = abort.remaining()
+    alarm = None
+    if abort.timer is not None and timeout is not None:  # the deadline fires on the injected clock
+        alarm = asyncio.ensure_future(abort.timer.sleep(max(timeout, 0)))
+        timeout = None
     try:
-        done, _ = await asyncio.wait([t for t in (task, waiter) if t is not None],
-                                     timeout=abort.remaining(), return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait([t for t in (task, waiter, alarm) if t is not None],
+                                     timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if task in done:
             return task.result()
     finally:
-        if waiter is not None:
-            waiter.cancel()
+        for helper in (waiter, alarm):
+            if helper is not None:
+                helper.cancel()
         if not task.done():
             task.cancel()
             task.add_done_callback(_retrieve)
@@ -122,7 +160,9 @@ async def pause(seconds: float, abort: Abort) -> None:
     """Sleep `seconds`, waking at once on cancel; reaching the deadline raises `RunTimeout`."""
     left = abort.remaining()
     clipped = seconds if left is None else min(seconds, max(left, 0))
-    if abort.cancel is None:
+    if abort.timer is not None:
+        await _timer_pause(abort.timer, clipped, abort.cancel)
+    elif abort.cancel is None:
         await asyncio.sleep(clipped)
     else:
         try:
@@ -130,6 +170,21 @@ async def pause(seconds: float, abort: Abort) -> None:
         except TimeoutError:
             pass
     abort.check()
+
+
+async def _timer_pause(timer: Timer, seconds: float, cancel: Optional[asyncio.Event]) -> None:
+    """`timer.sleep(seconds)`, cut short when `cancel` is set."""
+    if cancel is None:
+        await timer.sleep(seconds)
+        return
+    sleeper = asyncio.ensure_future(timer.sleep(seconds))
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        await asyncio.wait([sleeper, waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for helper in (sleeper, waiter):
+            helper.cancel()
+        await asyncio.gather(sleeper, waiter, return_exceptions=True)
 
 
 @dataclass
