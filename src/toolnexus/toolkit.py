@@ -11,6 +11,7 @@ Deliberate choices beyond the pinned baseline (core.md §8):
   tool names a provider would reject (`^[a-zA-Z0-9_-]{1,64}$`) are warned about once.
 - When `mcp_config` is a file path, its reserved keys (`builtins`, `agents`, `a2a`, `mcpServer`)
   are honoured exactly as for a dict config.
+- `refresh()` re-lists MCP tools (a server's `tools/list_changed`) and re-assembles the table.
 - After `close()` the toolkit lists no tools and `execute` answers `toolkit closed`; `close()` is
   idempotent.
 This module does no network or process work itself: each source module does its own.
@@ -73,27 +74,37 @@ class Toolkit:
         self.mcp_server_config = mcp_server_config
         self._disabled = set(disable_tools or [])
         self._closed = False
+        self._builtins = list(builtins)
+        self._agents = list(agents)
+        self._extra = list(extra_tools)
+        self._registered: list[Tool] = []
         self._by_name: dict[str, Tool] = {}
+        self._assemble(warn_unknown_disabled=True)
 
-        extra_names = {t.name for t in extra_tools}
+    def _assemble(self, *, warn_unknown_disabled: bool = False) -> None:
+        """(Re)build the name table: MCP → skill → builtins (minus shadowed) → agents → extras → registered."""
+        extra_names = {t.name for t in self._extra}
         candidates: list[Tool] = []
-        candidates += list(getattr(mcp, "tools", None) or [])
-        if skill is not None:
-            candidates.append(skill.tool)
-        candidates += [t for t in builtins if t.name not in extra_names]
-        candidates += list(agents)
-        candidates += list(extra_tools)
+        candidates += list(getattr(self._mcp, "tools", None) or [])
+        if self._skill is not None:
+            candidates.append(self._skill.tool)
+        candidates += [t for t in self._builtins if t.name not in extra_names]
+        candidates += self._agents + self._extra
 
+        self._by_name = {}
         seen_disabled: set[str] = set()
         for t in candidates:
             if t.name in self._disabled:
                 seen_disabled.add(t.name)
                 continue
             self._add(t)
-        # Disabled names that matched nothing here and nothing shadowed: likely a typo.
-        all_names = {t.name for t in candidates} | {t.name for t in builtins}
-        for name in sorted(self._disabled - seen_disabled - all_names):
-            warn_once(f"disable_tools:{name}", f'[toolnexus] disable_tools name "{name}" matched no tool')
+        for t in self._registered:
+            if t.name not in self._by_name:
+                self._by_name[t.name] = t
+        if warn_unknown_disabled:  # disabled names that matched nothing: likely a typo
+            all_names = {t.name for t in candidates} | {t.name for t in self._builtins}
+            for name in sorted(self._disabled - seen_disabled - all_names):
+                warn_once(f"disable_tools:{name}", f'[toolnexus] disable_tools name "{name}" matched no tool')
 
     def _add(self, t: Tool) -> bool:
         if t.name in self._by_name:
@@ -147,7 +158,20 @@ class Toolkit:
         for t in tools:
             if t.name in self._disabled:
                 continue
-            self._add(t)
+            if self._add(t):
+                self._registered.append(t)
+        return self
+
+    async def refresh(self) -> "Toolkit":
+        """Re-list the MCP servers' tools (e.g. after `tools/list_changed`) and re-assemble.
+
+        The assembly rules are the constructor's; tools added with `register()` stay, after the
+        sources. Without an MCP source this changes nothing.
+        """
+        if self._closed or self._mcp is None or not hasattr(self._mcp, "refresh"):
+            return self
+        await self._mcp.refresh()
+        self._assemble()
         return self
 
     # ------------------------------------------------------------------ execution

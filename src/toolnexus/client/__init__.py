@@ -18,7 +18,7 @@ from .metrics import MetricsRegistry
 from .result import (LIMIT_COMPLETION, LIMIT_MAX_TURNS, LIMIT_TIMEOUT, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE,
                      RUN_STATUS_PENDING, RUN_STATUSES, ClientStyle, ErrorClassifier, ErrorInfo, ErrorTier, Hooks,
                      MetricEvent, OnMetric, RunResult, WaitFor)
-from .retry import _is_retryable_status, _parse_retry_after
+from .retry import Timer, _is_retryable_status, _parse_retry_after
 from .transport import HttpTransport, InProcessTransport, UrllibTransport
 
 __all__ = [
@@ -29,5 +29,5 @@ __all__ = [
     "ResumeError", "MetricsRegistry", "redact_identifiers", "safe_error_body", "capped_error_body", "REDACTED",
     "MAX_ERROR_BODY", "RUN_STATUS_DONE", "RUN_STATUS_PENDING", "RUN_STATUS_INCOMPLETE", "RUN_STATUSES",
     "LIMIT_MAX_TURNS", "LIMIT_COMPLETION", "LIMIT_TIMEOUT", "HttpxTransport", "_is_retryable_status",
-    "_parse_retry_after",
+    "_parse_retry_after", "Timer",
 ]

@@ -1,0 +1,244 @@
+"""Loading configured MCP servers into a tool source, and the inventory listing.
+
+Servers connect concurrently; results (`status`, `tools`, diagnostics) keep config order. A
+failure of one server — a bad entry, a spawn error, a timeout, a refused connection — marks only
+that server `failed`. The `cancel` event is watched during the whole load and aborts in-flight
+connects at once (spawned children are killed), then `asyncio.CancelledError` is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from .._diag import warn
+from ..types import JSONSchema, McpStatus, Tool, ToolContext, ToolResult, sanitize
+from .config import apply_tools_filter, is_enabled, parse_mcp_config, server_spec
+from .connection import ServerConnection, describe_error
+from .convert import build_input_schema, call_result_to_tool_result
+
+__all__ = ["McpInventory", "McpSource", "ToolInfo", "list_mcp_tools", "load_mcp", "load_mcp_with_context"]
+
+
+@dataclass
+class ToolInfo:
+    name: str
+    description: str
+    input_schema: JSONSchema
+
+
+@dataclass
+class McpInventory:
+    tools: dict[str, list[ToolInfo]]
+    status: dict[str, McpStatus]
+
+
+@dataclass
+class McpSource:
+    """Connected servers' tools and every configured server's status.
+
+    `close()` closes every connection (from any task; safe to call twice). `refresh()` re-lists
+    the tools of every connected server (e.g. after `notifications/tools/list_changed`, see
+    `stale`) and updates `tools` in place.
+    """
+
+    tools: list[Tool]
+    status: dict[str, McpStatus]
+    _stack: AsyncExitStack = field(repr=False)
+    _servers: list[ServerConnection] = field(default_factory=list, repr=False)
+    _by_server: dict[str, list[Tool]] = field(default_factory=dict, repr=False)
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+    @property
+    def stale(self) -> bool:
+        """True once a server announced a changed tool list that `refresh()` has not picked up."""
+        return any(s.stale and not s.closed for s in self._servers)
+
+    async def refresh(self) -> list[Tool]:
+        """Re-list every connected server's tools; a server that fails keeps its previous tools."""
+        live = [s for s in self._servers if not s.closed]
+        results = await asyncio.gather(*(s.list_tools() for s in live), return_exceptions=True)
+        by_server: dict[str, list[Tool]] = {}
+        for server, result in zip(live, results):
+            name = server.spec.name
+            if not isinstance(result, BaseException):
+                by_server[name] = _server_tools(server, result)
+            elif isinstance(result, Exception):
+                warn(f'[toolnexus] MCP server "{name}" refresh failed: {describe_error(result)}')
+                by_server[name] = self._by_server.get(name, [])
+            else:
+                raise result
+        self._by_server = by_server
+        self.tools[:] = [t for tools in by_server.values() for t in tools]
+        return self.tools
+
+
+def _cancelled_result(server: str) -> ToolResult:
+    return ToolResult("MCP call cancelled", True, {"server": server})
+
+
+async def _until_signal(call: Any, signal: Any, server: str) -> Any:
+    """Await `call`, abandoning it (the SDK sends `notifications/cancelled`) when `signal` fires."""
+    is_set = getattr(signal, "is_set", None)
+    if callable(is_set) and is_set():
+        call.close()
+        return _cancelled_result(server)
+    if not inspect.iscoroutinefunction(getattr(signal, "wait", None)):
+        return await call
+    task = asyncio.ensure_future(call)
+    watcher = asyncio.ensure_future(signal.wait())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (task, watcher):
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    return _cancelled_result(server) if task.cancelled() else task.result()
+
+
+def _mcp_tool(server: ServerConnection, d: dict[str, Any]) -> Tool:
+    original = str(d.get("name", ""))
+    label = server.spec.name
+
+    async def execute(args: Optional[dict[str, Any]] = None, ctx: Optional[ToolContext] = None) -> ToolResult:
+        timeout = ctx.timeout if ctx is not None and ctx.timeout is not None else server.spec.call_timeout
+        call = server.call(original, args or {}, timeout)
+        try:
+            result = await (call if ctx is None or ctx.signal is None else _until_signal(call, ctx.signal, label))
+        except Exception as exc:  # noqa: BLE001 - transport/protocol failures become error results
+            return ToolResult(describe_error(exc), True, {"server": label})
+        if isinstance(result, ToolResult):
+            return result
+        return call_result_to_tool_result(result, label)
+
+    name = sanitize(label) + "_" + sanitize(original)
+    return Tool(name, d.get("description") or "", build_input_schema(d), "mcp", execute)
+
+
+def _server_tools(server: ServerConnection, defs: list[dict[str, Any]]) -> list[Tool]:
+    kept = apply_tools_filter(server.spec.name, defs, server.spec.tools_filter)
+    return [_mcp_tool(server, d) for d in kept]
+
+
+async def _server_map(input: Union[str, dict[str, Any]]) -> dict[str, Any]:  # noqa: A002
+    servers = await asyncio.to_thread(parse_mcp_config, input) if isinstance(input, str) else parse_mcp_config(input)
+    if not isinstance(servers, dict):
+        raise ValueError(f"toolnexus: the MCP server map must be an object, got {type(servers).__name__}")
+    return servers
+
+
+async def _wait_all(tasks: list[asyncio.Future], cancel: Optional[asyncio.Event]) -> None:
+    pending = set(tasks)
+    if not pending:
+        return
+    if cancel is None:
+        await asyncio.wait(pending)
+        return
+    watcher = asyncio.ensure_future(cancel.wait())
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending | {watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if watcher in done:
+                raise asyncio.CancelledError()
+    finally:
+        watcher.cancel()
+
+
+_Slot = tuple[str, Optional[ServerConnection], Any]  # (name, connection, "disabled" | error | task)
+
+
+async def _connect_all(servers: dict[str, Any], wait_for: Any, cancel: Optional[asyncio.Event]) -> list[_Slot]:
+    """Start every enabled server at once; wait for all of them (or `cancel`)."""
+    if cancel is not None and cancel.is_set():
+        raise asyncio.CancelledError()
+    slots: list[_Slot] = []
+    for name, cfg in servers.items():
+        if isinstance(cfg, dict) and not is_enabled(cfg):
+            slots.append((name, None, "disabled"))
+            continue
+        try:
+            conn = ServerConnection(server_spec(name, cfg), wait_for)
+        except ValueError as exc:
+            slots.append((name, None, exc))
+            continue
+        slots.append((name, conn, asyncio.ensure_future(conn.connect())))
+    tasks = [s[2] for s in slots if isinstance(s[2], asyncio.Future)]
+    try:
+        await _wait_all(tasks, cancel)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await _close_all([conn for _, conn, _ in slots if conn is not None])
+        raise
+    return slots
+
+
+async def _close_all(servers: list[ServerConnection]) -> None:
+    await asyncio.gather(*(s.close() for s in servers), return_exceptions=True)
+
+
+def _settle(slots: list[_Slot]) -> tuple[dict[str, McpStatus], list[tuple[ServerConnection, list[dict[str, Any]]]]]:
+    """Statuses and connected servers in config order, with the pinned failure diagnostics."""
+    status: dict[str, McpStatus] = {}
+    connected = []
+    for name, conn, outcome in slots:
+        if outcome == "disabled":
+            status[name] = "disabled"
+            continue
+        if isinstance(outcome, BaseException):
+            error: Optional[BaseException] = outcome
+        else:
+            error = asyncio.CancelledError("connect cancelled") if outcome.cancelled() else outcome.exception()
+        if error is not None:
+            status[name] = "failed"
+            warn(f'[toolnexus] MCP server "{name}" failed: {describe_error(error)}')
+            continue
+        status[name] = "connected"
+        connected.append((conn, outcome.result()))
+    return status, connected
+
+
+async def load_mcp_with_context(
+    input: Union[str, dict[str, Any]],  # noqa: A002 - pinned name
+    wait_for: Any = None,
+    *,
+    cancel: Optional[asyncio.Event] = None,
+) -> McpSource:
+    """Connect every enabled server (concurrently) and collect their tools (spec §1.3)."""
+    slots = await _connect_all(await _server_map(input), wait_for, cancel)
+    status, connected = _settle(slots)
+    servers = [conn for conn, _ in connected]
+    stack = AsyncExitStack()
+    stack.push_async_callback(_close_all, servers)
+    by_server = {conn.spec.name: _server_tools(conn, defs) for conn, defs in connected}
+    tools = [t for group in by_server.values() for t in group]
+    return McpSource(tools=tools, status=status, _stack=stack, _servers=servers, _by_server=by_server)
+
+
+async def load_mcp(input: Union[str, dict[str, Any]], wait_for: Any = None) -> McpSource:  # noqa: A002
+    return await load_mcp_with_context(input, wait_for=wait_for)
+
+
+async def list_mcp_tools(
+    input: Union[str, dict[str, Any]],  # noqa: A002
+    *,
+    cancel: Optional[asyncio.Event] = None,
+) -> McpInventory:
+    """Every connected server's tools, unfiltered and under their original names; nothing stays open."""
+    slots = await _connect_all(await _server_map(input), None, cancel)
+    try:
+        status, connected = _settle(slots)
+    finally:
+        await _close_all([conn for _, conn, _ in slots if conn is not None])
+    tools = {
+        conn.spec.name: [ToolInfo(str(d.get("name", "")), d.get("description") or "", build_input_schema(d)) for d in defs]
+        for conn, defs in connected
+    }
+    return McpInventory(tools=tools, status=status)
