@@ -1,0 +1,67 @@
+"""Resolve an agent into tools: fetch its card, plan its routes, one `Tool` per skill (spec §1.2).
+
+Tool names are `sanitize(<card name or "agent">) + "_" + sanitize(<skill id or name>)`; the input
+schema is pinned (one required `task` string). All of an agent's tools share one `Peer`, so the
+route that worked for one call is used first by the next, whichever skill is called. Skill
+entries that are not JSON objects are skipped (nothing to name a tool after).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import httpx
+
+from ..types import Tool, ToolResult, sanitize
+from .call import TaskCall
+from .card import CARD_TIMEOUT_CAP, Peer, fetch_card, plan_routes
+from .descriptor import Agent, expand_headers
+from .timing import Clock, SystemClock
+
+__all__ = ["INPUT_SCHEMA", "agent_tools", "card_timeout"]
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"task": {"type": "string", "description": "The task to send to the agent, in natural language."}},
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+
+def card_timeout(ag: Agent) -> float:
+    """Seconds allowed for the card GET: the agent's budget, capped at `CARD_TIMEOUT_CAP` (beyond #7)."""
+    return min(ag.budget_ms() / 1000.0, CARD_TIMEOUT_CAP)
+
+
+def _schema() -> dict[str, Any]:
+    return {**INPUT_SCHEMA, "properties": {"task": dict(INPUT_SCHEMA["properties"]["task"])},
+            "required": list(INPUT_SCHEMA["required"])}
+
+
+async def agent_tools(ag: Agent, *, clock: Optional[Clock] = None) -> list[Tool]:
+    """Fetch `ag.card` and return one tool per skill. Errors (HTTP, JSON, no usable interface) raise.
+
+    `clock` (optional) measures budgets and drives poll sleeps; tests pass a virtual one.
+    """
+    async with httpx.AsyncClient(follow_redirects=True, timeout=None) as client:
+        card = await fetch_card(client, ag.card, expand_headers(ag.headers), card_timeout(ag))
+    name = card.get("name") or "agent"
+    peer = Peer(name=name, routes=plan_routes(card, ag.card))
+    ticking = clock or SystemClock()
+
+    async def execute(args: Optional[dict[str, Any]] = None, ctx: Any = None) -> ToolResult:
+        return await TaskCall(ag, peer, ticking, args, ctx).run()
+
+    tools: list[Tool] = []
+    for skill in card.get("skills") or []:
+        if not isinstance(skill, dict):
+            continue
+        skill_id = skill.get("id") or skill.get("name") or ""
+        tools.append(Tool(
+            name=sanitize(str(name)) + "_" + sanitize(str(skill_id)),
+            description=str(skill.get("description") or skill.get("name") or skill_id),
+            input_schema=_schema(),
+            source="a2a",
+            execute=execute,
+        ))
+    return tools
