@@ -245,7 +245,8 @@ async def test_a_background_job_with_its_own_output_is_left_running(tmp_path):
 async def test_cancelling_the_call_kills_the_process_group_and_reraises(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    task = asyncio.create_task(_bash().execute({"command": f"echo $$ > {fifo}; sleep 30 & wait"}))
+    # start the background sleep BEFORE reporting, so both are in the group when we look
+    task = asyncio.create_task(_bash().execute({"command": f"sleep 30 & echo $$ > {fifo}; wait"}))
     pgid = int(await _read_fifo(str(fifo)))
     members = _group_members(pgid)
     assert pgid in members and len(members) >= 2  # the shell and its sleep are running

@@ -68,6 +68,7 @@ _register(
 )
 _register(".builtin", "BuiltinsConfig builtins_enabled create_builtin_tools select_builtins")
 _register(".a2a", "Agent AgentConfig AgentsConfig agent agent_tools parse_agents_config")
+_register(".serve", "ServeHandle")
 
 __all__ = [
     "Answer",

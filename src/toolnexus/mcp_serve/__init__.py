@@ -1,0 +1,55 @@
+"""Exposing toolkit tools as an MCP server (SPEC §7C), on the mcp 2.x SDK.
+
+- `exposed_mcp_tools(tools, cfg)`: the profile's `tools` allow-list (None ⇒ all, `[]` ⇒ none).
+- `build_mcp_server(tools, cfg, on_call)`: a low-level `mcp.server.lowlevel.Server`; `tools` may
+  be a list or a zero-argument provider (e.g. `Toolkit.tools`), read on every request.
+- `serve_mcp_http_request(server, method, path, headers, body)`: one stateless streamable-HTTP
+  exchange in memory → `(status, headers, body)`. `Toolkit.serve` mounts the same exchange at `/mcp`.
+
+Choices where the spec is silent or where we fix known weaknesses (mcp-skills-builtins.md §5):
+- Tools are read per request, never snapshotted: a tool `register`ed after `serve()` is listed.
+- `execute` gets a `ToolContext`: `signal` is an `asyncio.Event` set when the HTTP client
+  disconnects or the served endpoint stops (None off HTTP); `answer` is set on the re-run after
+  an elicitation.
+- A `pending(kind="input")` suspension is bridged to elicitation on the caller (see
+  `mcp_serve.bridge` for when that is possible); otherwise it is sent as error text.
+- Unknown tools are a JSON-RPC `-32602` error `Unknown tool: <name>` (mcp 2.x handler errors
+  become JSON-RPC errors). `on_call` is not called for them, nor for a round that is waiting for
+  the caller's input, nor for a declined input; `ms` is the duration of the execution whose
+  result is sent.
+- Content: `[text(output), *parts]`; text parts ⇒ text, image/audio with data ⇒ same, file with
+  data ⇒ embedded blob (`uri = url or file:///<name or part>`), file with only a url ⇒ resource
+  link; url-only media and unknown part types are dropped. `metadata` is never sent.
+- Listed schemas are verbatim, except that a schema without `type` gets `"type": "object"`;
+  a tool whose schema has another type is not listed (warned once) — MCP cannot carry it.
+- Tool names over 64 characters are warned about once (LLM providers reject them).
+- Extra profile keys, read by the `/mcp` endpoint: `max_body_bytes` (default 4 MiB ⇒ 413),
+  `allowed_hosts` / `allowed_origins` (DNS-rebinding guard, see `toolnexus.serve.guard`),
+  `auth_token` (bearer auth ⇒ 401). Unknown keys are warned about once.
+Not here: stdio serving, sessions (`Mcp-Session-Id`), server-pushed notifications.
+"""
+
+from __future__ import annotations
+
+from .config import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_NAME,
+    DEFAULT_VERSION,
+    MCPServeConfig,
+    OnCall,
+    exposed_mcp_tools,
+)
+from .http import serve_mcp_http_request
+from .server import ToolsLike, build_mcp_server
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_NAME",
+    "DEFAULT_VERSION",
+    "MCPServeConfig",
+    "OnCall",
+    "ToolsLike",
+    "build_mcp_server",
+    "exposed_mcp_tools",
+    "serve_mcp_http_request",
+]

@@ -1,0 +1,66 @@
+"""The MCP serve profile (`MCPServeConfig`), its check, and the exposed-tool filter.
+
+Kept apart from the server so the HTTP layer (`toolnexus.serve`) can read the same profile keys
+without importing the MCP SDK's server half.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Awaitable, Callable, Optional, Union
+
+from .._diag import warn_once
+from ..types import Tool
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_NAME",
+    "DEFAULT_VERSION",
+    "MCPServeConfig",
+    "OnCall",
+    "check_config",
+    "exposed_mcp_tools",
+]
+
+MCPServeConfig = dict[str, Any]
+OnCall = Callable[[dict[str, Any]], Union[None, Awaitable[None]]]
+DEFAULT_NAME = "toolnexus"
+DEFAULT_VERSION = "0.1.0"
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+_STR_KEYS = ("name", "version")
+_STR_LIST_KEYS = ("tools", "allowed_hosts", "allowed_origins")
+_KNOWN = {*_STR_KEYS, *_STR_LIST_KEYS, "max_body_bytes", "auth_token"}
+
+
+def check_config(cfg: Any, *, where: str) -> None:
+    """Reject a malformed profile with a message naming the key; warn once about unknown keys."""
+    if cfg is None:
+        return
+    if not isinstance(cfg, Mapping):
+        raise TypeError(f"toolnexus: {where} must be a dict (MCPServeConfig), got {type(cfg).__name__}")
+    for key in _STR_KEYS:
+        if cfg.get(key) is not None and not isinstance(cfg[key], str):
+            raise TypeError(f'toolnexus: {where} "{key}" must be a string, got {type(cfg[key]).__name__}')
+    for key in _STR_LIST_KEYS:
+        value = cfg.get(key)
+        if value is not None and (
+            not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value)
+        ):
+            raise TypeError(f'toolnexus: {where} "{key}" must be a list of strings, got {value!r}')
+    limit = cfg.get("max_body_bytes")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise ValueError(f'toolnexus: {where} "max_body_bytes" must be a positive integer, got {limit!r}')
+    token = cfg.get("auth_token")
+    if token is not None and (not isinstance(token, str) or not token):
+        raise ValueError(f'toolnexus: {where} "auth_token" must be a non-empty string')
+    for key in sorted(set(cfg) - _KNOWN):
+        warn_once(f"mcp-serve-key:{key}", f'[toolnexus] MCP serve profile key "{key}" is not recognised — ignored')
+
+
+def exposed_mcp_tools(tools: list[Tool], cfg: Optional[MCPServeConfig] = None) -> list[Tool]:
+    """All tools without a `tools` list; else those named, in toolkit order (`[]` ⇒ none)."""
+    if cfg is None or cfg.get("tools") is None:
+        return list(tools)
+    wanted = set(cfg["tools"])
+    return [t for t in tools if t.name in wanted]

@@ -1,0 +1,186 @@
+"""`build_mcp_server`: toolkit tools behind an mcp 2.x low-level `Server`.
+
+Handlers are constructor kwargs (`on_list_tools`, `on_call_tool`), as mcp 2.x wants. The tool set
+is read on every request from a list or a zero-argument provider (`Toolkit.tools`), so tools
+registered after the server was built are listed and callable. The server holds no per-client
+state: it can answer one stateless HTTP exchange, or serve a long-lived stdio/in-memory session.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, Union
+
+import mcp_types as mtypes
+from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+
+from .._diag import warn_once
+from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
+from . import bridge
+from .config import DEFAULT_NAME, DEFAULT_VERSION, MCPServeConfig, OnCall, check_config, exposed_mcp_tools
+from .content import call_tool_result, listed_tool
+
+__all__ = ["DISCONNECT_SCOPE_KEY", "ToolsLike", "build_mcp_server"]
+
+ToolsLike = Union[list[Tool], Callable[[], list[Tool]]]
+
+# ASGI scope key for the `asyncio.Event` the HTTP layer sets when the client disconnects (or the
+# served endpoint stops); tools get it as `ctx.signal`.
+DISCONNECT_SCOPE_KEY = "toolnexus.disconnected"
+
+_log = logging.getLogger("toolnexus")
+_state_security: Optional[RequestStateSecurity] = None
+
+
+def _security() -> RequestStateSecurity:
+    """One process-wide key seals every `requestState`: a retry may reach a fresh server."""
+    global _state_security
+    if _state_security is None:
+        _state_security = RequestStateSecurity.ephemeral()
+    return _state_security
+
+
+def _disconnect_signal(ctx: Any) -> Any:
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    return scope.get(DISCONNECT_SCOPE_KEY) if isinstance(scope, Mapping) else None
+
+
+async def _execute(tool: Tool, args: dict[str, Any], tctx: ToolContext) -> tuple[ToolResult, float]:
+    """Run the tool; a raise becomes `ToolResult(str(e), True)`. Returns (result, ms)."""
+    start = time.perf_counter()
+    try:
+        result = await tool.execute(args, tctx)
+        if not isinstance(result, ToolResult):
+            result = ToolResult(f"tool {tool.name} returned {type(result).__name__}, not a ToolResult", True)
+    except Exception as exc:  # noqa: BLE001 - the tool boundary
+        result = ToolResult(str(exc), True)
+    return result, (time.perf_counter() - start) * 1000.0
+
+
+async def _emit(on_call: Optional[OnCall], event: dict[str, Any]) -> None:
+    if on_call is None:
+        return
+    try:
+        outcome = on_call(event)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception as exc:  # noqa: BLE001 - an observer never breaks the call
+        _log.debug("toolnexus: MCP serve on_call raised %r (ignored)", exc)
+
+
+def _warn_uncarriable(tool: Tool) -> None:
+    warn_once(
+        f"mcp-serve-elicit-schema:{tool.name}",
+        f'[toolnexus] MCP serve: tool "{tool.name}" asked for input with a schema MCP elicitation'
+        " cannot carry — sent as error text",
+    )
+
+
+class _Calls:
+    """The `tools/list` and `tools/call` handlers over a live tool set."""
+
+    def __init__(self, exposed: Callable[[], list[Tool]], on_call: Optional[OnCall]) -> None:
+        self._exposed = exposed
+        self._on_call = on_call
+
+    async def list_tools(self, ctx: Any, params: Any) -> mtypes.ListToolsResult:
+        listed = [entry for entry in map(listed_tool, self._exposed()) if entry is not None]
+        return mtypes.ListToolsResult(tools=listed)
+
+    async def call_tool(self, ctx: Any, params: mtypes.CallToolRequestParams) -> Any:
+        tool = next((t for t in self._exposed() if t.name == params.name), None)
+        if tool is None:
+            raise MCPError(code=mtypes.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        args = dict(params.arguments or {})
+        signal = _disconnect_signal(ctx)
+
+        resumed = bridge.resumed_round(tool.name, params)
+        if resumed is not None:  # the caller answered an InputRequiredResult
+            return await self._finish_answered(tool, args, signal, *resumed)
+
+        result, ms = await _execute(tool, args, ToolContext(signal=signal))
+        req = pending_of(result)
+        if req is not None:
+            bridged = await self._ask_caller(ctx, tool, args, signal, req)
+            if bridged is not None:
+                return bridged
+        return await self._reply(tool, result, ms)
+
+    async def _ask_caller(self, ctx: Any, tool: Tool, args: dict[str, Any], signal: Any, req: Request) -> Any:
+        """Bridge a suspension to the caller when the connection allows it; None ⇒ send it as text."""
+        mode = bridge.bridge_mode(ctx, req)
+        if mode is None:
+            return None
+        if mode == "input_required":
+            asked = bridge.input_required(tool.name, req, ctx.protocol_version)
+            if asked is None:
+                _warn_uncarriable(tool)
+            return asked  # no on_call: the call is not finished yet
+        try:
+            answer = await bridge.ask_inline(ctx, req)
+        except MCPError as exc:
+            _log.debug("toolnexus: MCP serve elicitation failed: %s", exc)
+            return None
+        if answer is None:
+            _warn_uncarriable(tool)
+            return None
+        return await self._finish_answered(tool, args, signal, req, answer)
+
+    async def _finish_answered(
+        self, tool: Tool, args: dict[str, Any], signal: Any, req: Request, answer: Answer
+    ) -> mtypes.CallToolResult:
+        """The loop rule: not ok ⇒ declined (no re-run); ok ⇒ one re-run with `ctx.answer`."""
+        if not answer.ok:
+            return call_tool_result(bridge.declined_result(req))
+        result, ms = await _execute(tool, args, ToolContext(signal=signal, answer=answer))
+        if pending_of(result) is not None:
+            result = bridge.unresolved_result(req)
+        return await self._reply(tool, result, ms)
+
+    async def _reply(self, tool: Tool, result: ToolResult, ms: float) -> mtypes.CallToolResult:
+        event = {"name": tool.name, "source": tool.source, "ms": ms, "is_error": bool(result.is_error)}
+        await _emit(self._on_call, event)
+        return call_tool_result(result)
+
+
+def build_mcp_server(
+    tools: ToolsLike, cfg: Optional[MCPServeConfig] = None, on_call: Optional[OnCall] = None
+) -> Server:
+    """An mcp 2.x low-level `Server` exposing `tools` (a list, or a provider read per request).
+
+    `cfg` (`MCPServeConfig`): `name`/`version` for `serverInfo` (defaults when None; `""` kept)
+    and `tools`, the allow-list applied by `exposed_mcp_tools`. `on_call` gets
+    `{"name", "source", "ms", "is_error"}` after each finished call (awaited if async; errors
+    swallowed). Unknown tools answer a JSON-RPC `-32602` error `Unknown tool: <name>`.
+    """
+    check_config(cfg, where="build_mcp_server cfg")
+    if callable(tools):
+        provider = tools
+    elif isinstance(tools, list):
+        provider = lambda: tools  # noqa: E731 - the caller's list, read live
+    else:
+        raise TypeError(
+            f"toolnexus: build_mcp_server tools must be a list of Tool or a provider, got {type(tools).__name__}"
+        )
+
+    def exposed() -> list[Tool]:
+        return exposed_mcp_tools(list(provider()), cfg)
+
+    name = cfg.get("name") if cfg else None
+    version = cfg.get("version") if cfg else None
+    calls = _Calls(exposed, on_call)
+    server: Server = Server(
+        DEFAULT_NAME if name is None else name,
+        version=DEFAULT_VERSION if version is None else version,
+        on_list_tools=calls.list_tools,
+        on_call_tool=calls.call_tool,
+    )
+    server.middleware.append(RequestStateBoundary(_security(), default_audience=server.name))
+    for tool in exposed():  # surface name/schema warnings at build time, not first list
+        listed_tool(tool)
+    return server
