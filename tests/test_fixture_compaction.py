@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import pathlib
 import re
 
 import pytest
 
 from toolnexus.agents.compaction import compactor, estimate_tokens
+from support.shared import FIXTURES
 
 FIXTURE = json.loads(
-    (pathlib.Path("/work/shared/fixtures/compaction/fixture.json")).read_text(encoding="utf-8")
+    (FIXTURES / "compaction" / "fixture.json").read_text(encoding="utf-8")
 )
 OPTIONS = FIXTURE["options"]
 EXPECT = FIXTURE["expect"]

@@ -29,9 +29,8 @@ async def test_seed_example_runs_and_prints_ok(example: Path):
 
 
 def test_seed_examples_match_the_founding_page_verbatim():
-    page = Path("/work/shared/seed/agent-runtime-resume.txt")
-    if not page.exists():
-        pytest.skip("the founding page is not available on this machine")
-    text = page.read_text(encoding="utf-8")
+    from support.shared import SEED_PAGE
+
+    text = SEED_PAGE.read_text(encoding="utf-8")
     for example in SEEDS:
         assert example.read_text(encoding="utf-8") in text, example.name

@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 __all__ = ["MockLLM", "load_fixture", "FIXTURES", "DEFAULT_BOOTSTRAP_ORDER"]
 
-FIXTURES = Path("/work/shared/fixtures")
+from .shared import FIXTURES  # noqa: E402 - the shared contract folder
 DEFAULT_BOOTSTRAP_ORDER = ["AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", "HEARTBEAT.md", "MEMORY.md"]
 
 _NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)
@@ -70,7 +70,7 @@ def _resolve(node: Any, base: Path) -> Any:
 
 
 def load_fixture(name: str) -> dict[str, Any]:
-    """`/work/shared/fixtures/<name>/fixture.json` with every `"$ref"` resolved from its folder."""
+    """`<shared>/fixtures/<name>/fixture.json` with every `"$ref"` resolved from its folder."""
     path = FIXTURES / name / "fixture.json"
     return _resolve(json.loads(path.read_text(encoding="utf-8")), path.parent)
 
