@@ -41,7 +41,7 @@ from urllib.parse import urlencode
 import httpx
 
 from . import _diag
-from .types import ToolContext, ToolResult
+from .types import ToolContext, ToolResult, signal_fired
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -313,15 +313,6 @@ def _cancelled() -> ToolResult:
     return ToolResult(output="request cancelled", is_error=True, metadata={"error": "cancelled"})
 
 
-def _signal_fired(signal: Any) -> bool:
-    is_set = getattr(signal, "is_set", None)
-    if callable(is_set):
-        return bool(is_set())
-    if hasattr(signal, "aborted"):
-        return bool(signal.aborted)
-    return bool(signal)
-
-
 async def _exchange(req: OutgoingRequest, timeout: float, cap: Optional[int], result_mode: str) -> ToolResult:
     try:
         resp = await _perform(req, timeout, cap)
@@ -354,7 +345,7 @@ async def send(
     signal = ctx.signal if ctx is not None else None
     if signal is None:
         return await _exchange(req, timeout, max_body_bytes, result_mode)
-    if _signal_fired(signal):
+    if signal_fired(signal):
         return _cancelled()
     if not inspect.iscoroutinefunction(getattr(signal, "wait", None)):
         return await _exchange(req, timeout, max_body_bytes, result_mode)

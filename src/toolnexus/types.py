@@ -35,6 +35,7 @@ __all__ = [
     "answer_declined",
     "sanitize",
     "new_request_id",
+    "signal_fired",
 ]
 
 JSONSchema = dict[str, Any]
@@ -195,3 +196,19 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 def sanitize(value: str) -> str:
     """Replace each code point outside ASCII `[a-zA-Z0-9_-]` with one `_`."""
     return _UNSAFE.sub("_", value)
+
+
+def signal_fired(signal: Any) -> bool:
+    """Whether an advisory `ToolContext.signal` has fired.
+
+    `signal.is_set()` when callable (an `asyncio.Event` / `threading.Event`), else
+    `signal.aborted` (an AbortSignal-like object), else its truthiness; `None` never fires.
+    """
+    if signal is None:
+        return False
+    is_set = getattr(signal, "is_set", None)
+    if callable(is_set):
+        return bool(is_set())
+    if hasattr(signal, "aborted"):
+        return bool(signal.aborted)
+    return bool(signal)

@@ -17,6 +17,8 @@ import asyncio
 import time
 from typing import Any, Awaitable, Optional, Protocol, TypeVar, runtime_checkable
 
+from ..types import signal_fired
+
 __all__ = ["CHECK_EVERY", "Clock", "SystemClock", "Aborted", "is_aborted", "unless_aborted"]
 
 CHECK_EVERY = 0.02  # seconds
@@ -46,16 +48,8 @@ class Aborted(Exception):
     """The caller's signal fired while we were waiting."""
 
 
-def is_aborted(signal: Any) -> bool:
-    """`signal.is_set()` if callable, else `signal.aborted`, else `bool(signal)`; `None` → False."""
-    if signal is None:
-        return False
-    is_set = getattr(signal, "is_set", None)
-    if callable(is_set):
-        return bool(is_set())
-    if hasattr(signal, "aborted"):
-        return bool(signal.aborted)
-    return bool(signal)
+# `signal.is_set()` if callable, else `signal.aborted`, else `bool(signal)`; `None` → False.
+is_aborted = signal_fired
 
 
 async def _until_aborted(signal: Any) -> None:
