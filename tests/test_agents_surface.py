@@ -140,6 +140,22 @@ async def test_as_tool_pending_without_an_outer_interpreter_halts_the_outer_run(
     assert stale.is_error and "no suspended run holds request" in stale.output
 
 
+async def test_as_tool_closes_the_oldest_parked_run_before_the_overflowing_call_returns(monkeypatch):
+    from toolnexus.agents import surface
+    from toolnexus.types import ToolContext
+
+    monkeypatch.setattr(surface, "MAX_PARKED_RUNS", 1)
+    closed: list[str] = []
+    helper = agent("helper", does="x", uses={"tools": [secret_tool()]}, on_close=lambda h, why: closed.append(why))
+    tool = helper.as_tool(transport=scripted({"m-inherit": ASKER}), llm=LLM)
+    first = pending_of(await tool.execute({"prompt": "one"}))
+    assert first is not None and closed == []
+    assert pending_of(await tool.execute({"prompt": "two"})) is not None
+    assert closed == ["interrupted"]  # the oldest parked run is closed by the time the call returns
+    evicted = await tool.execute({"prompt": "one"}, ToolContext(answer=Answer(id=first.id, ok=True)))
+    assert evicted.is_error and "no suspended run holds request" in evicted.output
+
+
 async def test_guardrails_compose_over_runtime_hooks_instead_of_replacing_them():
     traced: list[int] = []
     transport = scripted({"m-inherit": [

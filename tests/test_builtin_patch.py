@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -396,6 +397,41 @@ async def test_a_rename_that_fails_after_others_succeeded_is_rolled_back(apply, 
     assert result.is_error
     assert result.output == f"apply_patch: [Errno 21] Is a directory: '{tmp_path / 'x'}' (patch rolled back)"
     assert snapshot(tmp_path) == before
+
+
+async def test_a_rollback_that_cannot_restore_a_file_names_it(apply, tmp_path, monkeypatch):
+    # The x / x/y.txt rename failure again, plus a fault at the OS boundary: the rename that
+    # would put `one.txt` back fails. The error must not claim the patch was rolled back.
+    (tmp_path / "one.txt").write_text("1\n")
+    target = str(tmp_path / "one.txt")
+    real_replace = os.replace
+    renames_onto_target = []
+
+    def replace(src, dst, *args, **kwargs):
+        if os.fspath(dst) == target:
+            renames_onto_target.append(src)
+            if len(renames_onto_target) > 1:  # the first is the commit, the second the restore
+                raise PermissionError(errno.EACCES, "injected failure", target)
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    result = await apply(
+        "*** Begin Patch",
+        "*** Update File: one.txt",
+        "@@",
+        "-1",
+        "+one",
+        "*** Add File: x",
+        "+file",
+        "*** Add File: x/y.txt",
+        "+nested",
+        "*** End Patch",
+    )
+    assert result.output == (
+        f"apply_patch: [Errno 21] Is a directory: '{tmp_path / 'x'}' (rollback failed, could not restore: {target})"
+    )
+    assert (tmp_path / "one.txt").read_text() == "one\n"
+    assert len(renames_onto_target) == 2
 
 
 async def test_failing_patch_leaves_a_deleted_file_in_place(apply, tmp_path):

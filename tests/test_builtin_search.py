@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import threading
 
 import pytest
 
@@ -128,6 +130,36 @@ async def test_glob_requires_a_pattern(tools):
 async def test_glob_on_a_missing_directory_is_an_error(tools, tmp_path):
     result = await tools["glob"].execute({"pattern": "*", "path": str(tmp_path / "nope")})
     assert result.is_error and result.output == f"glob: [Errno 2] No such file or directory: '{tmp_path / 'nope'}'"
+
+
+_listed: list[str] = []
+_listing = threading.Event()
+_hook: list[bool] = []
+
+
+def _audit(event, args):
+    if event == "os.scandir" and _listing.is_set():
+        _listed.append(os.fspath(args[0]))
+
+
+@pytest.fixture
+def listed_dirs():
+    """Directories `os.scandir` lists while the test runs (audit hooks cannot be removed)."""
+    if not _hook:
+        sys.addaudithook(_audit)
+        _hook.append(True)
+    _listed.clear()
+    _listing.set()
+    yield _listed
+    _listing.clear()
+
+
+async def test_glob_and_grep_stop_walking_once_the_limit_is_reached(tools, tree, listed_dirs):
+    # `.hidden` and `Z.txt` come before `src/` in walk order, so `src/` is never listed.
+    globbed = await tools["glob"].execute({"pattern": "*", "path": str(tree), "limit": 2})
+    grepped = await tools["grep"].execute({"pattern": "needle", "path": str(tree), "limit": 1})
+    assert globbed.output == ".hidden\nZ.txt" and grepped.output == ".hidden:1:needle in dotfile"
+    assert listed_dirs == [str(tree), str(tree)]
 
 
 # ----------------------------------------------------------------------------------------- grep

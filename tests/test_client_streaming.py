@@ -6,11 +6,13 @@ import asyncio
 import json
 import threading
 import time
+from contextlib import asynccontextmanager
 
 import pytest
 
 from support.llm_server import Json, LlmServer, Sse, anthropic_sse, openai_sse, sse_lines
-from toolnexus.client import ProviderResponseError, RunCancelled, RunTimeout, create_client, create_in_process_client
+from toolnexus.client import (InMemoryConversationStore, ProviderResponseError, RunCancelled, RunTimeout, create_client,
+                              create_in_process_client)
 from toolnexus.client.sse import SseEvent, SseParser, json_payloads
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Answer, Tool, ToolResult, pending
@@ -242,6 +244,32 @@ async def test_ask_on_text_with_id_saves_transcript(server):
         r = await c.ask("x", id="conv", on_text=got.append)
         assert await c.store.get("conv") == r.messages
     assert got == ["hi ", "there"] and r.text == "hi there"
+
+
+async def test_a_raising_on_text_releases_the_conversation_before_ask_raises(server):
+    server.add(Sse(openai_sse("first", "second")))
+    held = []
+
+    class Store(InMemoryConversationStore):
+        def lock(self, id):
+            @asynccontextmanager
+            async def hold():
+                held.append("enter")
+                try:
+                    yield
+                finally:
+                    held.append("exit")
+
+            return hold()
+
+    def boom(delta):
+        raise RuntimeError("ui gone")
+
+    async with llm(server, "openai", store=Store()) as c:
+        with pytest.raises(RuntimeError, match="ui gone"):
+            await c.ask("x", id="conv", on_text=boom)
+        assert held == ["enter", "exit"]  # released at once, not whenever the stream is collected
+        assert await c.store.get("conv") is None  # a failed turn saves nothing
 
 
 async def test_in_process_client_refuses_streaming_with_pinned_message():

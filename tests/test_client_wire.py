@@ -193,6 +193,17 @@ async def test_oversize_user_part_raises(server):
     assert server.requests == []
 
 
+async def test_part_policy_set_after_a_run_applies_to_the_next_run(server):
+    server.add(Json(openai_text("seen")))
+    image = [{"type": "image", "mimeType": "image/png", "data": PNG}]
+    async with llm(server, "openai") as c:
+        await c.run(image)
+        c.max_part_bytes = 4  # construction keywords are plain attributes
+        with pytest.raises(ContentPartError, match="exceeds max_part_bytes 4"):
+            await c.run(image)
+    assert len(server.requests) == 1
+
+
 async def test_openai_tool_parts_move_to_one_synthetic_user_message(server):
     shot = ToolResult("took a screenshot", False, parts=[{"type": "image", "mimeType": "image/png", "data": PNG}])
     server.add(Json(openai_calls(("c1", "snap", {}), ("c2", "plain", {}))), Json(openai_text("seen")))

@@ -8,6 +8,7 @@ import json
 import logging
 import socket
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -365,6 +366,16 @@ async def test_ctx_signal_event_aborts_the_request(server):  # beyond #19
     assert await asyncio.to_thread(server.arrived.wait, 5)
     signal.set()
     assert await task == ToolResult("request cancelled", True, {"error": "cancelled"})
+    assert await asyncio.to_thread(server.disconnected.wait, 5)
+
+
+async def test_ctx_signal_with_an_aborted_flag_aborts_the_request_in_flight(server):
+    server.route("/slow", Reply(hang=True))
+    signal = SimpleNamespace(aborted=False)  # not an asyncio.Event: watched by polling
+    task = asyncio.create_task(make(server, "/slow").execute({}, ToolContext(signal=signal)))
+    assert await asyncio.to_thread(server.arrived.wait, 5)
+    signal.aborted = True
+    assert await asyncio.wait_for(task, 5) == ToolResult("request cancelled", True, {"error": "cancelled"})
     assert await asyncio.to_thread(server.disconnected.wait, 5)
 
 

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
@@ -191,6 +192,15 @@ async def test_a_fired_signal_abandons_the_call_and_sends_cancelled(shared):
     r = await call
     assert (r.output, r.is_error, r.metadata) == ("MCP call cancelled", True, {"server": "demo"})
     assert await cancelled_count(s) == before + 1
+
+
+async def test_a_signal_already_aborted_by_its_flag_sends_no_call(shared):
+    s = shared[0]
+    before = await cancelled_count(s)
+    fired = SimpleNamespace(aborted=True)  # the signal_fired rule, not only asyncio.Event
+    r = await asyncio.wait_for(run(s, "demo_sleep", {"seconds": 30}, ToolContext(signal=fired)), 5)
+    assert (r.output, r.is_error, r.metadata) == ("MCP call cancelled", True, {"server": "demo"})
+    assert await cancelled_count(s) == before  # nothing was sent, so nothing had to be cancelled
 
 
 async def test_a_killed_child_is_replaced_by_one_lazy_reconnect(shared):

@@ -216,6 +216,16 @@ async def test_ctx_timeout_is_enforced():
     assert r == ToolResult("tool slow timed out after 0.01s", True)
 
 
+async def test_a_timeout_error_the_function_raises_is_its_own_error_result():
+    @tool
+    def upstream() -> str:
+        raise TimeoutError("upstream timed out")
+
+    assert await upstream.execute({}) == ToolResult("upstream timed out", True)
+    # with a deadline that did not expire, the error is still the function's, not ours
+    assert await upstream.execute({}, ToolContext(timeout=30)) == ToolResult("upstream timed out", True)
+
+
 async def test_cancellation_propagates():
     started = asyncio.Event()
 

@@ -18,7 +18,7 @@ from toolnexus.skill import (
     list_skills,
     load_skills,
 )
-from toolnexus.skill.walk import walk_files
+from toolnexus._walk import walk_files
 
 
 def write_skill(directory: Path, name=None, description=None, body="Body text.\n", *, raw=None) -> Path:

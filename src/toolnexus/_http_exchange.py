@@ -1,10 +1,11 @@
 """One HTTP exchange for HTTP-backed tools: send a request, map the outcome to a `ToolResult`.
 
 `http_tool` and the OpenAPI importer build requests differently but share everything after that:
-the pooled `httpx.AsyncClient`, `${ENV}` header expansion, how argument values are written into
-query strings and form bodies, the response-size cap, charset decoding, the result modes and the
-stable transport-error texts. This module holds exactly that shared part; it knows nothing about
-placeholders, schemas or OpenAPI.
+the pooled `httpx.AsyncClient`, `${ENV}` header expansion with its unset-variable warning (the
+rule itself is `toolnexus._env`), how argument values are written into query strings and form
+bodies, the response-size cap, charset decoding, the result modes and the stable transport-error
+texts. This module holds exactly that shared part; it knows nothing about placeholders, schemas
+or OpenAPI. The pooled client (`shared_client`) also carries the A2A tools' requests.
 
 Transport errors (pinned by this package, `metadata["error"]` in brackets):
 
@@ -25,10 +26,8 @@ from __future__ import annotations
 import asyncio
 import codecs
 import errno
-import inspect
 import json
 import os
-import re
 import socket
 import threading
 import weakref
@@ -41,7 +40,9 @@ from urllib.parse import urlencode
 import httpx
 
 from . import _diag
-from .types import ToolContext, ToolResult, signal_fired
+from ._abort import Aborted, unless_aborted
+from ._env import expand_headers
+from .types import ToolContext, ToolResult
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -64,8 +65,6 @@ __all__ = [
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 RESULT_MODES = ("text", "json", "status+text")
-
-_ENV_REF = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 
 # ---------------------------------------------------------------------------- pooled client
 
@@ -119,25 +118,19 @@ class OutgoingRequest:
 
 
 def expand_env_headers(headers: Optional[Mapping[str, str]], label: str) -> dict[str, str]:
-    """Replace `${VAR}` in header values from the environment, at call time.
+    """Header values with `${VAR}` expanded at call time (`toolnexus._env`).
 
     An unset variable becomes `""` and is reported once per variable name; values never are.
     """
-    out: dict[str, str] = {}
-    for key, value in (headers or {}).items():
 
-        def lookup(match: re.Match[str], header: str = key) -> str:
-            name = match.group(1)
-            if name not in os.environ:
-                _diag.warn_once(
-                    f"http-env:{name}",
-                    f'[toolnexus] HTTP tool "{label}": environment variable {name} is not set'
-                    f' \u2014 header "{header}" sent with it empty',
-                )
-            return os.environ.get(name, "")
+    def unset(name: str, header: str) -> None:
+        _diag.warn_once(
+            f"http-env:{name}",
+            f'[toolnexus] HTTP tool "{label}": environment variable {name} is not set'
+            f' \u2014 header "{header}" sent with it empty',
+        )
 
-        out[key] = _ENV_REF.sub(lookup, str(value))
-    return out
+    return expand_headers(headers, unset)
 
 
 def set_default_content_type(headers: dict[str, str], content_type: Optional[str]) -> None:
@@ -334,30 +327,15 @@ async def send(
     """Perform `req` and map the outcome; never raises except `CancelledError`.
 
     The deadline is `ctx.timeout`, else the tool's `timeout`, else `DEFAULT_TIMEOUT`. Cancelling
-    the calling task aborts the request (the connection is dropped). A `ctx.signal` with an
-    awaitable `wait()` (an `asyncio.Event`) is watched during the exchange; any other signal is
-    checked once before sending.
+    the calling task aborts the request (the connection is dropped), and so does `ctx.signal`
+    firing (`toolnexus._abort`); a signal that fired before the call sends nothing.
     """
     if ctx is not None and ctx.timeout is not None:
         timeout = ctx.timeout
     elif timeout is None:
         timeout = DEFAULT_TIMEOUT
     signal = ctx.signal if ctx is not None else None
-    if signal is None:
-        return await _exchange(req, timeout, max_body_bytes, result_mode)
-    if signal_fired(signal):
-        return _cancelled()
-    if not inspect.iscoroutinefunction(getattr(signal, "wait", None)):
-        return await _exchange(req, timeout, max_body_bytes, result_mode)
-    request = asyncio.ensure_future(_exchange(req, timeout, max_body_bytes, result_mode))
-    watcher = asyncio.ensure_future(signal.wait())
     try:
-        await asyncio.wait({request, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (request, watcher):
-            if not task.done():
-                task.cancel()
-        await asyncio.gather(request, watcher, return_exceptions=True)
-    if request.cancelled():
+        return await unless_aborted(_exchange(req, timeout, max_body_bytes, result_mode), signal)
+    except Aborted:
         return _cancelled()
-    return request.result()

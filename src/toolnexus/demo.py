@@ -19,7 +19,7 @@ import json
 from typing import Any, Optional
 
 from .agents import agent
-from .types import Answer, ToolContext, ToolResult, pending
+from .types import Answer, Tool, ToolContext, ToolResult, pending
 
 __all__ = ["main", "run_demo"]
 
@@ -57,8 +57,6 @@ async def deploy(args: Optional[dict[str, Any]] = None, ctx: Optional[ToolContex
 
 async def run_demo(out: Any = print) -> str:
     """Run the scenario, printing as it goes; returns the final text."""
-    from .types import Tool
-
     deploy_tool = Tool(
         name="deploy",
         description="Deploy a build to an environment (needs approval).",

@@ -17,7 +17,8 @@ Per call, on a copy of the arguments:
    (`application/json`, `application/x-www-form-urlencoded`, `text/plain; charset=utf-8`) is
    added unless the headers set one under any capitalisation.
 6. Timeout: `ctx.timeout` > `timeout=` > `DEFAULT_TIMEOUT`, as an overall deadline for the exchange.
-   Cancelling the calling task aborts the request; an `asyncio.Event` in `ctx.signal` does too.
+   Cancelling the calling task aborts the request, and so does `ctx.signal` firing (an
+   `asyncio.Event` at once; other signals are checked every 20 ms, see `toolnexus._abort`).
 
 Results: 2xx -> the body (`text`), `"{status}\\n{body}"` (`status+text`) or the body re-serialised
 with `json.dumps` (`json`), `metadata={"status": status}`; non-2xx -> `HTTP {status}: {body}` as an
@@ -83,8 +84,8 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _BODYLESS = ("GET", "HEAD")
 
 
-def _default_schema(url: str, query: list[str]) -> JSONSchema:
-    names = list(dict.fromkeys([*_PLACEHOLDER.findall(url), *query]))
+def _default_schema(placeholders: list[str], query: list[str]) -> JSONSchema:
+    names = list(dict.fromkeys([*placeholders, *query]))
     schema: JSONSchema = {
         "type": "object",
         "properties": {n: {"type": "string"} for n in names},
@@ -122,7 +123,7 @@ def http_tool(
     query_names = list(query or [])
     verb = method.upper()
     placeholders = list(dict.fromkeys(_PLACEHOLDER.findall(url)))
-    schema = input_schema if input_schema is not None else _default_schema(url, query_names)
+    schema = input_schema if input_schema is not None else _default_schema(placeholders, query_names)
 
     async def execute(args: Optional[dict[str, Any]] = None, ctx: Optional[ToolContext] = None) -> ToolResult:
         if args is not None and not isinstance(args, Mapping):

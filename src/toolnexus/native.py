@@ -16,7 +16,7 @@ Choices beyond the pinned baseline (core.md §8), all deliberate:
 - Forward references are resolved per parameter: one unresolvable hint costs only that
   parameter its schema.
 - Sync functions run in a worker thread; an awaitable they return (or an object with an
-  `async __call__`) is awaited. A `ctx.timeout` is enforced with `asyncio.wait_for`; a sync
+  `async __call__`) is awaited. A `ctx.timeout` is enforced with `asyncio.timeout`; a sync
   function that times out keeps running in its thread (Python cannot kill a thread), its result
   is discarded.
 """
@@ -277,16 +277,13 @@ def _build(
             return value
 
         timeout = ctx.timeout if ctx is not None else None
+        deadline = asyncio.timeout(timeout)  # None: no deadline
         try:
-            if timeout is not None:
-                value = await asyncio.wait_for(invoke(), timeout)
-            else:
+            async with deadline:
                 value = await invoke()
-        except TimeoutError:
-            if timeout is None:
-                raise
-            return ToolResult(output=f"tool {tool_name} timed out after {timeout:g}s", is_error=True)
         except Exception as exc:  # noqa: BLE001 - the tool boundary: failures become results
+            if deadline.expired():  # our deadline, not a TimeoutError the function raised itself
+                return ToolResult(output=f"tool {tool_name} timed out after {timeout:g}s", is_error=True)
             return ToolResult(output=str(exc), is_error=True)
         return _to_result(tool_name, value)
 

@@ -34,23 +34,20 @@ Rules, in the order they apply:
   path values are error results (nothing is sent). `headers` (with `${ENV}` expansion) are sent
   on every call and win over header parameters of the same name.
 
+Reading the document (loading, version check, `$ref`) lives in `toolnexus._openapi_doc`.
+
 Not done: security schemes (pass credentials through `headers`), external `$ref` documents,
 Swagger 2.0, response schemas, callbacks and links.
 """
 
 from __future__ import annotations
 
-import asyncio
-import datetime
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
-from urllib.parse import quote, unquote, urljoin
-
-import yaml
+from urllib.parse import quote, urljoin
 
 from . import _diag
 from ._http_exchange import (
@@ -65,146 +62,13 @@ from ._http_exchange import (
     render_scalar,
     send,
 )
+from ._openapi_doc import Refs, check_version, load_document
 from .types import JSONSchema, Tool, ToolContext, ToolResult, sanitize
 
 __all__ = ["http_tools_from_openapi"]
 
 _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _IGNORED_HEADERS = ("accept", "content-type", "authorization")
-_SPEC_MAX_BYTES = 32 << 20
-
-# ---------------------------------------------------------------------------- loading
-
-
-def _parse(text: str, suffix: str, where: str) -> Mapping[str, Any]:
-    try:
-        if suffix == ".json":
-            doc = json.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            doc = yaml.safe_load(text)
-        else:
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                doc = yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ValueError(f"OpenAPI spec {where}: cannot parse it: {exc}") from exc
-    if not isinstance(doc, Mapping):
-        raise ValueError(f"OpenAPI spec {where}: expected a mapping at the top, got {type(doc).__name__}")
-    return doc
-
-
-async def _fetch(url: str, timeout: Optional[float]) -> str:
-    result = await send(
-        OutgoingRequest("GET", url, {"Accept": "application/json, application/yaml;q=0.9, */*;q=0.5"}),
-        timeout=timeout,
-        max_body_bytes=_SPEC_MAX_BYTES,
-        result_mode="text",
-    )
-    if result.is_error:
-        raise ValueError(f"OpenAPI spec {url}: download failed: {result.output.splitlines()[0][:200]}")
-    if (result.metadata or {}).get("truncated"):
-        raise ValueError(f"OpenAPI spec {url}: larger than {_SPEC_MAX_BYTES} bytes")
-    return result.output
-
-
-def _read_text(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"OpenAPI spec {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise ValueError(f"OpenAPI spec {path}: cannot read the file: {exc.strerror or exc}") from exc
-
-
-async def _load(spec: Any, timeout: Optional[float]) -> tuple[Mapping[str, Any], Optional[str], str]:
-    """The document, the URL it came from (for relative servers) and a name for messages."""
-    if isinstance(spec, Mapping):
-        return spec, None, "(dict)"
-    if not isinstance(spec, (str, os.PathLike)):
-        raise TypeError(f"OpenAPI spec must be a dict, a file path or an http(s) URL, got {type(spec).__name__}")
-    source = os.fspath(spec)
-    if isinstance(source, bytes):
-        source = os.fsdecode(source)
-    if source.startswith(("http://", "https://")):
-        text = await _fetch(source, timeout)
-        suffix = Path(source.split("?", 1)[0]).suffix.lower()
-        return await asyncio.to_thread(_parse, text, suffix, source), source, source
-    text = await asyncio.to_thread(_read_text, source)
-    return await asyncio.to_thread(_parse, text, Path(source).suffix.lower(), source), None, source
-
-
-def _check_version(doc: Mapping[str, Any], where: str) -> None:
-    version = doc.get("openapi")
-    if version is None and "swagger" in doc:
-        raise ValueError(f"OpenAPI spec {where}: Swagger 2.0 is not supported; convert it to OpenAPI 3.x")
-    if isinstance(version, (int, float)) and not isinstance(version, bool):
-        version = str(version)  # `openapi: 3.0` unquoted in YAML
-    if not isinstance(version, str) or not version.startswith("3."):
-        raise ValueError(f'OpenAPI spec {where}: not an OpenAPI 3.x document ("openapi" is {version!r})')
-
-
-# ---------------------------------------------------------------------------- $ref
-
-
-class _Refs:
-    """Resolves local `$ref`s of one document; `where` names the document in errors."""
-
-    def __init__(self, doc: Mapping[str, Any], where: str) -> None:
-        self.doc = doc
-        self.where = where
-
-    def lookup(self, ref: str, at: str) -> Any:
-        node: Any = self.doc
-        tokens = ref[2:].split("/") if ref.startswith("#/") else []
-        for raw in tokens:
-            token = unquote(raw).replace("~1", "/").replace("~0", "~")
-            if isinstance(node, Mapping) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                raise ValueError(f"OpenAPI spec {self.where}: $ref {ref!r} at {at} does not resolve")
-        return node
-
-    def deref(self, node: Any, at: str) -> Any:
-        """Follow `$ref` chains of a non-schema object (parameter, request body, path item)."""
-        seen: list[str] = []
-        while isinstance(node, Mapping) and isinstance(node.get("$ref"), str):
-            ref = node["$ref"]
-            if not ref.startswith("#"):
-                raise ValueError(f"OpenAPI spec {self.where}: external $ref {ref!r} at {at} is not supported")
-            if ref in seen:
-                raise ValueError(f"OpenAPI spec {self.where}: $ref cycle at {at}: {' -> '.join([*seen, ref])}")
-            seen.append(ref)
-            node = self.lookup(ref, at)
-        return node
-
-    def schema(self, node: Any, at: str, stack: tuple[str, ...] = ()) -> Any:
-        """A JSON-only copy of `node` with every local `$ref` inlined."""
-        if isinstance(node, Mapping):
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                return self._inline(node, ref, at, stack)
-            return {str(k): self.schema(v, f"{at}/{k}", stack) for k, v in node.items()}
-        if isinstance(node, list):
-            return [self.schema(v, f"{at}/{i}", stack) for i, v in enumerate(node)]
-        if isinstance(node, (datetime.date, datetime.time)):
-            return node.isoformat()
-        return node
-
-    def _inline(self, node: Mapping[str, Any], ref: str, at: str, stack: tuple[str, ...]) -> Any:
-        if not ref.startswith("#"):
-            _diag.warn(f"[toolnexus] OpenAPI spec {self.where}: external $ref {ref!r} at {at} left as {{}}")
-            return {}
-        target = self.lookup(ref, at)
-        if ref in stack:
-            kind = target.get("type") if isinstance(target, Mapping) else None
-            return {"type": kind} if isinstance(kind, str) else {}
-        resolved = self.schema(target, ref, (*stack, ref))
-        siblings = {str(k): self.schema(v, f"{at}/{k}", stack) for k, v in node.items() if k != "$ref"}
-        return {**resolved, **siblings} if isinstance(resolved, dict) else resolved
-
 
 # ---------------------------------------------------------------------------- operations
 
@@ -255,6 +119,16 @@ def _query_items(p: _Param, value: Any) -> list[tuple[str, Any]]:
     return [(p.name, value)]
 
 
+@dataclass(frozen=True)
+class _Options:
+    """The caller's options of one import, shared by all its operations."""
+
+    base_url: Optional[str]
+    headers: Optional[dict[str, str]]
+    timeout: Optional[float]
+    max_body_bytes: Optional[int]
+
+
 @dataclass
 class _Operation:
     name: str
@@ -263,9 +137,7 @@ class _Operation:
     params: list[_Param]
     body: Optional[_Body]
     properties: list[str]
-    headers: Optional[dict[str, str]]
-    timeout: Optional[float]
-    max_body_bytes: Optional[int]
+    options: _Options
 
     def _encode(self, args: Mapping[str, Any], headers: dict[str, str]) -> Optional[bytes]:
         body = self.body
@@ -296,16 +168,17 @@ class _Operation:
                 if p.location == "path":
                     return argument_error(f'missing argument "{p.prop}" for the path parameter {{{p.name}}}')
                 continue
+            if p.location == "query":
+                query.extend(_query_items(p, value))
+                continue
             text = json.dumps(value, separators=(",", ":")) if p.as_json else _simple(value, p.explode)
             if p.location == "path":
                 url = url.replace("{" + p.name + "}", quote(text, safe=""))
-            elif p.location == "query":
-                query.extend(_query_items(p, value))
             elif p.location == "header":
                 param_headers[p.name] = text
             else:
                 cookies.append(f"{p.name}={quote(text, safe='')}")
-        headers = expand_env_headers(self.headers, self.name)
+        headers = expand_env_headers(self.options.headers, self.name)
         present = {k.lower() for k in headers}
         if cookies:
             param_headers["Cookie"] = "; ".join(cookies)
@@ -317,8 +190,8 @@ class _Operation:
         return await send(
             OutgoingRequest(self.method, append_query(url, query_pairs(query)), headers, content),
             ctx=ctx,
-            timeout=self.timeout,
-            max_body_bytes=self.max_body_bytes,
+            timeout=self.options.timeout,
+            max_body_bytes=self.options.max_body_bytes,
             result_mode="text",
         )
 
@@ -346,8 +219,8 @@ def _free_name(preferred: str, taken: Mapping[str, Any] | set[str], fallback: st
 class _Importer:
     """Builds the tools of one document."""
 
-    def __init__(self, doc: Mapping[str, Any], where: str, origin: Optional[str], options: dict[str, Any]) -> None:
-        self.refs = _Refs(doc, where)
+    def __init__(self, doc: Mapping[str, Any], where: str, origin: Optional[str], options: _Options) -> None:
+        self.refs = Refs(doc, where)
         self.doc = doc
         self.where = where
         self.origin = origin
@@ -383,8 +256,8 @@ class _Importer:
         return name
 
     def _base_url(self, method: str, path: str, item: Mapping[str, Any], op: Mapping[str, Any]) -> str:
-        if self.options["base_url"]:
-            return str(self.options["base_url"])
+        if self.options.base_url:
+            return str(self.options.base_url)
         servers = op.get("servers") or item.get("servers") or self.doc.get("servers")
         url = _server_url(servers, self.origin)
         if url is None:
@@ -445,9 +318,7 @@ class _Importer:
             params=params,
             body=body,
             properties=list(props),
-            headers=self.options["headers"],
-            timeout=self.options["timeout"],
-            max_body_bytes=self.options["max_body_bytes"],
+            options=self.options,
         )
         return Tool(operation.name, description, input_schema, "http", operation.execute)
 
@@ -506,7 +377,7 @@ async def http_tools_from_openapi(
     downloading the spec. Raises `ValueError` for an unreadable or invalid document.
     """
     check_limits("http_tools_from_openapi", timeout, max_body_bytes)
-    doc, origin, where = await _load(spec, timeout)
-    _check_version(doc, where)
-    options = {"base_url": base_url, "headers": headers, "timeout": timeout, "max_body_bytes": max_body_bytes}
+    doc, origin, where = await load_document(spec, timeout)
+    check_version(doc, where)
+    options = _Options(base_url, headers, timeout, max_body_bytes)
     return _Importer(doc, where, origin, options).tools()

@@ -29,6 +29,7 @@ __all__ = [
     "relay_answer",
     "relay_prompt",
     "no_result_text",
+    "relay_declined_text",
     "relay_output_of",
 ]
 
@@ -62,19 +63,25 @@ def no_result_text(name: str) -> str:
     return f"no result supplied on resume for {name}"
 
 
+def relay_declined_text(name: str, reason: Optional[str]) -> str:
+    """What a relayed call gets when its durable answer is not ok."""
+    return f"relay declined for {name}: {reason or 'declined'}"
+
+
 def relay_output_of(name: str, call_id: Optional[str], data: Optional[Mapping[str, Any]], *, first: bool = True) -> ToolResult:
     """The result for one relayed call read from an Answer's `data`.
 
-    `data["results"]` is searched by call id (a single entry is accepted for a single call);
-    the shorthand `{"output", "isError"}` applies to the first call only. A missing or non-string
-    output yields the pinned `no result supplied on resume for <name>` error.
+    `data["results"]` is searched by call id; when the id is unknown (`call_id=None`: the
+    in-process retry, which does not see its provider id) a single entry is accepted for the first
+    call. The shorthand `{"output", "isError"}` applies to the first call only. A missing or
+    non-string output yields the pinned `no result supplied on resume for <name>` error.
     """
     data = data or {}
     entry: Any = None
     results = data.get("results")
     if isinstance(results, list):
         entry = next((r for r in results if isinstance(r, Mapping) and r.get("id") == call_id), None)
-        if entry is None and len(results) == 1 and first and isinstance(results[0], Mapping):
+        if entry is None and call_id is None and len(results) == 1 and first and isinstance(results[0], Mapping):
             entry = results[0]
     elif first:
         entry = data

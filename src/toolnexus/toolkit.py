@@ -41,10 +41,6 @@ RESERVED_CONFIG_KEYS = ("builtins", "agents", "a2a", "mcpServer")
 _VALID_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-def _duplicate(name: str) -> None:
-    warn(f'[toolnexus] duplicate tool name "{name}" — keeping first')
-
-
 def _check_relay_names(tools: list[Tool]) -> None:
     from .builtin import BUILTIN_NAMES
 
@@ -92,23 +88,19 @@ class Toolkit:
         candidates += self._agents + self._extra
 
         self._by_name = {}
-        seen_disabled: set[str] = set()
         for t in candidates:
-            if t.name in self._disabled:
-                seen_disabled.add(t.name)
-                continue
-            self._add(t)
+            if t.name not in self._disabled:
+                self._add(t)
         for t in self._registered:
-            if t.name not in self._by_name:
-                self._by_name[t.name] = t
+            self._by_name.setdefault(t.name, t)
         if warn_unknown_disabled:  # disabled names that matched nothing: likely a typo
-            all_names = {t.name for t in candidates} | {t.name for t in self._builtins}
-            for name in sorted(self._disabled - seen_disabled - all_names):
+            # (a builtin shadowed by an extra shares the extra's name, so candidates cover it)
+            for name in sorted(self._disabled - {t.name for t in candidates}):
                 warn_once(f"disable_tools:{name}", f'[toolnexus] disable_tools name "{name}" matched no tool')
 
     def _add(self, t: Tool) -> bool:
         if t.name in self._by_name:
-            _duplicate(t.name)
+            warn(f'[toolnexus] duplicate tool name "{t.name}" — keeping first')
             return False
         if not _VALID_NAME.match(t.name):
             warn_once(
@@ -289,7 +281,7 @@ async def create_toolkit(
 ) -> Toolkit:
     """Load every configured source and assemble a `Toolkit` (core.md §4.1)."""
     extra_tools = list(extra_tools or [])
-    _check_relay_names(extra_tools)
+    _check_relay_names(extra_tools)  # the constructor checks too; here it fails before MCP connects
 
     config: Optional[dict[str, Any]] = None
     if isinstance(mcp_config, str):
@@ -303,37 +295,37 @@ async def create_toolkit(
 
         mcp = await load_mcp_with_context(config, wait_for=wait_for, cancel=cancel)
 
+    reserved = config or {}
     try:
         skill_source = None
         if skills_dir is not None or skills is not None or skill_provider is not None:
-            from .skill import load_skills
+            from .skill import aload_skills
 
             defs = list(skills or [])
             if skill_provider is not None:
                 defs += await _provider_defs(skill_provider)
-            filt = dict(skills_filter) if skills_filter is not None else None
-            if disable_skills:
-                filt = dict(filt or {})
-                for name in disable_skills:
-                    filt.setdefault(name, False)
-            skill_source = await asyncio.to_thread(
-                load_skills, skills_dir, skills=defs or None, filter=filt, sample_limit=skill_sample_limit
+            # `disable_skills` entries join the filter as `False`; an explicit filter entry wins.
+            # Unknown names are reported by the skill filter itself.
+            filt = dict(skills_filter or {})
+            for name in disable_skills or []:
+                filt.setdefault(name, False)
+            skill_source = await aload_skills(
+                skills_dir, skills=defs or None, filter=filt or None, sample_limit=skill_sample_limit
             )
-            # Unknown `disable_skills` names are reported by the skill filter itself.
 
         from .builtin import select_builtins
 
-        builtins_cfg = builtins if builtins is not None else (config or {}).get("builtins")
+        builtins_cfg = builtins if builtins is not None else reserved.get("builtins")
         if builtins_cfg is not None and not isinstance(builtins_cfg, (bool, dict)):
             builtins_cfg = None
         builtin_tools = select_builtins(builtins_cfg)
 
         agent_tools_list: list[Tool] = []
         all_agents = list(agents or [])
-        if isinstance((config or {}).get("agents"), dict):
+        if isinstance(reserved.get("agents"), dict):
             from .a2a import parse_agents_config
 
-            all_agents += parse_agents_config(config["agents"])  # type: ignore[index]
+            all_agents += parse_agents_config(reserved["agents"])
         if all_agents:
             agent_tools_list = await _resolve_agents(all_agents)
 
@@ -343,8 +335,8 @@ async def create_toolkit(
             builtin_tools,
             agent_tools_list,
             extra_tools,
-            a2a_config=(config or {}).get("a2a"),
-            mcp_server_config=(config or {}).get("mcpServer"),
+            a2a_config=reserved.get("a2a"),
+            mcp_server_config=reserved.get("mcpServer"),
             disable_tools=disable_tools,
         )
     except BaseException:

@@ -1,8 +1,8 @@
 """Remote A2A agents as a tool source (`source="a2a"`; a2a-serve-cli.md §1).
 
 `agent_tools(agent)` fetches the agent's card and returns one `Tool` per skill; calling a tool
-sends the task to the agent and polls it to an answer (`SendMessage` → `GetTask`), on
-`httpx.AsyncClient`, never blocking the event loop. `create_toolkit(agents=..., {"agents": ...})`
+sends the task to the agent and polls it to an answer (`SendMessage` → `GetTask`), over the
+running loop's pooled client (`toolnexus.http.shared_client`), never blocking the event loop. `create_toolkit(agents=..., {"agents": ...})`
 and `Toolkit.add_agent` use it.
 
 Protocol: we speak A2A 1.0 (card `supportedInterfaces`, `A2A-Version: 1.0`, 1.0 parts and roles,
@@ -26,13 +26,16 @@ Choices beyond the pinned baseline (each tested):
   card whose interfaces offer no JSON-RPC binding is refused at resolve time; an RPC that times
   out yields the pinned timeout result; the injectable `clock=` of `agent_tools` drives all time.
 
+Modules: `descriptor` (Agent, config block), `wire` (dialects, reply reader), `peer` (card,
+routes, one JSON-RPC call), `call` (one execution: budget, polling, results), `tool` (resolve).
+
 Not here: serving A2A (`toolnexus.serve`), streaming (`message/stream`), push notifications,
 gRPC / HTTP+JSON bindings, remote cancel when the asyncio task itself is cancelled.
 """
 
 from __future__ import annotations
 
-from .card import CARD_TIMEOUT_CAP
+from .call import Clock, SystemClock
 from .descriptor import (
     DEFAULT_POLL_EVERY,
     DEFAULT_TIMEOUT,
@@ -44,7 +47,7 @@ from .descriptor import (
     is_enabled,
     parse_agents_config,
 )
-from .timing import Clock, SystemClock
+from .peer import CARD_TIMEOUT_CAP
 from .tool import INPUT_SCHEMA, agent_tools, card_timeout
 from .wire import (
     A2AArtifact,

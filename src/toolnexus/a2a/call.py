@@ -20,21 +20,27 @@ not final, sends it a best-effort `CancelTask` bounded by `CANCEL_TIMEOUT` s (be
 signal already set before the call sends nothing. Task cancellation (`asyncio.CancelledError`)
 propagates untouched. Every result carries the pinned `metadata` keys `agent`, `taskId`,
 `state`, `polls`, `ms` (a pending result also has `pending`).
+
+Time (the budget, poll sleeps) is read from an injectable `Clock` (`SystemClock` by default).
+Every wait races `ctx.signal` through `toolnexus._abort.unless_aborted`: an `asyncio.Event` wakes
+it at once, any other signal is checked at least every 20 ms of real time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any, Optional
+import time
+from typing import Any, Optional, Protocol, runtime_checkable
 from urllib.parse import quote, unquote
 
 import httpx
 
-from ..types import Answer, ToolResult, new_request_id, pending
-from .card import Peer, Route
-from .descriptor import TERMINAL, Agent, expand_headers
-from .rpc import METHOD_NOT_FOUND, VERSION_NOT_SUPPORTED, RpcError, call
-from .timing import Aborted, Clock, is_aborted, unless_aborted
+from .._abort import Aborted, unless_aborted
+from .._env import expand_headers
+from ..types import Answer, ToolResult, new_request_id, pending, signal_fired
+from .descriptor import TERMINAL, Agent
+from .peer import METHOD_NOT_FOUND, VERSION_NOT_SUPPORTED, Peer, Route, RpcError, rpc
 from .wire import (
     A2ATask,
     completed_output,
@@ -45,7 +51,17 @@ from .wire import (
     unwrap_send_result,
 )
 
-__all__ = ["RPC_FLOOR", "CANCEL_TIMEOUT", "INTERRUPTED", "FINAL", "TaskCall", "resume_id", "parse_resume_id"]
+__all__ = [
+    "RPC_FLOOR",
+    "CANCEL_TIMEOUT",
+    "INTERRUPTED",
+    "FINAL",
+    "Clock",
+    "SystemClock",
+    "TaskCall",
+    "resume_id",
+    "parse_resume_id",
+]
 
 RPC_FLOOR = 0.2  # seconds: the least time one RPC gets, even when the budget is (nearly) spent
 CANCEL_TIMEOUT = 2.0  # seconds for the best-effort CancelTask after an abort
@@ -54,6 +70,28 @@ FINAL = TERMINAL | {"rejected"} | INTERRUPTED
 _FALLBACK_CODES = (METHOD_NOT_FOUND, VERSION_NOT_SUPPORTED)
 _RESUME_PREFIX = "a2a"
 _SPENT_MS = 1e-3  # a budget with less than a microsecond left is spent (float sums of sleeps drift)
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Monotonic seconds and a sleep, the two things polling needs from time.
+
+    Any `toolnexus.agents` clock fits; tests inject one whose `sleep` just advances `now`.
+    """
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """Real time: `time.monotonic` and `asyncio.sleep`."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
 
 
 def resume_id(task_id: str, context_id: str) -> str:
@@ -100,38 +138,35 @@ class TaskCall:
         self.task: A2ATask = {}
         self.polls = 0
         self.route: Optional[Route] = None
-        self.client: Optional[httpx.AsyncClient] = None
 
     # ------------------------------------------------------------------ driving
 
     async def run(self) -> ToolResult:
-        if is_aborted(self.signal):
+        if signal_fired(self.signal):
             return self._canceled()
-        async with httpx.AsyncClient(follow_redirects=True, timeout=None) as client:
-            self.client = client
-            try:
-                return await self._drive()
-            except Aborted:
+        try:
+            return await self._drive()
+        except Aborted:
+            return await self._abort()
+        except httpx.TimeoutException:
+            return await self._abort() if signal_fired(self.signal) else self._timed_out()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an error result
+            if signal_fired(self.signal):
                 return await self._abort()
-            except httpx.TimeoutException:
-                return await self._abort() if is_aborted(self.signal) else self._timed_out()
-            except Exception as exc:  # noqa: BLE001 - every failure becomes an error result
-                if is_aborted(self.signal):
-                    return await self._abort()
-                return self._result(str(exc) or type(exc).__name__, True)
+            return self._result(str(exc) or type(exc).__name__, True)
 
     async def _drive(self) -> ToolResult:
         early = await self._begin()
         if early is not None:
             return early
         while self.state not in FINAL:
-            if is_aborted(self.signal):
+            if signal_fired(self.signal):
                 raise Aborted()
             left = self._left_ms()
             if left < _SPENT_MS:
                 return self._timed_out()
             await unless_aborted(self.clock.sleep(min(self.poll_ms, left) / 1000.0), self.signal)
-            if is_aborted(self.signal):
+            if signal_fired(self.signal):
                 raise Aborted()
             assert self.route is not None
             reply = await self._rpc(self.route, self.route.dialect.get_method,
@@ -179,13 +214,12 @@ class TaskCall:
     async def _rpc(self, route: Route, method: str, params: dict[str, Any], *, timeout_s: Optional[float] = None,
                    abortable: bool = True) -> Any:
         """One RPC: `Content-Type`, then the dialect's headers, then the user's (user wins)."""
-        assert self.client is not None
         headers = httpx.Headers({"Content-Type": "application/json"})
         headers.update(dict(route.dialect.headers))
         headers.update(self.user_headers)
         if timeout_s is None:
             timeout_s = max(self._left_ms() / 1000.0, RPC_FLOOR)
-        exchange = call(self.client, route.url, method, params, headers, timeout_s)
+        exchange = rpc(route.url, method, params, headers, timeout_s)
         return await unless_aborted(exchange, self.signal if abortable else None)
 
     def _absorb(self, task: A2ATask, default_state: str) -> None:

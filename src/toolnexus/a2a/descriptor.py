@@ -8,10 +8,8 @@ is done, so no `GetTask` polling is needed). Nothing here touches the network.
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -23,7 +21,6 @@ __all__ = [
     "agent",
     "is_enabled",
     "parse_agents_config",
-    "expand_headers",
 ]
 
 DEFAULT_TIMEOUT = 300_000  # ms
@@ -32,8 +29,6 @@ TERMINAL = frozenset({"completed", "failed", "canceled"})
 
 AgentConfig = dict[str, Any]
 AgentsConfig = dict[str, AgentConfig]
-
-_ENV_REF = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 
 
 @dataclass
@@ -92,7 +87,3 @@ def parse_agents_config(block: Optional[AgentsConfig]) -> list[Agent]:
                          blocking=entry.get("blocking") is True))
     return out
 
-
-def expand_headers(headers: Optional[Mapping[str, str]]) -> dict[str, str]:
-    """`${NAME}` in header values → the environment value, `""` when unset. Values are never logged."""
-    return {str(k): _ENV_REF.sub(lambda m: os.environ.get(m.group(1), ""), str(v)) for k, v in (headers or {}).items()}

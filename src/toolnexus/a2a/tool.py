@@ -8,15 +8,14 @@ entries that are not JSON objects are skipped (nothing to name a tool after).
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Optional
 
-import httpx
-
+from .._env import expand_headers
 from ..types import Tool, ToolResult, sanitize
-from .call import TaskCall
-from .card import CARD_TIMEOUT_CAP, Peer, fetch_card, plan_routes
-from .descriptor import Agent, expand_headers
-from .timing import Clock, SystemClock
+from .call import Clock, SystemClock, TaskCall
+from .descriptor import Agent
+from .peer import CARD_TIMEOUT_CAP, Peer, fetch_card, plan_routes
 
 __all__ = ["INPUT_SCHEMA", "agent_tools", "card_timeout"]
 
@@ -33,18 +32,12 @@ def card_timeout(ag: Agent) -> float:
     return min(ag.budget_ms() / 1000.0, CARD_TIMEOUT_CAP)
 
 
-def _schema() -> dict[str, Any]:
-    return {**INPUT_SCHEMA, "properties": {"task": dict(INPUT_SCHEMA["properties"]["task"])},
-            "required": list(INPUT_SCHEMA["required"])}
-
-
 async def agent_tools(ag: Agent, *, clock: Optional[Clock] = None) -> list[Tool]:
     """Fetch `ag.card` and return one tool per skill. Errors (HTTP, JSON, no usable interface) raise.
 
     `clock` (optional) measures budgets and drives poll sleeps; tests pass a virtual one.
     """
-    async with httpx.AsyncClient(follow_redirects=True, timeout=None) as client:
-        card = await fetch_card(client, ag.card, expand_headers(ag.headers), card_timeout(ag))
+    card = await fetch_card(ag.card, expand_headers(ag.headers), card_timeout(ag))
     name = card.get("name") or "agent"
     peer = Peer(name=name, routes=plan_routes(card, ag.card))
     ticking = clock or SystemClock()
@@ -60,7 +53,7 @@ async def agent_tools(ag: Agent, *, clock: Optional[Clock] = None) -> list[Tool]
         tools.append(Tool(
             name=sanitize(str(name)) + "_" + sanitize(str(skill_id)),
             description=str(skill.get("description") or skill.get("name") or skill_id),
-            input_schema=_schema(),
+            input_schema=copy.deepcopy(INPUT_SCHEMA),
             source="a2a",
             execute=execute,
         ))

@@ -1,6 +1,6 @@
 """The A2A wire, both generations: how each dialect spells our three calls, and one tolerant reader.
 
-We write three dialects, chosen per peer by `card.py`:
+We write three dialects, chosen per peer by `peer.py`:
 
 - `V1`: A2A 1.0 JSON-RPC — `SendMessage`/`GetTask`/`CancelTask`, header `A2A-Version: 1.0`,
   role `ROLE_USER`, parts `{"text": ...}`, `configuration.returnImmediately`.

@@ -5,60 +5,29 @@ An Agent is a Tool: a soul, a filtered toolkit and the §8 loop. `agent(...)` de
 `wake`, `wait`, `interrupt`, `close`, `resume`) drive a tree of them. Not to be confused with
 `toolnexus.agent`, the outbound A2A descriptor.
 
-Modules: `runtime` (the verbs), `turn` (one turn's body), `resume` (durable resume routing,
-replay and continue), `handle` / `defs` / `budget` / `clock` (plain state), `inbox`, `gate` (turn
-gate and spend meter), `escalation`, `task_tool`, `snapshot` (the runtime as plain JSON and back),
-`trace` (bounded trace ring and transition events), `surface` (level 1), `persona`, `compaction`,
-`loop`.
+Modules: `runtime` (the verbs and the wake queue), `turn` (one turn, admission to settle),
+`resume` (durable resume: routing, replay and continue), `handle` / `defs` / `budget` / `clock`
+(plain state), `vocab` (the closed vocabularies), `inbox`, `gate` (turn gate and spend meter),
+`escalation`, `task_tool`, `snapshot` (the runtime as plain JSON and back), `trace` (bounded trace
+ring and transition events), `surface` (level 1), `persona`, `compaction`, `loop`.
+
+`__all__` is the agents.md §1 list, composed from the `__all__` of the modules that hold exactly
+one of its groups (`vocab`, `loop`, `persona`, `compaction`) plus the classes named here.
 """
 
 from __future__ import annotations
 
-from .budget import (
-    LIMIT_COMPLETION,
-    LIMIT_MAX_CHILDREN,
-    LIMIT_MAX_CONCURRENT,
-    LIMIT_MAX_DEPTH,
-    LIMIT_MAX_TOKENS,
-    LIMIT_MAX_TOOL_CALLS,
-    LIMIT_MAX_TURNS,
-    LIMIT_MAX_WALL_MS,
-    LIMIT_TIMEOUT,
-    LIMITS,
-    Budget,
-)
+from . import compaction as _compaction, loop as _loop, persona as _persona, vocab as _vocab  # for their __all__
+from .budget import Budget
 from .clock import AsyncioClock, Clock
-from .compaction import compactor, estimate_tokens
+from .compaction import *  # noqa: F403 - its __all__ is the compaction group
 from .defs import AgentDef
-from .handle import (
-    TASK_STATUS_CLOSED,
-    TASK_STATUS_DONE,
-    TASK_STATUS_ERROR,
-    TASK_STATUS_INCOMPLETE,
-    TASK_STATUS_INTERRUPTED,
-    TASK_STATUS_PENDING,
-    TASK_STATUS_TIMEOUT,
-    TASK_STATUSES,
-    Handle,
-    HandleView,
-    InboxItem,
-    PostResult,
-    SpawnError,
-    TaskResult,
-)
-from .loop import Completion, Loop, Outcome, Verdict, all_todos_done, guarded_hooks, harness, loop_unsupported, run_gated
+from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult
+from .loop import *  # noqa: F403 - its __all__ is the loop group
+from .persona import *  # noqa: F403 - its __all__ is the surface group, bar Agent / agent
 from .runtime import AgentRuntime
-from .surface import (
-    BOOTSTRAP_ORDER,
-    HEARTBEAT_OK,
-    Agent,
-    StartedAgent,
-    agent,
-    agent_from_dir,
-    compose_soul,
-    memory_tool,
-    start_agent,
-)
+from .surface import Agent, agent
+from .vocab import *  # noqa: F403 - its __all__ is the runtime group's LIMIT*/TASK_STATUS* names
 
 __all__ = [
     # runtime
@@ -73,45 +42,13 @@ __all__ = [
     "PostResult",
     "SpawnError",
     "TaskResult",
-    "LIMITS",
-    "LIMIT_MAX_TURNS",
-    "LIMIT_MAX_TOKENS",
-    "LIMIT_MAX_TOOL_CALLS",
-    "LIMIT_MAX_WALL_MS",
-    "LIMIT_MAX_CHILDREN",
-    "LIMIT_MAX_CONCURRENT",
-    "LIMIT_MAX_DEPTH",
-    "LIMIT_COMPLETION",
-    "LIMIT_TIMEOUT",
-    "TASK_STATUSES",
-    "TASK_STATUS_DONE",
-    "TASK_STATUS_PENDING",
-    "TASK_STATUS_INCOMPLETE",
-    "TASK_STATUS_INTERRUPTED",
-    "TASK_STATUS_CLOSED",
-    "TASK_STATUS_TIMEOUT",
-    "TASK_STATUS_ERROR",
+    *_vocab.__all__,
     # loop
-    "Completion",
-    "Loop",
-    "Outcome",
-    "Verdict",
-    "all_todos_done",
-    "guarded_hooks",
-    "harness",
-    "loop_unsupported",
-    "run_gated",
+    *_loop.__all__,
     # surface
     "Agent",
-    "StartedAgent",
     "agent",
-    "agent_from_dir",
-    "compose_soul",
-    "memory_tool",
-    "start_agent",
-    "BOOTSTRAP_ORDER",
-    "HEARTBEAT_OK",
+    *_persona.__all__,
     # compaction
-    "compactor",
-    "estimate_tokens",
+    *_compaction.__all__,
 ]

@@ -1,31 +1,33 @@
-"""Hierarchical budgets: the `Budget` shape, the canonical limit names, carving and effective limits.
+"""Hierarchical budgets: the `Budget` shape, canonical limit names, carving and effective limits.
 
 A child's token and tool-call pools are *carved* from its parent's remaining pool at spawn
-(`min(own, parent)`); the live ancestor walk (in the runtime) then re-checks every ancestor before
-each turn and spawn, because carving alone misses what siblings spend afterwards.
+(`min(own, parent)`); the live ancestor walk (`first_exhausted`, run by the runtime over the
+handle's lineage) then re-checks every ancestor before each turn and spawn, because carving alone
+misses what siblings spend afterwards.
 
-This module is pure arithmetic on plain data; it never reads the clock or touches a handle's state.
+This module is pure arithmetic on plain data: it is handed the time, never reads the clock, and
+never writes a handle.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
+
+from .vocab import (
+    LIMIT_MAX_CHILDREN,
+    LIMIT_MAX_CONCURRENT,
+    LIMIT_MAX_DEPTH,
+    LIMIT_MAX_TOKENS,
+    LIMIT_MAX_TOOL_CALLS,
+    LIMIT_MAX_TURNS,
+    LIMIT_MAX_WALL_MS,
+)
 
 __all__ = [
     "Budget",
     "Pool",
-    "LIMITS",
-    "LIMIT_MAX_TURNS",
-    "LIMIT_MAX_TOKENS",
-    "LIMIT_MAX_TOOL_CALLS",
-    "LIMIT_MAX_WALL_MS",
-    "LIMIT_MAX_CHILDREN",
-    "LIMIT_MAX_CONCURRENT",
-    "LIMIT_MAX_DEPTH",
-    "LIMIT_COMPLETION",
-    "LIMIT_TIMEOUT",
     "DEFAULT_MAX_TURNS",
     "DEFAULT_MAX_CONCURRENT",
     "DEFAULT_MAX_DEPTH",
@@ -33,28 +35,8 @@ __all__ = [
     "merge_budgets",
     "carve_pool",
     "effective_limits",
+    "first_exhausted",
 ]
-
-LIMIT_MAX_TURNS = "maxTurns"
-LIMIT_MAX_TOKENS = "maxTokens"
-LIMIT_MAX_TOOL_CALLS = "maxToolCalls"
-LIMIT_MAX_WALL_MS = "maxWallMs"
-LIMIT_MAX_CHILDREN = "maxChildren"
-LIMIT_MAX_CONCURRENT = "maxConcurrent"
-LIMIT_MAX_DEPTH = "maxDepth"
-LIMIT_COMPLETION = "completion"
-LIMIT_TIMEOUT = "timeout"
-LIMITS = (
-    LIMIT_MAX_TURNS,
-    LIMIT_MAX_TOKENS,
-    LIMIT_MAX_TOOL_CALLS,
-    LIMIT_MAX_WALL_MS,
-    LIMIT_MAX_CHILDREN,
-    LIMIT_MAX_CONCURRENT,
-    LIMIT_MAX_DEPTH,
-    LIMIT_COMPLETION,
-    LIMIT_TIMEOUT,
-)
 
 DEFAULT_MAX_TURNS = 6
 DEFAULT_MAX_CONCURRENT = 8
@@ -130,3 +112,19 @@ def effective_limits(own: Budget) -> dict[str, Any]:
         "max_tokens": own.max_tokens,
         "max_children": own.max_children,
     }
+
+
+def first_exhausted(nodes: Iterable[Any], now: float) -> Optional[str]:
+    """The live walk over `nodes` (a handle up to root): the first exhausted dimension, or None.
+
+    At each node, in order: `tokens`, `toolCalls`, then `wallMs` measured from its `spawned_at`.
+    """
+    for node in nodes:
+        if node.pool.tokens <= 0:
+            return "tokens"
+        if node.pool.tool_calls <= 0:
+            return "toolCalls"
+        wall = node.eff.get("max_wall_ms")
+        if wall is not None and (now - node.spawned_at) * 1000 >= wall:
+            return "wallMs"
+    return None

@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Optional, Union
 from ..types import Answer, Request, Tool
 from .budget import Budget
 
-__all__ = ["AgentDef", "RESUME_MODES", "RESUME_REPLAY", "RESUME_CONTINUE", "check_resume_mode"]
+__all__ = ["AgentDef", "RESUME_MODES", "RESUME_REPLAY", "RESUME_CONTINUE", "check_resume_mode", "read_soul_file"]
 
 RESUME_REPLAY = "replay"
 RESUME_CONTINUE = "continue"
@@ -35,6 +35,16 @@ def check_resume_mode(mode: Any, where: str) -> Any:
     if mode is not None and mode not in RESUME_MODES:
         raise ValueError(f"toolnexus.agents: {where}: resume_mode must be one of {', '.join(RESUME_MODES)}, got {mode!r}")
     return mode
+
+
+def read_soul_file(agent_name: str, path: str) -> str:
+    """The text of an agent's `soul_file` (blocking: call it off the event loop); a missing file
+    is a `FileNotFoundError` that names the agent."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"toolnexus.agents: soul_file {path!r} of agent {agent_name!r} does not exist") from None
 
 
 @dataclass

@@ -20,12 +20,23 @@ import json
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from ..types import Answer, Request, Tool, ToolContext, pending_of
+from .handle import lineage, result_of
+from .vocab import TASK_STATUS_PENDING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .handle import Handle
-    from .runtime import AgentRuntime, TurnState
+    from .handle import Handle, TaskResult
+    from .runtime import AgentRuntime
+    from .turn import TurnState
 
-__all__ = ["stamp_path", "nearest_interpreter", "make_escalator", "ReplayBinding", "watch_tools", "same_args"]
+__all__ = [
+    "stamp_path",
+    "pending_result",
+    "nearest_interpreter",
+    "make_escalator",
+    "ReplayBinding",
+    "watch_tools",
+    "same_args",
+]
 
 
 def stamp_path(req: Request, h: "Handle") -> Request:
@@ -33,13 +44,17 @@ def stamp_path(req: Request, h: "Handle") -> Request:
     return dataclasses.replace(req, data={**(req.data or {}), "path": h.id.split("/")})
 
 
+def pending_result(h: "Handle") -> "TaskResult":
+    """The `pending` result of a suspended `h`: its request's prompt, with the path stamped."""
+    assert h.pending_req is not None
+    return result_of(h, h.pending_req.prompt, TASK_STATUS_PENDING, pending=stamp_path(h.pending_req, h))
+
+
 def nearest_interpreter(h: "Handle") -> Optional[tuple["Handle", Callable[[Request], Any]]]:
     """The first handle in `[h, parent, …, root]` whose def has a `wait_for`, with that callable."""
-    node: Optional[Handle] = h
-    while node is not None:
+    for node in lineage(h):
         if node.defn.wait_for is not None:
             return node, node.defn.wait_for
-        node = node.parent
     return None
 
 

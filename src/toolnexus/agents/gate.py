@@ -21,27 +21,23 @@ import inspect
 import threading
 from typing import Any, Callable, Optional
 
+from ..client.wire.base import usage_of
+
 __all__ = ["TurnGate", "TurnMeter", "GatedTransport", "gated_transport", "usage_tokens"]
 
 
 def usage_tokens(response: Any) -> int:
-    """Total tokens of one decoded response, dialect-neutral.
+    """Total tokens of one decoded response, dialect-neutral, counted as the client counts them.
 
-    OpenAI bodies carry `total_tokens` (or prompt + completion); Anthropic bodies carry
-    `input_tokens` + `output_tokens`. The key sets are disjoint, so one reader serves both.
+    OpenAI bodies carry `prompt_tokens` / `completion_tokens` / `total_tokens`, Anthropic bodies
+    `input_tokens` / `output_tokens`; the key sets are disjoint, so one reader serves both.
     """
     usage = response.get("usage") if isinstance(response, dict) else None
     if not isinstance(usage, dict):
         return 0
-
-    def num(key: str) -> int:
-        value = usage.get(key)
-        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-    total = num("total_tokens")
-    if total:
-        return total
-    return num("prompt_tokens") + num("completion_tokens") + num("input_tokens") + num("output_tokens")
+    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+    completion = usage.get("completion_tokens", usage.get("output_tokens"))
+    return usage_of(prompt, completion, usage.get("total_tokens"))["total_tokens"]
 
 
 class TurnGate:

@@ -6,31 +6,31 @@ behaviour beyond bookkeeping; the runtime performs every transition. `to_record(
 `from_record()` give a JSON-able snapshot of exactly the durable part (no futures, tasks or
 callables), so a checkpoint store can persist a tree and rebuild it later.
 
-The closed status vocabulary (`TASK_STATUSES`) lives here with `TaskResult`.
+The module-level helpers (`lineage`, `subtree`, `find_child`, `live_turn`,
+`is_durably_suspended`, `result_of`, `flush_waiters`, `restore_drained`, `take_pending` /
+`put_pending`) walk the tree or read and tidy one handle's own data; they are shared by the
+runtime and its sibling modules and never change `state` (transitions are traced, so only the
+runtime makes them).
+
+`TaskResult.status` takes its values from `vocab.TASK_STATUSES`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from ..types import Request
 from .budget import Budget, Pool, effective_limits
+from .vocab import TASK_STATUS_DONE, TASK_STATUS_PENDING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .defs import AgentDef
     from .runtime import AgentRuntime
+    from .turn import TurnState
 
 __all__ = [
-    "TASK_STATUSES",
-    "TASK_STATUS_DONE",
-    "TASK_STATUS_PENDING",
-    "TASK_STATUS_INCOMPLETE",
-    "TASK_STATUS_INTERRUPTED",
-    "TASK_STATUS_CLOSED",
-    "TASK_STATUS_TIMEOUT",
-    "TASK_STATUS_ERROR",
     "HANDLE_STATES",
     "PENDING_FIELDS",
     "InboxItem",
@@ -39,24 +39,17 @@ __all__ = [
     "PostResult",
     "HandleView",
     "Handle",
+    "lineage",
+    "subtree",
+    "find_child",
+    "live_turn",
+    "is_durably_suspended",
+    "result_of",
+    "flush_waiters",
+    "restore_drained",
+    "take_pending",
+    "put_pending",
 ]
-
-TASK_STATUS_DONE = "done"
-TASK_STATUS_PENDING = "pending"
-TASK_STATUS_INCOMPLETE = "incomplete"
-TASK_STATUS_INTERRUPTED = "interrupted"
-TASK_STATUS_CLOSED = "closed"
-TASK_STATUS_TIMEOUT = "timeout"
-TASK_STATUS_ERROR = "error"
-TASK_STATUSES = (
-    TASK_STATUS_DONE,
-    TASK_STATUS_PENDING,
-    TASK_STATUS_INCOMPLETE,
-    TASK_STATUS_INTERRUPTED,
-    TASK_STATUS_CLOSED,
-    TASK_STATUS_TIMEOUT,
-    TASK_STATUS_ERROR,
-)
 
 HANDLE_STATES = ("idle", "running", "suspended", "closed")
 # What a durable suspension holds on its handle; cleared together when it is resumed or cancelled.
@@ -240,7 +233,6 @@ class Handle:
     def from_record(cls, rec: dict[str, Any], defn: "AgentDef", parent: Optional["Handle"]) -> "Handle":
         """Rebuild a handle from `to_record()`; the caller re-links `children` in id order."""
         h = cls(rec["id"], defn, parent, spawned_at=rec.get("spawned_at", 0.0))
-        h.depth = rec.get("depth", h.depth)
         h.state = rec["state"]
         h.seq = rec.get("seq", 0)
         h.task_key = rec.get("task_key")
@@ -265,3 +257,83 @@ class Handle:
         last = rec.get("last_result")
         h.last_result = TaskResult.from_record(last) if last else None
         return h
+
+
+# --------------------------------------------------------------------------- one handle's bookkeeping
+
+
+def lineage(h: Handle) -> Iterator[Handle]:
+    """`h`, its parent, …, root: the chain the budget walk, roll-up and escalation follow."""
+    node: Optional[Handle] = h
+    while node is not None:
+        yield node
+        node = node.parent
+
+
+def subtree(h: Handle) -> Iterator[Handle]:
+    """`h` and its descendants, pre-order, children in spawn order (parents before children)."""
+    yield h
+    for child in h.children:
+        yield from subtree(child)
+
+
+def find_child(h: Handle, child_id: str) -> Optional[Handle]:
+    """The child of `h` with id `child_id`, closed or not."""
+    return next((c for c in h.children if c.id == child_id), None)
+
+
+def live_turn(h: Handle) -> Optional["TurnState"]:
+    """The turn `h` is running (or escalating inside), if any; a settled turn that is still
+    unwinding does not count."""
+    turn = h._turn
+    return turn if turn is not None and not turn.settled else None
+
+
+def is_durably_suspended(h: Handle) -> bool:
+    """Durably suspended: holding a request with no live turn (not an inline escalation)."""
+    return h.state == "suspended" and h.pending_req is not None and live_turn(h) is None
+
+
+def result_of(
+    h: Handle, text: str, status: str, *, pending: Optional[Request] = None, limit: Optional[str] = None
+) -> TaskResult:
+    """A `TaskResult` carrying `h`'s lifetime counters; `is_error` follows from `status`."""
+    return TaskResult(
+        text=text,
+        is_error=status not in (TASK_STATUS_DONE, TASK_STATUS_PENDING),
+        status=status,
+        pending=pending,
+        turns=h.turns_total,
+        total_tokens=h.usage_total,
+        own_tokens=h.own_total,
+        limit=limit,
+    )
+
+
+def flush_waiters(h: Handle, result: TaskResult) -> None:
+    """Hand `result` to everyone awaiting `h`'s next result."""
+    waiters, h._waiters = h._waiters, []
+    for fut in waiters:
+        if not fut.done():
+            fut.set_result(result)
+
+
+def restore_drained(h: Handle) -> None:
+    """Put a drained (not consumed) inbox block back at the front of the inbox."""
+    if h.drained:
+        h.inbox = h.drained + h.inbox
+        h.drained = []
+
+
+def take_pending(h: Handle) -> dict[str, Any]:
+    """Clear the durable suspension's fields (`PENDING_FIELDS`) together; returns what they held."""
+    held = {name: getattr(h, name) for name in PENDING_FIELDS}
+    for name in PENDING_FIELDS:
+        setattr(h, name, None)
+    return held
+
+
+def put_pending(h: Handle, held: dict[str, Any]) -> None:
+    """Undo `take_pending`: the suspension's fields as they were."""
+    for name in PENDING_FIELDS:
+        setattr(h, name, held.get(name))

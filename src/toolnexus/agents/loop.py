@@ -38,6 +38,7 @@ from typing import Any, Awaitable, Callable, Optional, Union
 from .._diag import warn_once
 from ..client import create_client
 from ..types import ToolResult
+from .defs import read_soul_file
 
 __all__ = [
     "Completion",
@@ -341,13 +342,8 @@ async def run_gated(ask: Callable[[str], Awaitable[Any]], prompt: str, completio
 async def _soul_of(spec: Any) -> str:
     soul_file = _field(spec, "soul_file")
     if soul_file:
-        return await asyncio.to_thread(_read_text, soul_file)
+        return await asyncio.to_thread(read_soul_file, _field(spec, "name") or "agent", soul_file)
     return _field(spec, "soul") or ""
-
-
-def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
 
 
 class Loop:

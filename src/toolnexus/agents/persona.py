@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from .._diag import warn
 from ..types import Tool, ToolResult
+from .handle import Handle, InboxItem, SpawnError
 
 if TYPE_CHECKING:  # pragma: no cover - imports for annotations only (avoids an import cycle)
-    from .handle import Handle
     from .runtime import AgentRuntime
     from .surface import Agent
 
@@ -294,8 +294,6 @@ class _Heartbeat:
         self._timer = self._rt.clock.call_later(self._every_s, self._beat)
 
     def _beat(self) -> None:
-        from .handle import InboxItem
-
         if self._stopped or self._h.state == "closed":
             return
         self.start()  # arm the next beat first: nothing below can stall the schedule
@@ -341,8 +339,7 @@ def start_agent(
     Each beat posts a clock tick and, only if the agent is idle, wakes it with `HEARTBEAT_PROMPT`;
     a non-error reply without `HEARTBEAT_OK` goes to `on_report`. The beat never waits on a turn.
     """
-    from .handle import SpawnError
-    from .surface import build_runtime
+    from .surface import build_runtime  # surface imports this module
 
     if every_ms is not None:
         if not isinstance(every_ms, (int, float)) or isinstance(every_ms, bool) or every_ms <= 0:

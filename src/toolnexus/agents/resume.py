@@ -1,4 +1,5 @@
-"""Durable resume: route a host's `Answer` to the handle that holds its request, replay, cascade up.
+"""Durable resume (`AgentRuntime.resume`): route a host's `Answer` to the handle that holds its
+request, replay it, cascade up.
 
 When no `wait_for` is reachable, a suspension parks the whole chain: the leaf and every relaying
 ancestor are `suspended`, each holding (a copy of) the same `Request` and its preserved input.
@@ -26,26 +27,55 @@ Replay-mode handles keep the baseline behaviour; the modes may be mixed within o
 script written for replay (tool call, the same call again, final text — the seed examples' shape)
 does not fit continue mode, where the model is asked only for what comes after the halted call.
 
-Idempotency of repeated answers is the runtime's (`AgentRuntime.resume`); this module only routes
-and replays.
+`apply_answer` is the entry point and keeps resume idempotent: a second resume with an already
+applied (or being applied) answer id returns the first one's result and changes nothing; a failed
+resume may be retried. The applied answers live on the runtime (`rt._resumes`) so a snapshot can
+carry them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+import asyncio
+from typing import TYPE_CHECKING, Optional
 
 from ..client import ResumeError
 from ..types import Answer, Request
 from .defs import RESUME_CONTINUE
-from .escalation import ReplayBinding
-from .handle import PENDING_FIELDS
-from .turn import Continuation
+from .escalation import ReplayBinding, pending_result
+from .handle import is_durably_suspended, live_turn, take_pending
+from .turn import Continuation, run_admitted
 
 if TYPE_CHECKING:  # pragma: no cover
     from .handle import Handle, TaskResult
     from .runtime import AgentRuntime
 
-__all__ = ["durably_suspended", "route", "replay_and_cascade"]
+__all__ = ["apply_answer", "durably_suspended", "route", "replay_and_cascade"]
+
+
+async def apply_answer(rt: "AgentRuntime", answer: Answer) -> "TaskResult":
+    """`AgentRuntime.resume`: route `answer`, replay and cascade, at most once per answer id."""
+    if isinstance(answer, dict):
+        answer = Answer.from_dict(answer)
+    if not isinstance(answer, Answer):
+        raise TypeError(f"toolnexus.agents: resume() takes an Answer, got {type(answer).__name__}")
+    earlier = rt._resumes.get(answer.id)
+    if earlier is not None:  # already applied (or being applied): change nothing
+        return await asyncio.shield(earlier)
+    leaf = route(rt, answer)
+    done: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
+    rt._resumes[answer.id] = done
+    try:
+        result = await replay_and_cascade(rt, leaf, answer)
+    except BaseException as exc:
+        del rt._resumes[answer.id]
+        if isinstance(exc, asyncio.CancelledError):
+            done.cancel()
+        else:
+            done.set_exception(exc)
+            done.exception()  # retrieved: a failed resume may be retried
+        raise
+    done.set_result(result)
+    return result
 
 
 def durably_suspended(rt: "AgentRuntime", h: Optional["Handle"] = None) -> list["Handle"]:
@@ -54,7 +84,7 @@ def durably_suspended(rt: "AgentRuntime", h: Optional["Handle"] = None) -> list[
     found: list[Handle] = []
     for child in h.children:
         found.extend(durably_suspended(rt, child))
-    if h is not rt.root and h.state == "suspended" and h.pending_req is not None and rt._live_turn(h) is None:
+    if h is not rt.root and is_durably_suspended(h):
         found.append(h)
     return found
 
@@ -77,28 +107,23 @@ def route(rt: "AgentRuntime", answer: Answer) -> "Handle":
     )
 
 
-def _hold(h: "Handle") -> dict[str, Any]:
-    return {name: getattr(h, name) for name in PENDING_FIELDS}
-
-
 async def replay_and_cascade(rt: "AgentRuntime", leaf: "Handle", answer: Answer) -> "TaskResult":
     """Replay (or continue) `leaf` with `answer`, then each suspended ancestor; the outermost result."""
     ok = "true" if answer.ok else "false"
     rt._trace(leaf, f"resume with Answer(ok={ok}) at checkpoint (turns so far: {leaf.turns_total})")
-    held = _hold(leaf)
-    request, call, origin = leaf.pending_req, leaf.pending_call, leaf.pending_origin
-    preserved = rt._clear_pending(leaf)
+    held = take_pending(leaf)
+    request, call = held["pending_req"], held["pending_call"]
     rt._transition(leaf, "idle", "(Answer accepted, checkpoint restored)")
     if held["pending_mode"] == RESUME_CONTINUE and request is not None:
-        result = await rt._run_admitted(leaf, "", replay=True, continuation=Continuation(request, answer, held))
+        result = await run_admitted(rt, leaf, "", replay=True, continuation=Continuation(request, answer, held))
     else:
-        if origin == "tool" and call is not None:
+        if held["pending_origin"] == "tool" and call is not None:
             binding = ReplayBinding(answer, call=call)
         else:
             binding = ReplayBinding(answer, request=request)
-        result = await rt._run_admitted(leaf, preserved or "continue", binding=binding, replay=True)
+        result = await run_admitted(rt, leaf, held["pending_input"] or "continue", binding=binding, replay=True)
     node = leaf.parent
-    while node is not None and node is not rt.root and node.state == "suspended" and rt._live_turn(node) is None:
+    while node is not None and node is not rt.root and node.state == "suspended" and live_turn(node) is None:
         if node.pending_mode == RESUME_CONTINUE:
             if node.pending_req is None or node.pending_req.id != answer.id:
                 return _parked(rt, node)
@@ -113,8 +138,7 @@ async def replay_and_cascade(rt: "AgentRuntime", leaf: "Handle", answer: Answer)
 
 async def _cascade_one(rt: "AgentRuntime", node: "Handle") -> "TaskResult":
     """Resume one suspended ancestor whose child has settled: replay it, or continue it."""
-    held = _hold(node)
-    preserved = rt._clear_pending(node)
+    held = take_pending(node)
     rt._transition(node, "idle", "(Answer accepted, checkpoint restored)")
     rt._trace(node, "cascade resume (replay reattaches by task key)")
     request = held["pending_req"]
@@ -122,8 +146,8 @@ async def _cascade_one(rt: "AgentRuntime", node: "Handle") -> "TaskResult":
         placeholder = (held["pending_call"] or {}).get("placeholder", request.prompt)
         settled = Request(id=request.id, kind="task", prompt=placeholder)
         continuation = Continuation(settled, Answer(id=request.id, ok=True), held)
-        return await rt._run_admitted(node, "", replay=True, continuation=continuation)
-    return await rt._run_admitted(node, preserved or "continue", replay=True)
+        return await run_admitted(rt, node, "", replay=True, continuation=continuation)
+    return await run_admitted(rt, node, held["pending_input"] or "continue", replay=True)
 
 
 def _relay_up(rt: "AgentRuntime", node: "Handle", child_result: "TaskResult") -> "TaskResult":
@@ -131,7 +155,7 @@ def _relay_up(rt: "AgentRuntime", node: "Handle", child_result: "TaskResult") ->
     assert child_result.pending is not None
     node.pending_req = child_result.pending
     rt._trace(node, f'cascade resume deferred (child pending again "{child_result.pending.kind}")')
-    node.last_result = rt._pending_result(node)
+    node.last_result = pending_result(node)
     return node.last_result
 
 
@@ -147,4 +171,4 @@ def _parked(rt: "AgentRuntime", node: "Handle") -> "TaskResult":
         and top.parent.pending_req.id == top.pending_req.id
     ):
         top = top.parent
-    return rt._pending_result(top)
+    return pending_result(top)

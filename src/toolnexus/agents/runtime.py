@@ -1,4 +1,4 @@
-"""`AgentRuntime`: the handle tree, its state machine, the six verbs, admission and `resume`.
+"""`AgentRuntime`: the handle tree, its state machine, the six verbs, the wake queue and `resume`.
 
 Each agent turn is exactly one `client.ask` (through the completion gate `run_gated`) against
 the runtime's single conversation store, with the conversation id equal to the handle id. The
@@ -8,8 +8,10 @@ ancestor walk, the `task` tool, nearest-interpreter escalation and durable resum
 
 Every state change goes through `_transition`, which writes the pinned trace line; runtime and
 handle state are plain data (`Handle.to_record`) and I/O stays at the edges (store, transport).
-The turn body lives in `turn.py`, routing and replay of durable resume in `resume.py`, the
-`task` tool in `task_tool.py`, escalation and answer binding in `escalation.py`.
+This module owns the tree and the verbs; one turn's life (admission, body, settle) is in
+`turn.py`, one handle's bookkeeping in `handle.py`, the live budget walk in `budget.py`, durable
+resume in `resume.py`, the `task` tool in `task_tool.py`, escalation and answer binding in
+`escalation.py`, snapshot/restore in `snapshot.py`.
 
 Choices where the spec is silent or where we go beyond its baseline (each is tested):
 
@@ -45,7 +47,7 @@ Choices where the spec is silent or where we go beyond its baseline (each is tes
   `trace.py`).
 - `await rt.snapshot()` is the whole runtime as plain JSON and `await
   AgentRuntime.from_snapshot(snap, registry=..., ...)` rebuilds it in a fresh runtime (beyond #2,
-  `snapshot.py`).
+  `snapshot.py`); a restored runtime starts no turn until a slot frees or `dispatch_queued()`.
 
 Not done here (left for the durable-runs issue): restoring from a checkpoint store that every
 verb commits to (beyond #1), and an atomic rollback-plus-state-flip (#3).
@@ -66,30 +68,42 @@ from .budget import (
     DEFAULT_MAX_CONCURRENT,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_TURNS,
-    LIMIT_MAX_CHILDREN,
-    LIMIT_MAX_DEPTH,
-    LIMIT_TIMEOUT,
     Budget,
     canonical_limit,
     carve_pool,
     effective_limits,
+    first_exhausted,
     merge_budgets,
 )
 from .clock import AsyncioClock, Clock
 from .defs import RESUME_REPLAY, AgentDef, check_resume_mode
-from .escalation import stamp_path
-from .gate import TurnGate, TurnMeter
-from .handle import PENDING_FIELDS, Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult
+from .escalation import pending_result
+from .gate import TurnGate
+from .handle import (
+    Handle,
+    HandleView,
+    InboxItem,
+    PostResult,
+    SpawnError,
+    TaskResult,
+    find_child,
+    flush_waiters,
+    is_durably_suspended,
+    lineage,
+    live_turn,
+    restore_drained,
+    result_of,
+    subtree,
+    take_pending,
+)
 from .inbox import coalesce_tick, drain_input
-from .resume import replay_and_cascade, route
-from .snapshot import dispatch_queued, restore_runtime, snapshot_runtime
+from .resume import apply_answer
+from .snapshot import restore_runtime, snapshot_runtime
 from .trace import DEFAULT_TRACE_LIMIT, TraceRing, check_trace_limit, transition_event
-from .turn import TurnState, resume_mode_of, run_body
+from .turn import TurnState, begin_turn, run_admitted, run_body, settle_turn
+from .vocab import LIMIT_MAX_CHILDREN, LIMIT_MAX_DEPTH, LIMIT_TIMEOUT
 
 __all__ = ["AgentRuntime", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_DEPTH"]
-
-# Also importable from here (sibling modules do): Handle, InboxItem, SpawnError, PostResult, TaskResult.
-_REEXPORTED = (Handle, InboxItem, SpawnError, PostResult, TaskResult, HandleView, TurnState)
 
 LLM_KEYS = ("base_url", "style", "model", "api_key")
 _LLM_DEFAULTS = {"base_url": "http://mock.local", "style": "openai", "api_key": "unused"}
@@ -207,12 +221,8 @@ class AgentRuntime:
 
     def list(self, h: Optional[Handle] = None, acc: Optional[builtins.list[HandleView]] = None) -> builtins.list[HandleView]:
         """Pre-order views of the subtree under `h` (default: the whole tree), root excluded."""
-        h = h if h is not None else self.root
         acc = acc if acc is not None else []
-        if h is not self.root:
-            acc.append(self.inspect(h))
-        for child in h.children:
-            self.list(child, acc)
+        acc.extend(self.inspect(node) for node in subtree(h if h is not None else self.root) if node is not self.root)
         return acc
 
     def inspect(self, h: Handle) -> HandleView:
@@ -235,27 +245,9 @@ class AgentRuntime:
 
     def resume_mode_of(self, h: Handle) -> str:
         """How a durable suspension of `h` is resumed: `"replay"` or `"continue"` (def over runtime)."""
-        return resume_mode_of(self, h)
+        return h.defn.resume_mode or self.resume_mode
 
     # ------------------------------------------------------------------ small helpers
-
-    def _result(
-        self, h: Handle, text: str, status: str, *, pending: Optional[Request] = None, limit: Optional[str] = None
-    ) -> TaskResult:
-        return TaskResult(
-            text=text,
-            is_error=status not in ("done", "pending"),
-            status=status,
-            pending=pending,
-            turns=h.turns_total,
-            total_tokens=h.usage_total,
-            own_tokens=h.own_total,
-            limit=limit,
-        )
-
-    def _pending_result(self, h: Handle) -> TaskResult:
-        assert h.pending_req is not None
-        return self._result(h, h.pending_req.prompt, "pending", pending=stamp_path(h.pending_req, h))
 
     def _background(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
         """Run `awaitable` as a tracked task that `close(root)` reaps."""
@@ -286,51 +278,17 @@ class AgentRuntime:
         callback = h.defn.on_budget if h.defn.on_budget is not None else self.on_budget
         self._notify(callback, h, limit, what="on_budget")
 
-    def _chain(self, h: Handle) -> builtins.list[Handle]:
-        chain = []
-        node: Optional[Handle] = h
-        while node is not None:
-            chain.append(node)
-            node = node.parent
-        return chain
-
     def _walk(self, h: Handle) -> Optional[str]:
         """The live budget walk from `h` up to root; the first exhausted dimension, or None."""
-        now = self._clock.now()
-        for node in self._chain(h):
-            if node.pool.tokens <= 0:
-                return "tokens"
-            if node.pool.tool_calls <= 0:
-                return "toolCalls"
-            wall = node.eff.get("max_wall_ms")
-            if wall is not None and (now - node.spawned_at) * 1000 >= wall:
-                return "wallMs"
-        return None
+        return first_exhausted(lineage(h), self._clock.now())
 
     def _roll_up(self, h: Handle, turns: int, tokens: int, tool_calls: int) -> None:
         h.turns_total += turns
         h.own_total += tokens
-        for node in self._chain(h):
+        for node in lineage(h):
             node.usage_total += tokens
             node.pool.tokens -= tokens
             node.pool.tool_calls -= tool_calls
-
-    def _flush(self, h: Handle, result: TaskResult) -> None:
-        waiters, h._waiters = h._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(result)
-
-    @staticmethod
-    def _restore_drained(h: Handle) -> None:
-        if h.drained:
-            h.inbox = h.drained + h.inbox
-            h.drained = []
-
-    @staticmethod
-    def _live_turn(h: Handle) -> Optional[TurnState]:
-        turn = h._turn
-        return turn if turn is not None and not turn.settled else None
 
     # ------------------------------------------------------------------ spawn / post / wake
 
@@ -342,7 +300,7 @@ class AgentRuntime:
             return SpawnError(f'unknown agent "{def_name}" (known: {known})')
         if parent.state == "closed":
             return SpawnError("parent closed")
-        max_depth = min(node.eff["max_depth"] for node in self._chain(parent))
+        max_depth = min(node.eff["max_depth"] for node in lineage(parent))
         if parent.depth + 1 > max_depth:
             self._budget_stop(parent, LIMIT_MAX_DEPTH)
             return SpawnError(f"maxDepth {max_depth} exceeded")
@@ -406,9 +364,9 @@ class AgentRuntime:
     def _refuse(self, h: Handle, dim: str) -> TaskResult:
         """A failed live walk settles the handle as `incomplete` at once (no turn runs)."""
         limit = canonical_limit(dim)
-        result = self._result(h, f"budget exhausted ({dim}); partial work preserved", "incomplete", limit=limit)
+        result = result_of(h, f"budget exhausted ({dim}); partial work preserved", "incomplete", limit=limit)
         h.last_result = result
-        self._flush(h, result)
+        flush_waiters(h, result)
         self._budget_stop(h, limit)
         return result
 
@@ -419,22 +377,9 @@ class AgentRuntime:
             return False
         items, h.inbox = h.inbox, []
         h.drained = items
-        turn = self._begin(h, drain_input(prompt, items))
+        turn = begin_turn(self, h, drain_input(prompt, items))
         self._background(run_body(self, h, turn))
         return True
-
-    def _begin(self, h: Handle, input: str, **options: Any) -> TurnState:  # noqa: A002
-        """Admission after a passed walk: running, a parent slot taken, traced."""
-        meter = TurnMeter(on_late=lambda tokens: self._roll_up(h, 1, tokens, 0))
-        turn = TurnState(input, meter=meter, **options)
-        h._turn = turn
-        self._turns.add(turn)
-        self._transition(h, "running", "(wake)")
-        assert h.parent is not None
-        h.parent.running_children += 1
-        if not turn.replay:
-            h.task_children = {}
-        return turn
 
     def _transfer_slot(self, parent: Handle) -> None:
         """A child's turn ended: hand the freed slot to the oldest queued wake (arrival order).
@@ -443,7 +388,7 @@ class AgentRuntime:
         """
         index = 0
         while index < len(parent.wake_fifo) and parent.running_children < parent.eff["max_concurrent"]:
-            child = next((c for c in parent.children if c.id == parent.wake_fifo[index]), None)
+            child = find_child(parent, parent.wake_fifo[index])
             if child is None or child.state == "closed" or not child.wake_queue:
                 parent.wake_fifo.pop(index)
                 continue
@@ -456,18 +401,33 @@ class AgentRuntime:
             if self._admit_wake(child, prompt):
                 return
 
+    def dispatch_queued(self) -> int:
+        """Hand free concurrency slots to queued wakes (arrival order); how many were started.
+
+        A restored runtime starts no turn by itself; this is how its queued wakes get going."""
+        started = 0
+        for parent in builtins.list(subtree(self.root)):
+            while parent.wake_fifo and parent.running_children < parent.eff["max_concurrent"]:
+                before, queued = parent.running_children, len(parent.wake_fifo)
+                self._transfer_slot(parent)
+                if parent.running_children > before:
+                    started += 1
+                elif len(parent.wake_fifo) >= queued:
+                    break  # nothing dispatchable right now (e.g. the queued handles are busy)
+        return started
+
     # ------------------------------------------------------------------ wait / interrupt / close
 
     async def wait(self, h: Handle, timeout_ms: Optional[float] = None) -> TaskResult:
         """The next result of `h`, or its settled one; a truthy `timeout_ms` bounds the wait."""
         if h.state == "closed":
-            return h.last_result if h.last_result is not None else self._result(h, "closed", "closed")
-        if h.state == "suspended" and h.pending_req is not None and self._live_turn(h) is None:
-            return self._pending_result(h)
+            return h.last_result if h.last_result is not None else result_of(h, "closed", "closed")
+        if is_durably_suspended(h):
+            return pending_result(h)
         if h.state == "idle" and h.last_result is not None and not h.wake_queue:
             return h.last_result
         if h.parent is None:
-            return self._result(h, "root never runs a turn", "error")
+            return result_of(h, "root never runs a turn", "error")
         fut: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
         h._waiters.append(fut)
         if not timeout_ms:
@@ -476,7 +436,7 @@ class AgentRuntime:
         def expire() -> None:
             if not fut.done():
                 text = f"wait timeout after {timeout_ms}ms (child still {h.state})"
-                fut.set_result(self._result(h, text, "timeout", limit=LIMIT_TIMEOUT))
+                fut.set_result(result_of(h, text, "timeout", limit=LIMIT_TIMEOUT))
 
         timer = self._clock.call_later(timeout_ms / 1000, expire)
         try:
@@ -488,34 +448,25 @@ class AgentRuntime:
 
     def interrupt(self, h: Handle) -> None:
         """Abort the running turn (idle when this returns) or cancel a durable pending request."""
-        turn = self._live_turn(h)
+        turn = live_turn(h)
         if turn is not None:
-            turn.abort = "interrupted"
-            if turn.ask_task is not None:
-                turn.ask_task.cancel()
+            turn.cancel("interrupted")
             before = len(h.inbox)
-            self._restore_drained(h)
-            self._settle(h, turn, self._result(h, "interrupted", "interrupted"), "idle",
-                         f"(interrupt; inbox intact: {before} items)")
+            restore_drained(h)
+            settle_turn(self, h, turn, result_of(h, "interrupted", "interrupted"), "idle",
+                        f"(interrupt; inbox intact: {before} items)")
             return
         if h.state == "suspended":
             for child in h.children:
                 if child.state == "suspended":
                     self.interrupt(child)
             kind = h.pending_req.kind if h.pending_req is not None else ""
-            self._clear_pending(h)
-            self._restore_drained(h)
+            take_pending(h)
+            restore_drained(h)
             self._transition(h, "idle", f'(interrupt cancelled pending "{kind}")')
-            result = self._result(h, "interrupted", "interrupted")
+            result = result_of(h, "interrupted", "interrupted")
             h.last_result = result
-            self._flush(h, result)
-
-    @staticmethod
-    def _clear_pending(h: Handle) -> Optional[str]:
-        preserved = h.pending_input
-        for name in PENDING_FIELDS:
-            setattr(h, name, None)
-        return preserved
+            flush_waiters(h, result)
 
     async def close(self, h: Handle, *, force: bool = False, reason: Optional[str] = None) -> None:
         """Close `h` and its subtree, leaf first. Never raises."""
@@ -525,13 +476,11 @@ class AgentRuntime:
         try:
             for child in builtins.list(h.children):
                 await self.close(child, force=force, reason=reason)
-            if self._live_turn(h) is not None and not force:
+            if live_turn(h) is not None and not force:
                 await self.wait(h, self.shutdown_ms)
-            turn = self._live_turn(h)
+            turn = live_turn(h)
             if turn is not None:
-                turn.abort = "closed"
-                if turn.ask_task is not None:
-                    turn.ask_task.cancel()
+                turn.cancel("closed")
                 await turn.finished.wait()
             if h.defn.on_close is not None:
                 try:
@@ -541,10 +490,10 @@ class AgentRuntime:
                 except Exception as exc:
                     warn(f"[toolnexus] agents: on_close raised {type(exc).__name__}: {exc}")
             self._transition(h, "closed", f"({why})")
-            closed = self._result(h, "closed", "closed")
+            closed = result_of(h, "closed", "closed")
             if h.last_result is None:
                 h.last_result = closed
-            self._flush(h, closed)
+            flush_waiters(h, closed)
             if h is self.root:
                 await self._reap_background()
                 if self._owns_transport:
@@ -568,43 +517,7 @@ class AgentRuntime:
         """Run one turn of an idle handle with exactly `prompt` as input (the inbox is not drained)."""
         if h.state == "closed":
             return TaskResult("closed", True, "closed")
-        return await self._run_admitted(h, prompt or "", one_shot=one_shot_wait_for)
-
-    async def _run_admitted(self, h: Handle, input: str, **options: Any) -> TaskResult:  # noqa: A002
-        if h.parent is None:
-            return self._result(h, "root never runs a turn", "error")
-        if h.state != "idle":
-            return self._result(h, f"run_turn needs an idle handle; {h.id} is {h.state}", "error")
-        dim = self._walk(h)
-        if dim is not None:
-            return self._refuse(h, dim)
-        turn = self._begin(h, input, **options)
-        await run_body(self, h, turn)
-        if turn.refusal is not None:  # the client refused a continuation: suspended again, loudly
-            raise turn.refusal
-        assert turn.result is not None
-        return turn.result
-
-    def _settle(self, h: Handle, turn: TurnState, result: TaskResult, to: str, detail: str) -> None:
-        """End a turn exactly once: trace, free the parent slot, hand it on, publish the result."""
-        if turn.settled:
-            return
-        turn.settled = True
-        turn.result = result
-        self._transition(h, to, detail)
-        parent = h.parent
-        assert parent is not None
-        parent.running_children -= 1
-        self._transfer_slot(parent)
-        h.last_result = result
-        self._flush(h, result)
-
-    def _turn_finished(self, h: Handle, turn: TurnState) -> None:
-        """The body is done (settled earlier or just now): forget it and wake `close`/`quiesce`."""
-        if h._turn is turn:
-            h._turn = None
-        self._turns.discard(turn)
-        turn.finished.set()
+        return await run_admitted(self, h, prompt or "", one_shot=one_shot_wait_for)
 
     # ------------------------------------------------------------------ durable resume
 
@@ -615,28 +528,7 @@ class AgentRuntime:
         halted call; each suspended ancestor then replays too, its `task` call reattaching to
         the same child by task key. Returns the outermost result. Counters only grow.
         """
-        if isinstance(answer, dict):
-            answer = Answer.from_dict(answer)
-        if not isinstance(answer, Answer):
-            raise TypeError(f"toolnexus.agents: resume() takes an Answer, got {type(answer).__name__}")
-        earlier = self._resumes.get(answer.id)
-        if earlier is not None:  # already applied (or being applied): change nothing
-            return await asyncio.shield(earlier)
-        leaf = route(self, answer)
-        done: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
-        self._resumes[answer.id] = done
-        try:
-            result = await replay_and_cascade(self, leaf, answer)
-        except BaseException as exc:
-            del self._resumes[answer.id]
-            if isinstance(exc, asyncio.CancelledError):
-                done.cancel()
-            else:
-                done.set_exception(exc)
-                done.exception()  # retrieved: a failed resume may be retried
-            raise
-        done.set_result(result)
-        return result
+        return await apply_answer(self, answer)
 
     # ------------------------------------------------------------------ snapshot / restore
 
@@ -659,9 +551,3 @@ class AgentRuntime:
         except BaseException:
             await rt.close(rt.root)  # frees a transport the refused runtime created
             raise
-
-    def dispatch_queued(self) -> int:
-        """Hand free concurrency slots to queued wakes (arrival order); how many were started.
-
-        A restored runtime starts no turn by itself; this is how its queued wakes get going."""
-        return dispatch_queued(self)

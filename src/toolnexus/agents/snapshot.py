@@ -43,10 +43,10 @@ import hashlib
 import json
 import math
 import time
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any
 
 from .defs import AgentDef
-from .handle import HANDLE_STATES, Handle, TaskResult
+from .handle import HANDLE_STATES, Handle, TaskResult, restore_drained, result_of, subtree, take_pending
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime import AgentRuntime
@@ -58,7 +58,6 @@ __all__ = [
     "registry_fingerprint",
     "snapshot_runtime",
     "restore_runtime",
-    "dispatch_queued",
 ]
 
 SNAPSHOT_FORMAT = "toolnexus-agent-runtime/v1"
@@ -132,12 +131,6 @@ def _decode(value: Any) -> Any:
 # --------------------------------------------------------------------------- snapshot
 
 
-def _preorder(h: Handle) -> Iterator[Handle]:
-    yield h
-    for child in h.children:
-        yield from _preorder(child)
-
-
 def _applied_answers(rt: "AgentRuntime") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for answer_id, fut in rt._resumes.items():
@@ -148,7 +141,7 @@ def _applied_answers(rt: "AgentRuntime") -> dict[str, Any]:
 
 async def snapshot_runtime(rt: "AgentRuntime", *, conversations: bool = True) -> dict[str, Any]:
     """The runtime as one JSON-able dict (see the module docstring)."""
-    handles = list(_preorder(rt.root))
+    handles = list(subtree(rt.root))
     snap: dict[str, Any] = {  # recorded synchronously: one consistent tree
         "format": SNAPSHOT_FORMAT,
         "registry": registry_fingerprint(rt.registry),
@@ -209,10 +202,10 @@ def _rebuild(rt: "AgentRuntime", records: list[Any]) -> dict[str, Handle]:
 
 def _interrupted_by_restart(rt: "AgentRuntime", h: Handle) -> None:
     """A turn that was live when the snapshot was taken: idle, inbox intact, `interrupted`."""
-    rt._restore_drained(h)
-    rt._clear_pending(h)
+    restore_drained(h)
+    take_pending(h)
     rt._transition(h, "idle", f"({RESTART_TEXT})")
-    h.last_result = rt._result(h, RESTART_TEXT, "interrupted")
+    h.last_result = result_of(h, RESTART_TEXT, "interrupted")
 
 
 async def restore_runtime(rt: "AgentRuntime", snapshot: Any) -> "AgentRuntime":
@@ -237,7 +230,7 @@ async def restore_runtime(rt: "AgentRuntime", snapshot: Any) -> "AgentRuntime":
             h.spawned_at = now - (then - h.spawned_at) - downtime
         h.running_children = 0
     rt.root = by_id["root"]
-    for h in _preorder(rt.root):
+    for h in subtree(rt.root):
         if h.state == "running" or (h.state == "suspended" and h.pending_req is None):
             _interrupted_by_restart(rt, h)
     loop = asyncio.get_running_loop()
@@ -249,17 +242,3 @@ async def restore_runtime(rt: "AgentRuntime", snapshot: Any) -> "AgentRuntime":
         await rt.conversation_store.save(conv_id, messages)
     return rt
 
-
-def dispatch_queued(rt: "AgentRuntime") -> int:
-    """Offer every parent's free slots to its queued wakes, in arrival order; how many started."""
-    started = 0
-    for parent in list(_preorder(rt.root)):
-        while parent.wake_fifo and parent.running_children < parent.eff["max_concurrent"]:
-            before = parent.running_children
-            queued = len(parent.wake_fifo)
-            rt._transfer_slot(parent)
-            if parent.running_children > before:
-                started += 1
-            elif len(parent.wake_fifo) >= queued:
-                break  # nothing dispatchable right now (e.g. the queued handles are busy)
-    return started

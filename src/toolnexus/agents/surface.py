@@ -16,23 +16,26 @@ Choices where the spec is silent or where we go beyond its baseline:
 - `as_tool` surfaces a suspension (beyond #8): a pending run returns an error `ToolResult` with
   `metadata["pending"]`, so the outer §10 loop escalates or halts; the suspended runtime stays
   parked, and the retry with `ctx.answer` resumes it (and then closes it). At most
-  `MAX_PARKED_RUNS` runs stay parked per tool; the oldest is closed when more arrive.
+  `MAX_PARKED_RUNS` runs stay parked per tool; the call that parks one more closes the oldest
+  before it returns.
 - If `run` is cancelled, its runtime is closed before the cancellation propagates.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 from collections import OrderedDict
 from typing import Any, Callable, Optional
 
 from ..types import Tool, ToolContext, ToolResult
+from . import persona as _persona  # for its __all__
 from .budget import Budget
-from .defs import AgentDef, check_resume_mode
+from .defs import AgentDef, check_resume_mode, read_soul_file
 from .handle import SpawnError, TaskResult
 from .loop import Completion, Loop, guarded_hooks
-from .persona import (
+from .persona import (  # re-exported: see __all__
     BOOTSTRAP_ORDER,
     HEARTBEAT_OK,
     HEARTBEAT_PROMPT,
@@ -51,13 +54,8 @@ __all__ = [
     "build_runtime",
     "RT_OPTS",
     "MAX_PARKED_RUNS",
-    "StartedAgent",
-    "agent_from_dir",
-    "compose_soul",
-    "memory_tool",
-    "start_agent",
-    "BOOTSTRAP_ORDER",
-    "HEARTBEAT_OK",
+    # re-exported from persona (agents.md pins `surface.HEARTBEAT_PROMPT` / `MAX_BOOTSTRAP_FILE_BYTES`)
+    *_persona.__all__,
     "HEARTBEAT_PROMPT",
     "MAX_BOOTSTRAP_FILE_BYTES",
 ]
@@ -98,14 +96,6 @@ def build_runtime(a: "Agent", rt_opts: dict[str, Any], *, registry: Optional[dic
     """A fresh runtime for `a`'s team graph, configured by `rt_opts` (shared by run/as_tool/start_agent)."""
     opts = _checked_rt_opts(rt_opts)
     return AgentRuntime(registry=registry if registry is not None else a.registry(), **opts)
-
-
-def _read_soul(agent_name: str, path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"toolnexus.agents: soul_file {path!r} of agent {agent_name!r} does not exist") from None
 
 
 class Agent:
@@ -174,7 +164,7 @@ class Agent:
         acc[self.name] = AgentDef(
             name=self.name,
             description=self.does,
-            system_prompt=_read_soul(self.name, self.soul_file) if self.soul_file else (self.soul or ""),
+            system_prompt=read_soul_file(self.name, self.soul_file) if self.soul_file else (self.soul or ""),
             model=self.model or "inherit",
             budget=self.budget,
             tools=self.uses.get("tools"),
@@ -223,11 +213,11 @@ class Agent:
         _checked_rt_opts(rt_opts)
         parked: "OrderedDict[str, AgentRuntime]" = OrderedDict()
 
-        def park(request_id: str, rt: AgentRuntime) -> None:
+        async def park(request_id: str, rt: AgentRuntime) -> None:
             parked[request_id] = rt
             while len(parked) > MAX_PARKED_RUNS:
                 _, oldest = parked.popitem(last=False)
-                asyncio.ensure_future(oldest.close(oldest.root, force=True))
+                await oldest.close(oldest.root, force=True)
 
         async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult:
             answer = getattr(ctx, "answer", None)
@@ -252,14 +242,14 @@ class Agent:
                 rt = result.runtime  # type: ignore[assignment]
             meta: dict[str, Any] = {"agent": self.name, "turns": result.turns, "totalTokens": result.total_tokens}
             if result.status == "pending" and result.pending is not None and rt is not None:
-                park(result.pending.id, rt)
+                await park(result.pending.id, rt)
                 return ToolResult(result.pending.prompt, True, {"pending": result.pending, **meta})
             return ToolResult(result.text, result.is_error, meta)
 
         return Tool(
             name=self.name,
             description=self.does,
-            input_schema=dict(_AS_TOOL_SCHEMA, properties={"prompt": {"type": "string"}}, required=["prompt"]),
+            input_schema=copy.deepcopy(_AS_TOOL_SCHEMA),
             source="native",
             execute=execute,
         )

@@ -20,11 +20,12 @@ import copy
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..types import Tool, ToolContext, ToolResult
-from .handle import SpawnError
+from .handle import SpawnError, find_child
 
 if TYPE_CHECKING:  # pragma: no cover
     from .handle import Handle
-    from .runtime import AgentRuntime, TurnState
+    from .runtime import AgentRuntime
+    from .turn import TurnState
 
 __all__ = ["TASK_TOOL_NAME", "TASK_INPUT_SCHEMA", "task_description", "make_task_tool"]
 
@@ -43,10 +44,6 @@ def task_description(rt: "AgentRuntime", team: list[str]) -> str:
     return f"Delegate a subtask to an isolated subagent. Available agents — {listing}"
 
 
-def _find_child(h: "Handle", child_id: str) -> Optional["Handle"]:
-    return next((c for c in h.children if c.id == child_id), None)
-
-
 def _continued_child(h: "Handle", turn: "TurnState", ids: list[str]) -> Optional["Handle"]:
     """In a continuation, a re-executed call of the halted turn takes the wake's first child for
     its key not yet taken by this turn, preferring one still open (the halted call's child) to a
@@ -54,7 +51,7 @@ def _continued_child(h: "Handle", turn: "TurnState", ids: list[str]) -> Optional
     continuation's first LLM response are new work and always spawn."""
     if turn.meter.calls:
         return None
-    children = [c for c in (_find_child(h, i) for i in ids) if c is not None and c.id not in turn.reattached]
+    children = [c for c in (find_child(h, i) for i in ids) if c is not None and c.id not in turn.reattached]
     child = next((c for c in children if c.state != "closed"), children[0] if children else None)
     if child is not None:
         turn.reattached.add(child.id)
@@ -72,7 +69,7 @@ def _reattachable(h: "Handle", turn: "TurnState", key: str) -> Optional["Handle"
     if index >= len(ids):
         return None
     turn.reattach_cursor[key] = index + 1
-    return _find_child(h, ids[index])
+    return find_child(h, ids[index])
 
 
 def make_task_tool(rt: "AgentRuntime", h: "Handle", turn: "TurnState") -> Tool:

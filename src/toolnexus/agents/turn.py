@@ -1,9 +1,10 @@
-"""One agent turn: build the toolkit and client, run exactly one `client.ask`, and settle the outcome.
+"""One agent turn, from admission to finish: run exactly one `client.ask` and settle the outcome.
 
-The runtime admits a turn (state `running`, a parent slot taken) and then awaits `run_body`.
-The body builds a per-turn toolkit (`def.tools`, plus `task` for a def with a team) and a §8
-client whose transport is the gated, metered seam, snapshots the stored transcript, and runs the
-ask through the completion gate. Each outcome settles the turn exactly once:
+`begin_turn` admits a turn (state `running`, a parent slot taken); the runtime then runs
+`run_body` as a task (a wake) or awaits it (`run_admitted`: `run_turn` and `resume`). The body
+builds a per-turn toolkit (`def.tools`, plus `task` for a def with a team) and a §8 client whose
+transport is the gated, metered seam, snapshots the stored transcript, and runs the ask through
+the completion gate. Each outcome settles the turn exactly once:
 
 | outcome | state | result |
 |---|---|---|
@@ -14,6 +15,8 @@ ask through the completion gate. Each outcome settles the turn exactly once:
 | exception | idle (drained items restored) | `error` |
 
 Spend is always rolled up from the turn's meter, whatever the outcome (beyond #9, #10).
+`settle_turn` ends a turn exactly once (an interrupt may settle it before its body has unwound):
+trace, free the parent slot and hand it on, publish `last_result`, flush the waiters.
 
 Resume modes (ours, beyond #7): a handle whose `resume_mode` is `"continue"` does not rewind at a
 durable suspension — the halted transcript (earlier results byte for byte, the placeholder in the
@@ -23,7 +26,7 @@ Answer (the halted tool re-runs once with `ctx.answer`) and the loop carries on,
 not asked for the same call again. A continuation that the client refuses before anything runs
 (`ResumeError`, e.g. an answer that fails the request's schema) puts the handle back to
 `suspended` with its request intact, and the error is raised to the `resume` caller.
-This module holds no state of its own; transitions go through the runtime.
+This module holds no state of its own; transitions go through the runtime (`rt._transition`).
 """
 
 from __future__ import annotations
@@ -38,17 +41,17 @@ from ..toolkit import create_toolkit
 from ..types import Answer, Request
 from .budget import canonical_limit
 from .defs import RESUME_CONTINUE, RESUME_REPLAY
-from .escalation import ReplayBinding, make_escalator, stamp_path, watch_tools
+from .escalation import ReplayBinding, make_escalator, pending_result, stamp_path, watch_tools
 from .gate import TurnMeter, gated_transport
-from .handle import PENDING_FIELDS
+from .handle import flush_waiters, put_pending, restore_drained, result_of
 from .loop import resolve_hooks, run_gated
 from .task_tool import make_task_tool
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .handle import Handle
+    from .handle import Handle, TaskResult
     from .runtime import AgentRuntime
 
-__all__ = ["TurnState", "Continuation", "run_body", "resolved_seams", "resume_mode_of"]
+__all__ = ["TurnState", "Continuation", "begin_turn", "run_admitted", "run_body", "settle_turn", "resolved_seams"]
 
 
 @dataclass
@@ -64,16 +67,12 @@ class Continuation:
     held: dict[str, Any]
 
 
-def resume_mode_of(rt: "AgentRuntime", h: "Handle") -> str:
-    """The handle's resume mode: its def's, else the runtime's."""
-    return h.defn.resume_mode or rt.resume_mode
-
-
 class TurnState:
     """One admitted turn of a handle: live, runtime-private, never persisted.
 
     `replay` marks a turn run by `resume` (task calls may reattach); `binding` is the durable
-    Answer bound to the halted call; `abort` is the reason an interrupt/close cancelled it.
+    Answer bound to the halted call; `abort` is the reason an interrupt/close cancelled it;
+    `result` is set once, when the turn is settled.
     """
 
     def __init__(
@@ -95,12 +94,74 @@ class TurnState:
         self.refusal: Optional[ResumeError] = None  # a continuation the client refused
         self.abort: Optional[str] = None
         self.ask_task: Optional[asyncio.Task[Any]] = None
-        self.settled = False
-        self.result: Any = None
+        self.result: Optional[TaskResult] = None
         self.finished = asyncio.Event()
         self.tool_minted: set[str] = set()
         self.reattach_cursor: dict[str, int] = {}
         self.reattached: set[str] = set()
+
+    @property
+    def settled(self) -> bool:
+        return self.result is not None
+
+    def cancel(self, reason: str) -> None:
+        """Abort the turn (`reason` is "interrupted" or "closed"): cancel its ask, if it started."""
+        self.abort = reason
+        if self.ask_task is not None:
+            self.ask_task.cancel()
+
+
+def begin_turn(rt: "AgentRuntime", h: "Handle", input: str, **options: Any) -> TurnState:  # noqa: A002
+    """Admission after a passed budget walk: `running`, a parent slot taken, traced."""
+    meter = TurnMeter(on_late=lambda tokens: rt._roll_up(h, 1, tokens, 0))
+    turn = TurnState(input, meter=meter, **options)
+    h._turn = turn
+    rt._turns.add(turn)
+    rt._transition(h, "running", "(wake)")
+    assert h.parent is not None
+    h.parent.running_children += 1
+    if not turn.replay:
+        h.task_children = {}
+    return turn
+
+
+async def run_admitted(rt: "AgentRuntime", h: "Handle", input: str, **options: Any) -> "TaskResult":  # noqa: A002
+    """Run one turn of an idle `h` to its result, with exactly `input` (the inbox is not drained)."""
+    if h.parent is None:
+        return result_of(h, "root never runs a turn", "error")
+    if h.state != "idle":
+        return result_of(h, f"run_turn needs an idle handle; {h.id} is {h.state}", "error")
+    dim = rt._walk(h)
+    if dim is not None:
+        return rt._refuse(h, dim)
+    turn = begin_turn(rt, h, input, **options)
+    await run_body(rt, h, turn)
+    if turn.refusal is not None:  # the client refused a continuation: suspended again, loudly
+        raise turn.refusal
+    assert turn.result is not None
+    return turn.result
+
+
+def settle_turn(rt: "AgentRuntime", h: "Handle", turn: TurnState, result: "TaskResult", to: str, detail: str) -> None:
+    """End a turn exactly once: trace, free the parent slot, hand it on, publish the result."""
+    if turn.settled:
+        return
+    turn.result = result
+    rt._transition(h, to, detail)
+    parent = h.parent
+    assert parent is not None
+    parent.running_children -= 1
+    rt._transfer_slot(parent)
+    h.last_result = result
+    flush_waiters(h, result)
+
+
+def _finished(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
+    """The body is done (settled earlier or just now): forget it and wake `close`/`quiesce`."""
+    if h._turn is turn:
+        h._turn = None
+    rt._turns.discard(turn)
+    turn.finished.set()
 
 
 def resolved_seams(rt: "AgentRuntime", h: "Handle") -> tuple[Any, Any]:
@@ -173,7 +234,7 @@ async def run_body(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
                 await toolkit.close()
             except Exception as exc:
                 warn(f"[toolnexus] agents: closing the toolkit of {h.id} failed: {exc}")
-        rt._turn_finished(h, turn)
+        _finished(rt, h, turn)
 
 
 def _asker(client: Any, toolkit: Any, h: "Handle", turn: TurnState) -> Callable[[str], Any]:
@@ -200,9 +261,9 @@ def _settle_aborted(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
     _account(rt, h, turn, 0)
     if turn.settled:  # interrupt() already settled it; only the spend was left to count
         return
-    rt._restore_drained(h)
+    restore_drained(h)
     status = "closed" if turn.abort == "closed" else "interrupted"
-    rt._settle(h, turn, rt._result(h, status, status), "idle", "(interrupted; inbox intact)")
+    settle_turn(rt, h, turn, result_of(h, status, status), "idle", "(interrupted; inbox intact)")
 
 
 def _settle_error(rt: "AgentRuntime", h: "Handle", turn: TurnState, exc: BaseException) -> None:
@@ -210,8 +271,8 @@ def _settle_error(rt: "AgentRuntime", h: "Handle", turn: TurnState, exc: BaseExc
     if turn.settled:
         return
     message = str(exc) or type(exc).__name__
-    rt._restore_drained(h)
-    rt._settle(h, turn, rt._result(h, message, "error"), "idle", f"(error: {message})")
+    restore_drained(h)
+    settle_turn(rt, h, turn, result_of(h, message, "error"), "idle", f"(error: {message})")
 
 
 def _settle_refused(rt: "AgentRuntime", h: "Handle", turn: TurnState, exc: ResumeError) -> None:
@@ -219,11 +280,9 @@ def _settle_refused(rt: "AgentRuntime", h: "Handle", turn: TurnState, exc: Resum
     _account(rt, h, turn, 0)
     if turn.settled or turn.continuation is None:
         return
-    for name in PENDING_FIELDS:
-        setattr(h, name, turn.continuation.held.get(name))
+    put_pending(h, turn.continuation.held)
     turn.refusal = exc
-    assert h.pending_req is not None
-    rt._settle(h, turn, rt._pending_result(h), "suspended", f'DURABLE (pending "{h.pending_req.kind}", path preserved)')
+    _suspend(rt, h, turn, pending_result(h))
 
 
 async def _settle_run(
@@ -236,7 +295,7 @@ async def _settle_run(
     status = getattr(run, "status", "done")
     if status == "pending" and run.pending is not None:
         # A continued turn stays continued; otherwise the handle's mode decides.
-        mode = RESUME_CONTINUE if turn.continuation is not None else resume_mode_of(rt, h)
+        mode = RESUME_CONTINUE if turn.continuation is not None else rt.resume_mode_of(h)
         if mode == RESUME_REPLAY:
             await rt.conversation_store.save(h.id, list(snapshot or []))  # rewind to the checkpoint
             if turn.settled:  # interrupted while rewinding
@@ -252,8 +311,7 @@ async def _settle_run(
             h.pending_call = {**(h.pending_call or {}), "placeholder": request.prompt}
         h.pending_origin = "tool" if request.id in turn.tool_minted else "hook"
         h.pending_mode = mode
-        result = rt._result(h, request.prompt, "pending", pending=stamp_path(request, h))
-        rt._settle(h, turn, result, "suspended", f'DURABLE (pending "{request.kind}", path preserved)')
+        _suspend(rt, h, turn, result_of(h, request.prompt, "pending", pending=stamp_path(request, h)))
         return
     h.drained = []
     if status == "incomplete":
@@ -264,8 +322,14 @@ async def _settle_run(
             bound = getattr(h.defn.completion, "max_attempts", "")
             if run.text:
                 text = f"{text} ({run.text})"
-        result = rt._result(h, text, "incomplete", limit=limit)
-        rt._settle(h, turn, result, "idle", f"(INCOMPLETE at {limit} {bound})")
+        result = result_of(h, text, "incomplete", limit=limit)
+        settle_turn(rt, h, turn, result, "idle", f"(INCOMPLETE at {limit} {bound})")
         rt._budget_stop(h, limit)
         return
-    rt._settle(h, turn, rt._result(h, run.text, "done"), "idle", f"(done, turns={calls}, tokens={tokens})")
+    settle_turn(rt, h, turn, result_of(h, run.text, "done"), "idle", f"(done, turns={calls}, tokens={tokens})")
+
+
+def _suspend(rt: "AgentRuntime", h: "Handle", turn: TurnState, result: "TaskResult") -> None:
+    """Settle a turn as durably suspended on `h.pending_req` (set by the caller)."""
+    assert h.pending_req is not None
+    settle_turn(rt, h, turn, result, "suspended", f'DURABLE (pending "{h.pending_req.kind}", path preserved)')

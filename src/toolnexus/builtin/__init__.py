@@ -1,7 +1,8 @@
 """Built-in tools (spec §3): `bash read write edit grep glob webfetch question apply_patch todowrite`.
 
 One module per family — `shell` (bash), `files` (read/write/edit), `search` (grep/glob and their
-walker/matcher), `web` (webfetch), `patch` (apply_patch), `interact` (question/todowrite) — and
+glob matcher; the directory walker is `toolnexus._walk`, shared with skills), `web` (webfetch),
+`patch` (apply_patch; the patch grammar is `_patch_text`), `interact` (question/todowrite) — and
 `config` for the public API that selects and builds them. File and process work never runs on
 the event loop: files go through worker threads, processes through asyncio subprocesses.
 """

@@ -14,6 +14,7 @@ endings are never translated.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import secrets
@@ -28,9 +29,15 @@ __all__ = ["StagedWrite", "stage_write", "write_atomic", "decode_utf8", "file_mo
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
 
 
-def decode_utf8(data: bytes, shown: str) -> str:
-    """Strict UTF-8 decoding with the spec's error text."""
+def decode_utf8(data: bytes, shown: str, *, cut: bool = False) -> str:
+    """Strict UTF-8 decoding with the spec's error text.
+
+    `cut=True`: `data` was cut from a longer text, so an incomplete trailing character is dropped
+    rather than reported; invalid bytes are still an error.
+    """
     try:
+        if cut:
+            return codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=False)
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolError(f"{shown} is not valid UTF-8 text") from None

@@ -39,11 +39,15 @@ def _canonical(path: str) -> str:
     return os.path.normcase(os.path.realpath(path))
 
 
+def _base_dir(settings: BuiltinSettings) -> Optional[str]:
+    if settings.confine and not settings.base_dir:
+        raise ToolError("confine_to_base_dir is set but base_dir is empty")
+    return settings.base_dir
+
+
 def resolve_path(settings: BuiltinSettings, path: str) -> str:
     """The path to operate on for the argument `path`, or `ToolError` when confinement refuses it."""
-    base = settings.base_dir
-    if settings.confine and not base:
-        raise ToolError("confine_to_base_dir is set but base_dir is empty")
+    base = _base_dir(settings)
     joined = os.path.join(base, path) if base and not os.path.isabs(path) else path
     if not settings.confine:
         return joined
@@ -61,6 +65,4 @@ def resolve_dir(settings: BuiltinSettings, path: Optional[str]) -> str:
     """A directory argument (`workdir`, grep/glob `path`); absent ⇒ `base_dir` or the cwd."""
     if path:
         return resolve_path(settings, path)
-    if settings.confine and not settings.base_dir:
-        raise ToolError("confine_to_base_dir is set but base_dir is empty")
-    return settings.base_dir or os.getcwd()
+    return _base_dir(settings) or os.getcwd()

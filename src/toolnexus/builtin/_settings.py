@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from .._diag import warn_once
 
-__all__ = ["KILL_GRACE_MS", "BuiltinSettings", "settings_from_config"]
+__all__ = ["KILL_GRACE_MS", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
 
 KILL_GRACE_MS = 2000
 """Grace between SIGTERM and SIGKILL when `bash` stops a process group (spec §3.3)."""
@@ -59,12 +59,17 @@ def parse_shell(value: Any) -> Optional[tuple[str, ...]]:
     )
 
 
+def check_config(cfg: Any) -> None:
+    """`TypeError` unless `cfg` is a `BuiltinsConfig` (None, a bool or a dict)."""
+    if cfg is not None and not isinstance(cfg, (bool, Mapping)):
+        raise TypeError(f"builtins config must be a bool or a dict, got {type(cfg).__name__}")
+
+
 def settings_from_config(cfg: Any) -> BuiltinSettings:
     """Parse `base_dir`/`baseDir`, `confine_to_base_dir`/`confineToBaseDir` and `shell`."""
-    if cfg is None or isinstance(cfg, bool):
-        return BuiltinSettings()
+    check_config(cfg)
     if not isinstance(cfg, Mapping):
-        raise TypeError(f"builtins config must be a bool or a dict, got {type(cfg).__name__}")
+        return BuiltinSettings()
     base_dir = _first_key(cfg, "base_dir", "baseDir")
     if base_dir is not None and not isinstance(base_dir, (str, os.PathLike)):
         raise TypeError(f"builtins['base_dir'] must be a path string, got {type(base_dir).__name__}")

@@ -14,7 +14,16 @@ from typing import Any, Awaitable, Callable, Optional
 
 from ..types import Tool, ToolContext, ToolResult
 
-__all__ = ["ToolError", "build_tool", "number_arg", "required_str", "prop", "object_schema"]
+__all__ = [
+    "ToolError",
+    "build_tool",
+    "number_arg",
+    "positive_number",
+    "required_str",
+    "optional_str",
+    "prop",
+    "object_schema",
+]
 
 RunFn = Callable[[Mapping[str, Any], Optional[ToolContext]], Awaitable[ToolResult]]
 
@@ -54,12 +63,24 @@ def number_arg(args: Mapping[str, Any], key: str) -> Optional[float]:
     return value
 
 
+def positive_number(args: Mapping[str, Any], key: str, default: float) -> float:
+    """A numeric argument above zero, else `default` (absent, non-numeric and `<= 0` alike)."""
+    value = number_arg(args, key)
+    return default if value is None or value <= 0 else value
+
+
 def required_str(args: Mapping[str, Any], key: str) -> str:
     """A non-empty string argument, else `ToolError("<key> is required")`."""
     value = args.get(key)
     if not isinstance(value, str) or not value:
         raise ToolError(f"{key} is required")
     return value
+
+
+def optional_str(args: Mapping[str, Any], key: str) -> Optional[str]:
+    """A string argument, or None when absent or not a string."""
+    value = args.get(key)
+    return value if isinstance(value, str) else None
 
 
 def prop(kind: str, description: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Optional, Union
 
 from ..types import Tool
-from ._settings import BuiltinSettings, parse_shell, settings_from_config
+from ._settings import BuiltinSettings, check_config, parse_shell, settings_from_config
 from .files import make_edit, make_read, make_write
 from .interact import make_question, make_todowrite
 from .patch import make_apply_patch
@@ -53,14 +53,9 @@ BUILTIN_NAMES: tuple[str, ...] = tuple(_FACTORIES)
 """The ten built-in tool names, in their pinned order."""
 
 
-def _check_config(cfg: Any) -> None:
-    if cfg is not None and not isinstance(cfg, (bool, Mapping)):
-        raise TypeError(f"builtins config must be a bool or a dict, got {type(cfg).__name__}")
-
-
 def builtins_enabled(cfg: Optional[BuiltinsConfig]) -> bool:
     """`None` ⇒ on; a bool ⇒ itself; a dict ⇒ off only for `disabled: True` or `enabled: False`."""
-    _check_config(cfg)
+    check_config(cfg)
     if cfg is None:
         return True
     if isinstance(cfg, bool):
@@ -70,7 +65,6 @@ def builtins_enabled(cfg: Optional[BuiltinsConfig]) -> bool:
 
 def create_builtin_tools(cfg: Optional[BuiltinsConfig] = None) -> list[Tool]:
     """All ten built-ins (`source="builtin"`), in order, ignoring toggles; `base_dir` etc. apply."""
-    _check_config(cfg)
     settings = settings_from_config(cfg)
     return [factory(settings) for factory in _FACTORIES.values()]
 
@@ -100,6 +94,6 @@ def select_builtins(cfg: Optional[BuiltinsConfig]) -> list[Tool]:
 
 def builtin_shell(cfg: Optional[BuiltinsConfig] = None) -> list[str]:
     """The argv prefix `bash` runs commands with: `cfg["shell"]` verbatim, else the first found."""
-    _check_config(cfg)
+    check_config(cfg)
     explicit = parse_shell(cfg.get("shell")) if isinstance(cfg, Mapping) else None
     return list(explicit or find_shell())

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import codecs
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any, BinaryIO, Optional
@@ -131,14 +130,6 @@ def _elements(handle: BinaryIO, bound: int) -> Iterator[tuple[bytes, bool]]:
     yield b"", False  # what follows the final "\n" (or the one element of an empty file)
 
 
-def _decode_prefix(data: bytes, shown: str) -> str:
-    """Decode a cut piece: an incomplete trailing character is dropped, invalid bytes are an error."""
-    try:
-        return codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=False)
-    except UnicodeDecodeError:
-        raise ToolError(f"{shown} is not valid UTF-8 text") from None
-
-
 def _read_text(real: str, shown: str, offset: int, limit: Optional[int], cap: int) -> ToolResult:
     out: list[str] = []
     used = 0
@@ -155,7 +146,7 @@ def _read_text(real: str, shown: str, offset: int, limit: Optional[int], cap: in
                 used += cost
                 continue
             if not out:  # this one line alone is over the cap: show its start
-                out.append(_decode_prefix(element[:cap], shown))
+                out.append(decode_utf8(element[:cap], shown, cut=True))
                 notice = (
                     f"[read: line {number} is longer than {cap} bytes and was cut; "
                     f"continue with offset={number + 1}]"

@@ -1,10 +1,11 @@
-"""The `grep` and `glob` built-ins, with the directory walker and glob matcher they share (spec §3.5).
+"""The `grep` and `glob` built-ins, with the glob matcher they share (spec §3.5).
 
-The walker is iterative `os.scandir`: symlinks (to files or directories) are neither followed nor
-listed, `IGNORE_DIRS` are skipped, dotfiles are kept, unreadable directories are skipped, and the
-result is sorted by `/`-separated relative path in code-point order. A start path that is a file
-yields nothing; a missing start directory is an error. The whole walk (and grep's reads) runs in
-one worker thread.
+They walk with `toolnexus._walk.FileWalk` (the walker skills use too) in its no-symlink mode:
+symlinks (to files or directories) are neither followed nor listed, `IGNORE_DIRS` are skipped,
+dotfiles are kept, unreadable directories are skipped, and files come in `/`-separated relative
+path order (code point). A start path that is a file yields nothing; a missing start directory
+is an error. The walk is lazy, so both tools stop walking once `limit` is reached; the walk (and
+grep's reads) runs in one worker thread.
 
 Glob patterns compile to an anchored regex: `**` ⇒ `.*` (also eating one following `/`), `*` ⇒
 `[^/]*`, `?` ⇒ `[^/]`, everything else literal (no classes, no braces). A pattern without `/`
@@ -20,15 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
+from .._walk import IGNORE_DIRS, FileWalk
 from ..types import Tool, ToolContext, ToolResult
 from ._paths import resolve_dir
 from ._settings import BuiltinSettings
-from ._tooling import ToolError, build_tool, number_arg, object_schema, prop, required_str
+from ._tooling import ToolError, build_tool, number_arg, object_schema, optional_str, prop, required_str
 
 __all__ = [
     "IGNORE_DIRS",
@@ -42,8 +45,6 @@ __all__ = [
     "make_grep",
     "make_glob",
 ]
-
-IGNORE_DIRS: frozenset[str] = frozenset({"node_modules", ".git"})
 
 GREP_DESCRIPTION = "Search file contents by regex under a directory. Output is file:line:text matches."
 GREP_SCHEMA = object_schema(
@@ -69,34 +70,18 @@ DEFAULT_LIMIT = 100
 _BINARY_SNIFF = 8192
 
 
-def walk_files(root: str) -> list[tuple[str, str]]:
-    """`(relative "/" path, full path)` of every regular file under `root`, sorted by relative path."""
+def _files_under(root: str) -> Iterator[tuple[str, str]]:
+    """`(relative "/" path, full path)` of the regular files under `root`, lazily, in walk order."""
     if not os.path.lexists(root):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), root)
-    found: list[tuple[str, str]] = []
     if not os.path.isdir(root):
-        return found
-    pending = [root]
-    while pending:
-        directory = pending.pop()
-        try:
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    try:
-                        if entry.is_symlink():
-                            continue
-                        if entry.is_dir(follow_symlinks=False):
-                            if entry.name not in IGNORE_DIRS:
-                                pending.append(entry.path)
-                        elif entry.is_file(follow_symlinks=False):
-                            rel = os.path.relpath(entry.path, root).replace(os.sep, "/")
-                            found.append((rel, entry.path))
-                    except OSError:
-                        continue
-        except OSError:
-            continue
-    found.sort(key=lambda item: item[0])
-    return found
+        return iter(())
+    return ((rel, path) for path, rel in FileWalk(root, follow_symlinks=False))
+
+
+def walk_files(root: str) -> list[tuple[str, str]]:
+    """`(relative "/" path, full path)` of every regular file under `root`, sorted by relative path."""
+    return list(_files_under(root))
 
 
 def glob_to_regex(pattern: str) -> str:
@@ -152,7 +137,7 @@ def _grep(root: str, regex: re.Pattern[str], include: Optional[str], limit: Opti
     accept = glob_matcher(include) if include else None
     matches: list[str] = []
     skipped = 0
-    for rel, full in walk_files(root):
+    for rel, full in _files_under(root):
         if accept is not None and not accept(rel):
             continue
         text, binary = _text_of(full)
@@ -186,9 +171,8 @@ def make_grep(settings: BuiltinSettings) -> Tool:
             regex = re.compile(pattern)
         except re.error as exc:
             raise ToolError(f"invalid regex: {exc}") from None
-        include = args.get("include") if isinstance(args.get("include"), str) else None
-        path = args.get("path") if isinstance(args.get("path"), str) else None
-        return await asyncio.to_thread(work, path, regex, include, _limit(args))
+        include = optional_str(args, "include")
+        return await asyncio.to_thread(work, optional_str(args, "path"), regex, include, _limit(args))
 
     return build_tool("grep", GREP_DESCRIPTION, GREP_SCHEMA, run)
 
@@ -196,14 +180,12 @@ def make_grep(settings: BuiltinSettings) -> Tool:
 def make_glob(settings: BuiltinSettings) -> Tool:
     def work(path: Optional[str], pattern: str, limit: Optional[int]) -> ToolResult:
         accept = glob_matcher(pattern)
-        hits = [rel for rel, _ in walk_files(resolve_dir(settings, path)) if accept(rel)]
-        if limit is not None:
-            hits = hits[:limit]
+        matching = (rel for rel, _ in _files_under(resolve_dir(settings, path)) if accept(rel))
+        hits = list(itertools.islice(matching, limit))
         return ToolResult("\n".join(hits), False, metadata={"count": len(hits)})
 
     async def run(args: Mapping[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
         pattern = required_str(args, "pattern")
-        path = args.get("path") if isinstance(args.get("path"), str) else None
-        return await asyncio.to_thread(work, path, pattern, _limit(args))
+        return await asyncio.to_thread(work, optional_str(args, "path"), pattern, _limit(args))
 
     return build_tool("glob", GLOB_DESCRIPTION, GLOB_SCHEMA, run)

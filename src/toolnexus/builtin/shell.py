@@ -34,7 +34,7 @@ from typing import Any, Awaitable, Callable, Optional
 from ..types import Tool, ToolContext, ToolResult
 from ._paths import resolve_dir
 from ._settings import BuiltinSettings
-from ._tooling import build_tool, number_arg, object_schema, prop, required_str
+from ._tooling import build_tool, object_schema, optional_str, positive_number, prop, required_str
 
 __all__ = ["BASH_DESCRIPTION", "BASH_SCHEMA", "shell_candidates", "find_shell", "run_command", "make_bash"]
 
@@ -288,7 +288,7 @@ async def run_command(argv: Sequence[str], cwd: str, timeout: float, settings: B
             stopping = True  # a background job still holds the pipe
             await _stop_tree(proc, output, settings.kill_grace)
         await _within(settings.bash_exit_linger, output.wait_closed)
-    except asyncio.CancelledError:
+    except BaseException:  # cancellation above all: never leave the command running or unreaped
         if not stopping:  # otherwise _stop_tree has already sent SIGKILL
             await _stop_tree(proc, output, settings.kill_grace)
         raise
@@ -310,24 +310,22 @@ async def run_command(argv: Sequence[str], cwd: str, timeout: float, settings: B
 def make_bash(settings: BuiltinSettings) -> Tool:
     async def run(args: Mapping[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
         command = required_str(args, "command")
-        timeout_ms = number_arg(args, "timeout")
-        if timeout_ms is None or timeout_ms <= 0:
-            timeout_ms = DEFAULT_TIMEOUT_MS
-        workdir = args.get("workdir") if isinstance(args.get("workdir"), str) else None
-        cwd = await asyncio.to_thread(resolve_dir, settings, workdir)
+        timeout_ms = positive_number(args, "timeout", DEFAULT_TIMEOUT_MS)
+        cwd = await asyncio.to_thread(resolve_dir, settings, optional_str(args, "workdir"))
         shell = settings.shell or await asyncio.to_thread(find_shell)
         outcome = await run_command([*shell, command], cwd, timeout_ms / 1000, settings)
         metadata: dict[str, Any] = {"shell": " ".join(shell)}
+        text, failed = outcome.output, True
         if outcome.timed_out:
             metadata.update(timedOut=True, killedTree=outcome.killed_tree)
+            text = f"bash: command timed out after {int(timeout_ms)}ms\n{outcome.output}"
         else:
             metadata["exitCode"] = outcome.exit_code
+            failed = outcome.exit_code != 0
+            if failed:
+                text = f"{outcome.output}\nbash: command exited with code {outcome.exit_code}"
         if outcome.truncated:
             metadata.update(truncated=True, outputBytes=outcome.total_bytes)
-        if outcome.timed_out:
-            return ToolResult(f"bash: command timed out after {int(timeout_ms)}ms\n{outcome.output}", True, metadata)
-        if outcome.exit_code == 0:
-            return ToolResult(outcome.output, False, metadata)
-        return ToolResult(f"{outcome.output}\nbash: command exited with code {outcome.exit_code}", True, metadata)
+        return ToolResult(text, failed, metadata)
 
     return build_tool("bash", BASH_DESCRIPTION, BASH_SCHEMA, run)

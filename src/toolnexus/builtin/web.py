@@ -30,7 +30,7 @@ import httpx
 
 from ..types import Tool, ToolContext, ToolResult
 from ._settings import BuiltinSettings
-from ._tooling import ToolError, build_tool, number_arg, object_schema, prop, required_str
+from ._tooling import ToolError, build_tool, object_schema, positive_number, prop, required_str
 
 __all__ = ["WEBFETCH_DESCRIPTION", "WEBFETCH_SCHEMA", "html_to_markdown", "html_to_text", "make_webfetch"]
 
@@ -175,9 +175,7 @@ def make_webfetch(settings: BuiltinSettings) -> Tool:
         url = required_str(args, "url")
         _check_url(url)
         fmt = args.get("format") if args.get("format") in FORMATS else "markdown"
-        timeout = number_arg(args, "timeout")
-        if timeout is None or timeout <= 0:
-            timeout = DEFAULT_TIMEOUT
+        timeout = positive_number(args, "timeout", DEFAULT_TIMEOUT)
         cap = settings.fetch_max_bytes
         try:
             async with asyncio.timeout(timeout):

@@ -2,8 +2,8 @@
 
 A `Client` holds configuration and the seams (transport, hooks, store, metrics); every run builds a
 `RunLoop` (loop.py) and either drains its events (`run`, `ask`) or yields them (`stream`). The
-private members below (`_resolve_api_key`, `_new_deadline`, `_shape_body`, `_send`, `_call_hook`,
-`_emit`) are the interface `toolnexus.translate` shares with the loop.
+private members below (`_dialect`, `_resolve_api_key`, `_abort`, `_shape_body`, `_send` / `_open`,
+`_llm_call`, `_call_hook`, `_emit`) are the interface the loop and `toolnexus.translate` share.
 
 Choices beyond the contract (all opt-in or invisible to the wire):
 - default transport: `HttpxTransport` (pooled, async); `await client.aclose()` / `async with` frees it.
@@ -32,33 +32,36 @@ import itertools
 import os
 import time
 from collections.abc import Mapping
-from typing import Any, AsyncGenerator, Callable, Iterable, Optional
+from contextlib import aclosing, nullcontext
+from typing import Any, AsyncGenerator, Awaitable, Callable, Iterable, Optional
 
 from .._diag import warn_once
-from .errors import RunCancelled
+from .loop import RunLoop, drain
 from .memory import Conversation, ConversationStore, IdLocks, InMemoryConversationStore
 from .metrics import MetricsRegistry
-from .parts import PartPolicy, media_parts_summary, normalize_prompt
+from .parts import PartPolicy, normalize_prompt
 from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, WaitFor
 from .resume import AnswerLedger, ask_with_answer, run_with_answer
 from .retry import Abort, RetryPolicy, Timer, call_with_retries, check_timer, monotonic_now
-from .streaming import read_turn
 from .tool_calls import utc_now
-from .transport import HttpTransport, InProcessTransport, TransportCaller
-from .wire import dialect_for
+from .transport import ByteStream, HttpTransport, InProcessTransport, TransportCaller
+from .wire import WireDialect, dialect_for
 
 __all__ = ["Client", "create_client", "create_in_process_client"]
 
 _FORBIDDEN_PARAMS = ("messages", "tools", "stream")
-_ENV_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 _instances = itertools.count(1)
 
 
 class _LlmCall:
-    """Times one logical LLM call and emits its `llm` metric on exit (ok or error)."""
+    """Times one logical LLM call and emits its `llm` metric on exit (ok or error).
 
-    def __init__(self, client: "Client", model: str, messages: list[dict]) -> None:
-        self.client, self.model, self.messages = client, model, messages
+    The caller sets `attempts` (from the send) and `usage` (once the reply is read); `parts` is the
+    `{type, mimeType, bytes}` summary of the media the request carries (listed only when non-empty).
+    """
+
+    def __init__(self, client: "Client", model: str, parts: list[dict[str, Any]]) -> None:
+        self.client, self.model, self.parts = client, model, parts
         self.attempts = 0
         self.usage: Optional[dict[str, int]] = None
 
@@ -76,9 +79,8 @@ class _LlmCall:
                                  "prompt_tokens": usage.get("prompt_tokens", 0) if ok else 0,
                                  "completion_tokens": usage.get("completion_tokens", 0) if ok else 0,
                                  "attempts": self.attempts}
-        parts = media_parts_summary(self.messages)
-        if parts:
-            event["parts"] = parts
+        if self.parts:
+            event["parts"] = self.parts
         self.client._emit(event)
 
 
@@ -132,28 +134,27 @@ class Client:
         self._answers = AnswerLedger()
         self.clock: Callable[[], Any] = utc_now
         self._instance = next(_instances)
-        self._dialect_cache: Any = None
 
-    # -- private interface shared with toolnexus.translate --------------------------------------
+    # -- private interface shared by the loop and toolnexus.translate ----------------------------
 
     @property
-    def _dialect(self) -> Any:
-        if self._dialect_cache is None:
-            self._dialect_cache = dialect_for(self.style, PartPolicy(self.on_unsupported_part, self.max_part_bytes))
-        return self._dialect_cache
+    def _dialect(self) -> WireDialect:
+        """The wire for `style` (built per use, so it always reflects the current attributes)."""
+        return dialect_for(self.style, PartPolicy(self.on_unsupported_part, self.max_part_bytes))
 
-    def _resolve_api_key(self) -> str:
+    def _resolve_api_key(self, dialect: WireDialect) -> str:
         if self.api_key:
             return self.api_key
-        style_key = _ENV_KEYS.get(self.style, "OPENAI_API_KEY")
-        for name in ("OPENROUTER_API_KEY", style_key, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        for name in ("OPENROUTER_API_KEY", dialect.env_key, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
             value = os.environ.get(name)
             if value:
                 return value
         raise RuntimeError("No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY")
 
-    def _new_deadline(self) -> Optional[float]:
-        return None if self.timeout_ms is None else monotonic_now(self.timer) + self.timeout_ms / 1000
+    def _abort(self, cancel: Optional[asyncio.Event]) -> Abort:
+        """The abort conditions of one run / translate: `cancel` and a deadline starting now."""
+        deadline = None if self.timeout_ms is None else monotonic_now(self.timer) + self.timeout_ms / 1000
+        return Abort(cancel, deadline, self.timeout_ms, self.timer)
 
     def _shape_body(self, body: dict) -> dict:
         for key, value in (self.request_params or {}).items():
@@ -172,26 +173,21 @@ class Client:
         return RetryPolicy(self.retries, self.retry_base_ms, self.retryable_statuses, self.on_error,
                            self.max_retry_after_ms)
 
-    async def _send_abortable(self, url: str, headers: dict[str, str], body: dict, abort: Abort) -> tuple[Any, int]:
-        payload = dict(body)  # one object per logical call: transports may cache its bytes across retries
-        return await call_with_retries(lambda timeout: self._caller.post(url, headers, payload, timeout),
-                                       self._retry_policy(), abort)
-
-    async def _send(self, url: str, headers: dict[str, str], body: dict, *, cancel: Optional[asyncio.Event],
-                    deadline: Optional[float]) -> tuple[Any, int]:
+    async def _send(self, url: str, headers: dict[str, str], body: dict, abort: Abort) -> tuple[Any, int]:
         """One logical call with retries; returns `(decoded JSON, attempts)`."""
-        return await self._send_abortable(url, headers, body, Abort(cancel, deadline, self.timeout_ms, self.timer))
+        return await self._with_retries(self._caller.post, url, headers, body, abort)
 
-    async def _stream_turn(self, url: str, headers: dict[str, str], body: dict, abort: Abort,
-                           call: _LlmCall) -> AsyncGenerator[Any, None]:
-        payload = dict(body)
-        stream, call.attempts = await call_with_retries(
-            lambda timeout: self._caller.open(url, headers, payload, timeout), self._retry_policy(), abort)
-        async for item in read_turn(stream, self._dialect, abort):
-            yield item
+    async def _open(self, url: str, headers: dict[str, str], body: dict, abort: Abort) -> tuple[ByteStream, int]:
+        """Open one streamed call, retrying the opening only; returns `(live stream, attempts)`."""
+        return await self._with_retries(self._caller.open, url, headers, body, abort)
 
-    def _llm_call(self, model: str, messages: list[dict]) -> _LlmCall:
-        return _LlmCall(self, model, messages)
+    async def _with_retries(self, op: Callable[..., Awaitable[Any]], url: str, headers: dict[str, str], body: dict,
+                            abort: Abort) -> tuple[Any, int]:
+        payload = dict(body)  # one object per logical call: transports may cache its bytes across retries
+        return await call_with_retries(lambda timeout: op(url, headers, payload, timeout), self._retry_policy(), abort)
+
+    def _llm_call(self, model: str, parts: list[dict[str, Any]]) -> _LlmCall:
+        return _LlmCall(self, model, parts)
 
     async def _call_hook(self, name: str, event: dict) -> Any:
         hooks = self.hooks
@@ -217,9 +213,8 @@ class Client:
 
     # -- public API -----------------------------------------------------------------------------
 
-    def _loop(self, prompt: Any, toolkit: Any, history: Optional[list[dict]], cancel: Any, *, streaming: bool) -> Any:
-        from .loop import RunLoop
-
+    def _loop(self, prompt: Any, toolkit: Any, history: Optional[list[dict]], cancel: Any, *,
+              streaming: bool) -> RunLoop:
         return RunLoop(self, toolkit, cancel, streaming=streaming).start(normalize_prompt(prompt), history)
 
     async def run(self, prompt: Any, toolkit: Any = None, history: Optional[list[dict]] = None,
@@ -235,16 +230,7 @@ class Client:
                   on_text: Optional[Callable[[str], Any]] = None, cancel: Optional[asyncio.Event] = None) -> RunResult:
         """`run`, optionally streaming text to `on_text` and keeping the transcript under `id`."""
         if on_text is not None:
-            result: Optional[RunResult] = None
-            async for event in self.stream(prompt, toolkit, id=id, cancel=cancel):
-                if event["type"] == "text":
-                    out = on_text(event["delta"])
-                    if inspect.isawaitable(out):
-                        await out
-                elif event["type"] == "done":
-                    result = event["result"]
-            assert result is not None
-            return result
+            return await drain(self.stream(prompt, toolkit, id=id, cancel=cancel), on_text)
         if not id:
             return await self.run(prompt, toolkit, cancel=cancel)
         async with self._conversation_lock(id):
@@ -255,17 +241,18 @@ class Client:
 
     async def stream(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
                      cancel: Optional[asyncio.Event] = None) -> AsyncGenerator[dict[str, Any], None]:
-        """The run as events: text, tool_call, pending, tool_result, usage, done (always last)."""
-        if not id:
-            async for event in self._loop(prompt, toolkit, None, cancel, streaming=True).events():
-                yield event
-            return
-        async with self._conversation_lock(id):
-            history = await self.store.get(id) or []
-            async for event in self._loop(prompt, toolkit, history, cancel, streaming=True).events():
-                if event["type"] == "done":
-                    await self.store.save(id, event["result"].messages)
-                yield event
+        """The run as events: text, tool_call, pending, tool_result, usage, done (always last).
+
+        Closing this generator early closes the run's own at once (its stream and the conversation
+        lock are released before `aclose()` returns, not whenever it is collected).
+        """
+        async with self._conversation_lock(id) if id else nullcontext():
+            history = (await self.store.get(id) or []) if id else None
+            async with aclosing(self._loop(prompt, toolkit, history, cancel, streaming=True).events()) as events:
+                async for event in events:
+                    if id and event["type"] == "done":
+                        await self.store.save(id, event["result"].messages)
+                    yield event
 
     async def run_with_answer(self, toolkit: Any, history: list[dict[str, Any]], pending: Any, answer: Any, *,
                               cancel: Optional[asyncio.Event] = None) -> RunResult:
@@ -307,17 +294,6 @@ class Client:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
-
-
-async def drain(events: AsyncGenerator[dict[str, Any], None]) -> RunResult:
-    """The `done` result of an event stream (the non-streaming way to run the loop)."""
-    result: Optional[RunResult] = None
-    async for event in events:
-        if event["type"] == "done":
-            result = event["result"]
-    if result is None:
-        raise RunCancelled("toolnexus: run ended without a result")
-    return result
 
 
 def create_client(**options: Any) -> Client:

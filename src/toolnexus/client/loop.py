@@ -2,8 +2,9 @@
 
 One `RunLoop` is one run. Set it up with `start(prompt, history)` (a new user turn) or
 `continue_from(messages)` (a prepared transcript, no new user turn — the seam durable resume uses),
-then iterate `events()` (optionally with a `prelude`, e.g. resume re-executing the open calls of the
-halted turn through `tool_turn(..., write=<merge into that turn's results>)` before the loop):
+then iterate `events()` (optionally with a `prelude`, e.g. resume settling the open calls of the
+halted turn through `tool_turn(..., write=<rewrite that turn's results>, settled=<the answered
+calls>)` before the loop):
 
     text* → (tool_call+ → [pending] … tool_result*)* → [usage] → done
 
@@ -27,18 +28,23 @@ from __future__ import annotations
 
 import inspect
 import time
+from contextlib import aclosing
 from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping, Optional
 
+from ..relay import no_result_text
 from ..types import Answer, Request
-from .result import LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult
-from .retry import Abort, race
+from .errors import RunCancelled
+from .parts import media_parts_summary
+from .result import (LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult,
+                     zero_usage)
+from .retry import race
+from .streaming import read_turn
 from .suspension import merge_relay_halt, stamp_relay_call
 from .tool_calls import CallOutcome, ToolRunner, gather_in_order, resolve_with_answer
-from .wire.base import ResultEntry, ToolCall, Turn, add_usage, zero_usage
+from .wire.base import ResultEntry, ToolCall, Turn, add_usage
 
-__all__ = ["RunLoop", "Prelude", "compose_system", "NO_RESULT_ON_RESUME"]
+__all__ = ["RunLoop", "Prelude", "compose_system", "drain"]
 
-NO_RESULT_ON_RESUME = "no result supplied on resume for {name}"
 Prelude = Callable[["RunLoop"], AsyncGenerator[dict[str, Any], None]]
 
 
@@ -52,6 +58,25 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
+async def drain(events: AsyncGenerator[dict[str, Any], None],
+                on_text: Optional[Callable[[str], Any]] = None) -> RunResult:
+    """The `done` result of an event stream (the non-streaming way to run the loop).
+
+    `on_text` (sync or async) gets each text delta on the way (`ask(on_text=...)`); if it raises,
+    the stream is closed before the error propagates.
+    """
+    result: Optional[RunResult] = None
+    async with aclosing(events):
+        async for event in events:
+            if event["type"] == "done":
+                result = event["result"]
+            elif on_text is not None and event["type"] == "text":
+                await _maybe_await(on_text(event["delta"]))
+    if result is None:
+        raise RunCancelled("toolnexus: run ended without a result")
+    return result
+
+
 class RunLoop:
     """State and turn loop of one run (see module docstring)."""
 
@@ -60,8 +85,8 @@ class RunLoop:
         self.toolkit = toolkit
         self.streaming = streaming
         self.dialect = client._dialect
-        self.api_key = client._resolve_api_key()
-        self.abort = Abort(cancel, client._new_deadline(), client.timeout_ms, getattr(client, "timer", None))
+        self.api_key = client._resolve_api_key(self.dialect)
+        self.abort = client._abort(cancel)
         self.system = compose_system(client.system_prompt, toolkit)
         self.tools: list[dict] = self.dialect.declare_tools(toolkit)
         self.messages: list[dict] = []
@@ -77,11 +102,10 @@ class RunLoop:
         self.run_start = len(history)
         return self
 
-    def continue_from(self, messages: list[dict], records: Optional[list[dict]] = None) -> "RunLoop":
+    def continue_from(self, messages: list[dict]) -> "RunLoop":
         """Continue a prepared transcript with no new user turn (durable resume)."""
         self.messages = list(messages)
         self.run_start = len(self.messages)
-        self.records = list(records or [])
         return self
 
     # -- results --------------------------------------------------------------------------------
@@ -131,7 +155,7 @@ class RunLoop:
             yield event
 
     async def _turns(self) -> AsyncGenerator[dict[str, Any], None]:
-        self.messages = self.dialect.balance(self.messages, lambda c: NO_RESULT_ON_RESUME.format(name=c.name))
+        self.messages = self.dialect.balance(self.messages, lambda c: no_result_text(c.name))
         for turn_index in range(self.client.max_turns):
             self.turns += 1
             turn: Optional[Turn] = None
@@ -148,7 +172,7 @@ class RunLoop:
                 yield {"type": "done", "result": self.result(turn.text)}
                 return
             halted = False
-            async for event in self.tool_turn(turn.tool_calls, turn_index, self.messages.extend):
+            async for event in self.tool_turn(turn.tool_calls, turn_index, self._append_results):
                 halted = halted or event["type"] == "done"
                 yield event
             if halted:
@@ -177,18 +201,18 @@ class RunLoop:
         body = client._shape_body(body)
         url = self.dialect.url(client.base_url)
         headers = self.dialect.headers(self.api_key, client.headers)
-        call = client._llm_call(model, self.messages)
+        call = client._llm_call(model, media_parts_summary(self.messages))
         async with call:
             if self.streaming:
-                stream = client._stream_turn(url, headers, body, self.abort, call)
-                async for item in stream:
+                stream, call.attempts = await client._open(url, headers, body, self.abort)
+                async for item in read_turn(stream, self.dialect, self.abort):
                     if isinstance(item, Turn):
                         turn = item
                     else:
                         yield {"type": "text", "delta": item}
                 response: Any = None
             else:
-                response, call.attempts = await client._send_abortable(url, headers, body, self.abort)
+                response, call.attempts = await client._send(url, headers, body, self.abort)
                 turn = self.dialect.parse_response(response)
             call.usage = turn.usage
         add_usage(self.usage, turn.usage)
@@ -203,25 +227,33 @@ class RunLoop:
             answer = Answer.from_dict(answer)
         return answer
 
-    async def tool_turn(self, calls: list[ToolCall], turn_index: int,
-                        write: Callable[[list[dict]], None]) -> AsyncGenerator[dict[str, Any], None]:
+    def _append_results(self, entries: list[ResultEntry]) -> None:
+        self.messages.extend(self.dialect.result_messages(entries))
+
+    async def tool_turn(self, calls: list[ToolCall], turn_index: int, write: Callable[[list[ResultEntry]], None],
+                        settled: Optional[dict[int, CallOutcome]] = None) -> AsyncGenerator[dict[str, Any], None]:
         """Run `calls` concurrently, then settle them in call order (suspension rule §5).
 
-        `write(result_messages)` stores the turn's results (the loop appends them; durable resume
-        can merge them into an existing results slot). A durable halt ends with a `done` event.
+        `settled` maps positions in `calls` to outcomes decided already (durable resume: the calls
+        the answer resolved); those are not run again. `write(entries)` stores the turn's results
+        (the loop appends them; durable resume rewrites the halted turn's results). A durable halt
+        ends with a `done` event.
         """
-        for c in calls:
+        settled = settled or {}
+        todo = [c for i, c in enumerate(calls) if i not in settled]
+        for c in todo:
             yield {"type": "tool_call", "id": c.id, "name": c.name, "args": c.args}
         runner = ToolRunner(self.client, self.toolkit, turn_index)
-        outcomes = await self._bounded(runner.run_all(calls))
+        ran = iter(await self._bounded(runner.run_all(todo)) if todo else [])
+        outcomes = [settled[i] if i in settled else next(ran) for i in range(len(calls))]
         for o in outcomes:
             if o.request is not None:
                 stamp_relay_call(o.request, o.call)
-        async for event in self.settle(runner, outcomes, write):
+        async for event in self._settle(runner, outcomes, write):
             yield event
 
-    async def settle(self, runner: ToolRunner, outcomes: list[CallOutcome],
-                     write: Callable[[list[dict]], None]) -> AsyncGenerator[dict[str, Any], None]:
+    async def _settle(self, runner: ToolRunner, outcomes: list[CallOutcome],
+                     write: Callable[[list[ResultEntry]], None]) -> AsyncGenerator[dict[str, Any], None]:
         """Write outcomes back in call order: resolve suspensions with `wait_for`, or halt durably."""
         durable = self.client.wait_for is None or self.toolkit is None
         resolved: dict[int, Any] = {}
@@ -246,7 +278,7 @@ class RunLoop:
             self._record(o, result.output, bool(result.is_error), result.metadata)
             entries.append(ResultEntry.of(o.call, result))
             yield self._result_event(entries[-1])
-        write(self.dialect.result_messages(entries))
+        write(entries)
 
     async def _resolve(self, runner: ToolRunner, o: CallOutcome) -> Any:
         """`wait_for` then §5 steps 3–4 for one suspended call."""
@@ -263,12 +295,12 @@ class RunLoop:
                 "is_error": entry.is_error}
 
     async def _halt(self, o: CallOutcome, later: list[CallOutcome], entries: list[ResultEntry],
-                    write: Callable[[list[dict]], None]) -> AsyncGenerator[dict[str, Any], None]:
+                    write: Callable[[list[ResultEntry]], None]) -> AsyncGenerator[dict[str, Any], None]:
         """Durable halt at `o`: placeholder result, later calls dropped, `status="pending"`."""
         request = merge_relay_halt(o.request, [x.request for x in later if x.request is not None])
         placeholder = ResultEntry(o.call, request.prompt, True)
         self._record(o, request.prompt, True, None)
-        write(self.dialect.result_messages(entries + [placeholder]))
+        write(entries + [placeholder])
         yield {"type": "pending", "request": request}
         if self.dialect.halt_emits_placeholder_result:
             yield self._result_event(placeholder)

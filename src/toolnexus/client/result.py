@@ -27,6 +27,7 @@ __all__ = [
     "Hooks",
     "MetricEvent",
     "OnMetric",
+    "zero_usage",
 ]
 
 RUN_STATUS_DONE = "done"
@@ -57,7 +58,8 @@ MetricEvent = dict[str, Any]
 OnMetric = Callable[[MetricEvent], None]
 
 
-def _zero_usage() -> dict[str, int]:
+def zero_usage() -> dict[str, int]:
+    """A fresh usage dict with all three counters at 0."""
     return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
 
@@ -74,7 +76,7 @@ class RunResult:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     tool_call_count: int = 0
     turns: int = 0
-    usage: dict[str, int] = field(default_factory=_zero_usage)
+    usage: dict[str, int] = field(default_factory=zero_usage)
     model: str = ""
     status: Literal["done", "pending", "incomplete"] = "done"
     limit: Optional[str] = None

@@ -16,9 +16,11 @@ those plus the host's `Answer` and carries on:
   every relayed call gets its `results` entry / the shorthand (first call) / `no result supplied
   on resume for <name>`, or `relay declined for <name>: <reason>` when not ok. Non-relay: the §5
   rule (`resolve_with_answer`: one retry with `ctx.answer`, `after_tool`, metric; `unresolved:` /
-  `declined/expired:`). H's calls that have no slot yet are re-executed through the normal tool
-  path and settled in order by the loop's own `settle` — so with no `wait_for` the resume may
-  **halt again** (relay merge included) with a new `Request`, `turns=0` and no LLM call.
+  `declined/expired:`). H's calls that have no slot yet are re-executed through the loop's own
+  `tool_turn` (given the answered calls as settled), which settles them all in order — so with no
+  `wait_for` the resume may **halt again** (relay merge included) with a new `Request`, `turns=0`
+  and no LLM call. The results are written back through the dialect (`rewrite_results`), and H is
+  read through it too (`split_results`), so nothing here branches on the wire.
 - **D/E. Continuation**: `RunLoop.continue_from` + `events(prelude=…)`: once H is full the one loop
   runs with no new user turn; `turns`, `usage`, metrics and `tool_calls` count this call only.
 
@@ -54,12 +56,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any, AsyncGenerator, Iterator, Optional, Union
 
-from ..relay import is_relay_request, no_result_text, relay_calls_of
+from ..relay import is_relay_request, relay_calls_of, relay_declined_text, relay_output_of
 from ..types import Answer, Request, ToolResult
 from .errors import ResumeError
-from .loop import Prelude, RunLoop
+from .loop import Prelude, RunLoop, drain
 from .result import RunResult
-from .suspension import stamp_relay_call
 from .tool_calls import CallOutcome, ToolRunner, answer_schema_error, is_expired, resolve_with_answer
 from .wire.base import ResultEntry, ToolCall
 
@@ -68,7 +69,6 @@ __all__ = ["run_with_answer", "ask_with_answer", "AnswerLedger", "LEDGER_SIZE", 
 RESUME_PREFIX = "toolnexus: cannot resume — "
 NEEDS_ID = "toolnexus: ask_with_answer needs a conversation id"
 LEDGER_SIZE = 4096
-RELAY_DECLINED = "relay declined for {name}: {reason}"
 
 RequestLike = Union[Request, Mapping[str, Any]]
 AnswerLike = Union[Answer, Mapping[str, Any]]
@@ -141,48 +141,16 @@ class _HaltedTurn:
 
     index: int
     calls: list[ToolCall]
-    results: list[dict[str, Any]]  # `tool` messages, or the `tool_result` blocks of one user message
-    in_blocks: bool
+    results: list[dict[str, Any]]  # in the wire's shape: `tool` messages, or `tool_result` blocks
 
     @property
     def slot(self) -> int:
         """Position of the halted call (its placeholder is the last result)."""
         return len(self.results) - 1
 
-    def open_calls(self) -> list[tuple[int, ToolCall]]:
-        """The halted call and every later call of H, with their positions."""
-        return list(enumerate(self.calls))[self.slot :]
-
-    def written(self, messages: list[dict[str, Any]], new_results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`messages` up to H, the kept earlier results (verbatim), then `new_results` (dialect-built)."""
-        kept = self.results[: self.slot]
-        head = messages[: self.index + 1]
-        if not self.in_blocks:
-            return head + kept + new_results
-        holder = messages[self.index + 1]
-        blocks = [b for m in new_results for b in (m.get("content") or [])]
-        return head + [{**holder, "content": kept + blocks}]
-
-
-def _writes_blocks(dialect: Any) -> bool:
-    """Whether this wire writes a turn's results as blocks of one user message (else `tool` messages)."""
-    probe = dialect.result_messages([ResultEntry(ToolCall("probe", "probe", {}), "", False)])
-    return probe[0].get("role") != "tool"
-
-
-def _result_items(after: list[Any], in_blocks: bool) -> Optional[list[dict[str, Any]]]:
-    """The results after H in this wire's shape, or None when anything else follows H."""
-    if in_blocks:
-        if len(after) != 1 or not isinstance(after[0], dict) or after[0].get("role") != "user":
-            return None
-        blocks = after[0].get("content")
-        if isinstance(blocks, list) and blocks and all(
-                isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
-            return blocks
-        return None
-    if all(isinstance(m, dict) and m.get("role") == "tool" for m in after):
-        return list(after)
-    return None
+    def open_calls(self) -> list[ToolCall]:
+        """The halted call and every later call of H."""
+        return self.calls[self.slot :]
 
 
 def _describe(message: Any) -> str:
@@ -204,21 +172,15 @@ def _find_halted(dialect: Any, history: list[Any]) -> _HaltedTurn:
     where = f"the last tool-call turn (message {index})"
     if not after:
         raise _fail(f"{where} has no results after it — the run did not halt there")
-    in_blocks = _writes_blocks(dialect)
-    results = _result_items(after, in_blocks)
-    if results is None:
-        if in_blocks:
-            odd = after[1] if len(after) > 1 else after[0]
-        else:
-            odd = next(m for m in after if not (isinstance(m, dict) and m.get("role") == "tool"))
-        raise _fail(f"{where} is closed: it is followed by {_describe(odd)}, not only its results "
+    results, rest = dialect.split_results(after)
+    if rest:
+        raise _fail(f"{where} is closed: it is followed by {_describe(rest[0])}, not only its results "
                     "(already resumed, or continued with a new prompt)")
-    key = "tool_use_id" if in_blocks else "tool_call_id"
-    got = [r.get(key) for r in results]
+    got = [r.get(dialect.result_id_key) for r in results]
     ids = [c.id for c in calls]
     if len(got) > len(ids) or got != ids[: len(got)]:
         raise _fail(f"the results after {where} answer {got!r}, which is not an in-order prefix of its calls {ids!r}")
-    return _HaltedTurn(index, calls, results, in_blocks)
+    return _HaltedTurn(index, calls, results)
 
 
 def _check_placeholder(turn: _HaltedTurn, pending: Request) -> None:
@@ -234,7 +196,7 @@ def _check_placeholder(turn: _HaltedTurn, pending: Request) -> None:
     if not relayed or relayed[0] != call.id:
         first = relayed[0] if relayed else None
         raise _fail(f"the relay request's first call {first!r} is not the halted call {call.id!r}")
-    open_ids = [c.id for _, c in turn.open_calls()]
+    open_ids = [c.id for c in turn.open_calls()]
     stray = [i for i in relayed if i not in open_ids]
     if stray:
         raise _fail(f"relay call {stray[0]!r} is not an open call of the last tool-call turn (open: {open_ids!r})")
@@ -306,57 +268,43 @@ def _prepare(client: Any, toolkit: Any, history: Any, pending: RequestLike, answ
 
 def _relay_result(call: ToolCall, first: bool, answer: Answer) -> ToolResult:
     if not answer.ok:
-        return ToolResult(RELAY_DECLINED.format(name=call.name, reason=answer.reason or "declined"), True)
-    data = answer.data or {}
-    results = data.get("results")
-    if isinstance(results, list):
-        entry = next((r for r in results if r.get("id") == call.id), None)
-    else:
-        entry = data if first and "output" in data else None
-    if entry is None:
-        return ToolResult(no_result_text(call.name), True)
-    return ToolResult(entry["output"], entry.get("isError") is True)
+        return ToolResult(relay_declined_text(call.name, answer.reason), True)
+    return relay_output_of(call.name, call.id, answer.data, first=first)
 
 
-async def _answered(loop: RunLoop, runner: ToolRunner, plan: _Plan) -> dict[int, CallOutcome]:
-    """The outcomes the answer decides, by position in H: the relayed calls, or the halted call's retry."""
-    turn, pending = plan.turn, plan.pending
+async def _answered(loop: RunLoop, plan: _Plan) -> dict[int, CallOutcome]:
+    """The outcomes the answer decides, by position among H's open calls: the relayed calls, or the
+    halted call's retry (position 0)."""
+    open_calls, pending = plan.turn.open_calls(), plan.pending
     if is_relay_request(pending):
-        positions = {c.id: pos for pos, c in reversed(turn.open_calls())}
+        positions = {c.id: pos for pos, c in reversed(list(enumerate(open_calls)))}
         out: dict[int, CallOutcome] = {}
         for n, relayed in enumerate(relay_calls_of(pending)):
             pos = positions[relayed.id]
-            call = turn.calls[pos]
+            call = open_calls[pos]
             out[pos] = CallOutcome(call, call.args, _relay_result(call, n == 0, plan.answer))
         return out
-    call = turn.calls[turn.slot]
+    call = open_calls[0]
     halted = CallOutcome(call, call.args, ToolResult(pending.prompt, True, {"pending": pending}), pending)
+    runner = ToolRunner(loop.client, loop.toolkit, 0)
     result = await loop._bounded(resolve_with_answer(runner, halted, plan.answer))
-    return {turn.slot: CallOutcome(call, call.args, result)}
+    return {0: CallOutcome(call, call.args, result)}
 
 
 def _prelude(plan: _Plan) -> Prelude:
-    """Fill H inside the run's envelope; the loop's own `settle` writes it (or halts again)."""
+    """Fill H inside the run's envelope: the loop's own `tool_turn` runs the open calls the answer
+    did not decide and settles them all in order (so it may halt again)."""
+    turn = plan.turn
 
     async def prelude(loop: RunLoop) -> AsyncGenerator[dict[str, Any], None]:
         loop.abort.check()
-        runner = ToolRunner(loop.client, loop.toolkit, 0)
-        known = await _answered(loop, runner, plan)
-        rest = [c for pos, c in plan.turn.open_calls() if pos not in known]
-        for c in rest:
-            yield {"type": "tool_call", "id": c.id, "name": c.name, "args": c.args}
-        ran = iter(await loop._bounded(runner.run_all(rest)) if rest else [])
-        outcomes = []
-        for pos, _ in plan.turn.open_calls():
-            outcome = known.get(pos) or next(ran)
-            if outcome.request is not None:
-                stamp_relay_call(outcome.request, outcome.call)
-            outcomes.append(outcome)
+        answered = await _answered(loop, plan)
 
-        def write(results: list[dict[str, Any]]) -> None:
-            loop.messages = plan.turn.written(loop.messages, results)
+        def write(entries: list[ResultEntry]) -> None:
+            loop.messages = loop.dialect.rewrite_results(loop.messages, turn.index, turn.results[: turn.slot],
+                                                         entries)
 
-        async for event in loop.settle(runner, outcomes, write):
+        async for event in loop.tool_turn(turn.open_calls(), 0, write, settled=answered):
             yield event
 
     return prelude
@@ -366,8 +314,6 @@ def _prelude(plan: _Plan) -> Prelude:
 
 
 async def _resume(client: Any, toolkit: Any, plan: _Plan, cancel: Optional[asyncio.Event]) -> RunResult:
-    from .client import drain  # client.py imports this module
-
     loop = RunLoop(client, toolkit, cancel, streaming=False).continue_from(plan.history)
     return await drain(loop.events(prelude=_prelude(plan)))
 

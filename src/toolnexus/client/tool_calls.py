@@ -126,7 +126,7 @@ async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: 
     """Suspension.md §5 steps 3–4 for one suspended call (see module docstring)."""
     request = outcome.request
     assert request is not None
-    if answer is None or not answer.ok or is_expired(request, getattr(runner.client, "clock", utc_now)()):
+    if answer is None or not answer.ok or is_expired(request, runner.client.clock()):
         return ToolResult(output=f"declined/expired: {request.prompt}", is_error=True)
     problem = answer_schema_error(request, answer)
     if problem is not None:

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_checkable
 
 from .errors import MAX_ERROR_READ_BYTES, ProviderError, ProviderResponseError
+from .wire.base import usage_of
 
 __all__ = ["HttpTransport", "UrllibTransport", "InProcessTransport", "TransportCaller", "ByteStream",
            "TRANSPORT_POOL_SIZE", "encode_payload", "decode_json_body"]
@@ -82,9 +83,8 @@ class UrllibTransport:
         return self._request(url, headers, payload, timeout)
 
 
-def _int_field(data: dict, snake: str, camel: str) -> int:
-    value = data.get(snake, data.get(camel))
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def _field(data: dict, snake: str, camel: str) -> Any:
+    return data.get(snake, data.get(camel))
 
 
 def _wire_call(index: int, call: dict) -> dict[str, Any]:
@@ -120,12 +120,11 @@ class InProcessTransport:
             message: dict[str, Any] = {"role": "assistant", "tool_calls": [_wire_call(i, c) for i, c in enumerate(calls)]}
         else:
             message = {"role": "assistant", "content": out.get("content") or ""}
-        usage = out.get("usage") if isinstance(out.get("usage"), dict) else {}
-        p = _int_field(usage, "prompt_tokens", "promptTokens")
-        c = _int_field(usage, "completion_tokens", "completionTokens")
-        t = _int_field(usage, "total_tokens", "totalTokens") or p + c
+        u = out.get("usage") if isinstance(out.get("usage"), dict) else {}
+        usage = usage_of(_field(u, "prompt_tokens", "promptTokens"), _field(u, "completion_tokens", "completionTokens"),
+                         _field(u, "total_tokens", "totalTokens"))
         return {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-                "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": t}}
+                "usage": usage}
 
     def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
         raise NotImplementedError(_NO_STREAM)

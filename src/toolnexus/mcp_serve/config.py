@@ -1,7 +1,7 @@
 """The MCP serve profile (`MCPServeConfig`), its check, and the exposed-tool filter.
 
-Kept apart from the server so the HTTP layer (`toolnexus.serve`) can read the same profile keys
-without importing the MCP SDK's server half.
+Kept apart from the server builder because two readers share these rules: `build_mcp_server`
+and the `/mcp` endpoint of `toolnexus.serve` (body cap, Host/Origin lists, bearer token).
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Optional
 
@@ -30,6 +29,7 @@ from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request as StarletteRequest
 
+from .._diag import logger
 from .server import DISCONNECT_SCOPE_KEY
 
 __all__ = ["Message", "Receive", "Send", "mcp_exchange", "reap_task", "send_text", "serve_mcp_http_request"]
@@ -39,24 +39,23 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
 
-_log = logging.getLogger("toolnexus")
 _NO_LIMIT = 1 << 62  # the body is already bounded by the caller
 _NOT_ACCEPTABLE = "Not Acceptable: Client must accept both application/json and text/event-stream"
 
 
-async def send_text(send: Send, status: int, text: str, headers: Optional[Headers] = None) -> None:
-    """A complete plain-text response."""
-    body = text.encode()
-    head = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+async def _send_whole(send: Send, status: int, content_type: bytes, body: bytes, headers: Optional[Headers]) -> None:
+    head = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": head + list(headers or [])})
     await send({"type": "http.response.body", "body": body})
 
 
+async def send_text(send: Send, status: int, text: str, headers: Optional[Headers] = None) -> None:
+    """A complete plain-text response."""
+    await _send_whole(send, status, b"text/plain; charset=utf-8", text.encode(), headers)
+
+
 async def _send_json(send: Send, status: int, payload: Any) -> None:
-    body = json.dumps(payload).encode()
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": body})
+    await _send_whole(send, status, b"application/json", json.dumps(payload).encode(), None)
 
 
 async def _watch_disconnect(receive: Receive, disconnected: asyncio.Event, answered: asyncio.Event) -> None:
@@ -130,7 +129,7 @@ async def mcp_exchange(
         async with manager.run():
             await manager.handle_request(scope, replay, tracked_send)
     except Exception:  # noqa: BLE001 - the transport crashed: the pinned 500
-        _log.debug("toolnexus: MCP serve transport failed", exc_info=True)
+        logger.debug("toolnexus: MCP serve transport failed", exc_info=True)
         if not started:
             await send_text(send, 500, "mcp error")
     finally:

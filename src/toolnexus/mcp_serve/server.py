@@ -9,7 +9,6 @@ state: it can answer one stateless HTTP exchange, or serve a long-lived stdio/in
 from __future__ import annotations
 
 import inspect
-import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Optional, Union
@@ -19,13 +18,13 @@ from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
-from .._diag import warn_once
+from .._diag import logger, warn_once
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from . import bridge
 from .config import DEFAULT_NAME, DEFAULT_VERSION, MCPServeConfig, OnCall, check_config, exposed_mcp_tools
 from .content import call_tool_result, listed_tool
 
-__all__ = ["DISCONNECT_SCOPE_KEY", "ToolsLike", "build_mcp_server"]
+__all__ = ["DISCONNECT_SCOPE_KEY", "ToolsLike", "build_mcp_server", "fresh_server"]
 
 ToolsLike = Union[list[Tool], Callable[[], list[Tool]]]
 
@@ -33,7 +32,6 @@ ToolsLike = Union[list[Tool], Callable[[], list[Tool]]]
 # served endpoint stops); tools get it as `ctx.signal`.
 DISCONNECT_SCOPE_KEY = "toolnexus.disconnected"
 
-_log = logging.getLogger("toolnexus")
 _state_security: Optional[RequestStateSecurity] = None
 
 
@@ -70,7 +68,7 @@ async def _emit(on_call: Optional[OnCall], event: dict[str, Any]) -> None:
         if inspect.isawaitable(outcome):
             await outcome
     except Exception as exc:  # noqa: BLE001 - an observer never breaks the call
-        _log.debug("toolnexus: MCP serve on_call raised %r (ignored)", exc)
+        logger.debug("toolnexus: MCP serve on_call raised %r (ignored)", exc)
 
 
 def _warn_uncarriable(tool: Tool) -> None:
@@ -85,15 +83,15 @@ class _Calls:
     """The `tools/list` and `tools/call` handlers over a live tool set."""
 
     def __init__(self, exposed: Callable[[], list[Tool]], on_call: Optional[OnCall]) -> None:
-        self._exposed = exposed
+        self.exposed = exposed
         self._on_call = on_call
 
     async def list_tools(self, ctx: Any, params: Any) -> mtypes.ListToolsResult:
-        listed = [entry for entry in map(listed_tool, self._exposed()) if entry is not None]
+        listed = [entry for entry in map(listed_tool, self.exposed()) if entry is not None]
         return mtypes.ListToolsResult(tools=listed)
 
     async def call_tool(self, ctx: Any, params: mtypes.CallToolRequestParams) -> Any:
-        tool = next((t for t in self._exposed() if t.name == params.name), None)
+        tool = next((t for t in self.exposed() if t.name == params.name), None)
         if tool is None:
             raise MCPError(code=mtypes.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         args = dict(params.arguments or {})
@@ -124,7 +122,7 @@ class _Calls:
         try:
             answer = await bridge.ask_inline(ctx, req)
         except MCPError as exc:
-            _log.debug("toolnexus: MCP serve elicitation failed: %s", exc)
+            logger.debug("toolnexus: MCP serve elicitation failed: %s", exc)
             return None
         if answer is None:
             _warn_uncarriable(tool)
@@ -148,6 +146,29 @@ class _Calls:
         return call_tool_result(result)
 
 
+def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall]) -> tuple[Server, _Calls]:
+    """The server and its handlers, without checking `cfg` (see `build_mcp_server`)."""
+    if callable(tools):
+        provider = tools
+    elif isinstance(tools, list):
+        provider = lambda: tools  # noqa: E731 - the caller's list, read live
+    else:
+        raise TypeError(
+            f"toolnexus: build_mcp_server tools must be a list of Tool or a provider, got {type(tools).__name__}"
+        )
+    name = cfg.get("name") if cfg else None
+    version = cfg.get("version") if cfg else None
+    calls = _Calls(lambda: exposed_mcp_tools(list(provider()), cfg), on_call)
+    server: Server = Server(
+        DEFAULT_NAME if name is None else name,
+        version=DEFAULT_VERSION if version is None else version,
+        on_list_tools=calls.list_tools,
+        on_call_tool=calls.call_tool,
+    )
+    server.middleware.append(RequestStateBoundary(_security(), default_audience=server.name))
+    return server, calls
+
+
 def build_mcp_server(
     tools: ToolsLike, cfg: Optional[MCPServeConfig] = None, on_call: Optional[OnCall] = None
 ) -> Server:
@@ -159,28 +180,16 @@ def build_mcp_server(
     swallowed). Unknown tools answer a JSON-RPC `-32602` error `Unknown tool: <name>`.
     """
     check_config(cfg, where="build_mcp_server cfg")
-    if callable(tools):
-        provider = tools
-    elif isinstance(tools, list):
-        provider = lambda: tools  # noqa: E731 - the caller's list, read live
-    else:
-        raise TypeError(
-            f"toolnexus: build_mcp_server tools must be a list of Tool or a provider, got {type(tools).__name__}"
-        )
-
-    def exposed() -> list[Tool]:
-        return exposed_mcp_tools(list(provider()), cfg)
-
-    name = cfg.get("name") if cfg else None
-    version = cfg.get("version") if cfg else None
-    calls = _Calls(exposed, on_call)
-    server: Server = Server(
-        DEFAULT_NAME if name is None else name,
-        version=DEFAULT_VERSION if version is None else version,
-        on_list_tools=calls.list_tools,
-        on_call_tool=calls.call_tool,
-    )
-    server.middleware.append(RequestStateBoundary(_security(), default_audience=server.name))
-    for tool in exposed():  # surface name/schema warnings at build time, not first list
+    server, calls = _server(tools, cfg, on_call)
+    for tool in calls.exposed():  # surface name/schema warnings at build time, not first list
         listed_tool(tool)
     return server
+
+
+def fresh_server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall]) -> Server:
+    """Another server like a `build_mcp_server` that already succeeded with these arguments.
+
+    For per-request servers (`toolnexus.serve`): the profile was checked and the build-time
+    warnings were given once, at `serve()`, so none of that is repeated on every request.
+    """
+    return _server(tools, cfg, on_call)[0]

@@ -26,8 +26,8 @@ Choices beyond the pinned baseline (spec §5), each deliberate:
   `list_mcp_tools` likewise closes its sessions together at the end. A lost connection (dead child, broken stream) reconnects once, lazily, on the
   next call; a call that was in flight when the server died is not replayed.
 - Calls time out after `callTimeout` (ms; default: the server `timeout`) or `ctx.timeout`
-  (seconds); an `asyncio.Event` in `ctx.signal` or task cancellation abandons the call and the
-  SDK sends `notifications/cancelled`.
+  (seconds); `ctx.signal` firing (`toolnexus._abort`) or task cancellation abandons the call
+  and the SDK sends `notifications/cancelled`.
 - `McpSource.refresh()` re-lists tools (for `notifications/tools/list_changed`; `stale` tells
   whether one arrived) and updates `McpSource.tools` in place.
 - SDK models are read through `model_dump(by_alias=True)` so no field (parts, schemas, cursors)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from .._diag import warn
+from .._env import expand_headers
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -33,7 +34,6 @@ DEFAULT_TIMEOUT = 30.0
 ServerConfig = dict[str, Any]
 McpConfig = dict[str, ServerConfig]
 _RESERVED = ("builtins", "agents", "a2a", "mcpServer")
-_ENV = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 _COMMENTS = re.compile(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*.*?\*/', re.S)
 # What a stdio child always gets when `inheritEnv` narrows its environment (the SDK's own
 # "safe to inherit" set on POSIX): enough to find executables and a home directory.
@@ -79,9 +79,7 @@ def is_remote(cfg: ServerConfig) -> bool:
 
 def expand_env_headers(headers: Optional[dict[str, str]]) -> Optional[dict[str, str]]:
     """`${NAME}` in header values → the environment value (or `""`); values are never logged."""
-    if headers is None:
-        return None
-    return {k: _ENV.sub(lambda m: os.environ.get(m.group(1), ""), v) for k, v in headers.items()}
+    return None if headers is None else expand_headers(headers)
 
 
 def apply_tools_filter(server: str, defs: list[Any], filter: Optional[dict[str, bool]]) -> list[Any]:  # noqa: A002

@@ -9,11 +9,11 @@ connects at once (spawned children are killed), then `asyncio.CancelledError` is
 from __future__ import annotations
 
 import asyncio
-import inspect
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from .._abort import Aborted, unless_aborted
 from .._diag import warn
 from ..types import JSONSchema, McpStatus, Tool, ToolContext, ToolResult, sanitize
 from .config import apply_tools_filter, is_enabled, parse_mcp_config, server_spec
@@ -78,43 +78,20 @@ class McpSource:
         return self.tools
 
 
-def _cancelled_result(server: str) -> ToolResult:
-    return ToolResult("MCP call cancelled", True, {"server": server})
-
-
-async def _until_signal(call: Any, signal: Any, server: str) -> Any:
-    """Await `call`, abandoning it (the SDK sends `notifications/cancelled`) when `signal` fires."""
-    is_set = getattr(signal, "is_set", None)
-    if callable(is_set) and is_set():
-        call.close()
-        return _cancelled_result(server)
-    if not inspect.iscoroutinefunction(getattr(signal, "wait", None)):
-        return await call
-    task = asyncio.ensure_future(call)
-    watcher = asyncio.ensure_future(signal.wait())
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for t in (task, watcher):
-            if not t.done():
-                t.cancel()
-        await asyncio.gather(task, watcher, return_exceptions=True)
-    return _cancelled_result(server) if task.cancelled() else task.result()
-
-
 def _mcp_tool(server: ServerConnection, d: dict[str, Any]) -> Tool:
     original = str(d.get("name", ""))
     label = server.spec.name
 
     async def execute(args: Optional[dict[str, Any]] = None, ctx: Optional[ToolContext] = None) -> ToolResult:
         timeout = ctx.timeout if ctx is not None and ctx.timeout is not None else server.spec.call_timeout
-        call = server.call(original, args or {}, timeout)
+        signal = ctx.signal if ctx is not None else None
         try:
-            result = await (call if ctx is None or ctx.signal is None else _until_signal(call, ctx.signal, label))
+            # Abandoning the call makes the SDK send `notifications/cancelled`.
+            result = await unless_aborted(server.call(original, args or {}, timeout), signal)
+        except Aborted:
+            return ToolResult("MCP call cancelled", True, {"server": label})
         except Exception as exc:  # noqa: BLE001 - transport/protocol failures become error results
             return ToolResult(describe_error(exc), True, {"server": label})
-        if isinstance(result, ToolResult):
-            return result
         return call_result_to_tool_result(result, label)
 
     name = sanitize(label) + "_" + sanitize(original)

@@ -9,8 +9,9 @@ system prompt. `list_skills` reports the same without building anything.
 Not here: executing a skill's scripts (the model uses other tools for that) and watching skill
 directories for changes (reload to pick changes up).
 
-Submodules: `model` (data + prompt), `frontmatter` (parsing), `walk` (bounded directory walk),
-`loader` (discovery, merge, filter), `tool` (the `skill` tool).
+Submodules: `model` (data + prompt), `frontmatter` (parsing), `loader` (discovery, merge,
+filter), `tool` (the `skill` tool); the bounded directory walk is `toolnexus._walk`, shared with
+the `grep`/`glob` built-ins.
 """
 
 from __future__ import annotations

@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from typing import Any, Iterable, Optional, Union
 
 from .._diag import warn
+from .._walk import walk_files
 from .frontmatter import parse_frontmatter
 from .model import SkillDef, SkillInfo, SkillInventory, SkillSkip, SkillSource
 from .tool import SKILL_FILE, create_skill_tool
-from .walk import walk_files
 
 __all__ = [
     "MAX_DISCOVERY_ENTRIES",

@@ -17,9 +17,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from .._walk import walk_files
 from ..types import JSONSchema, Tool, ToolContext, ToolResult
 from .model import SkillInfo
-from .walk import walk_files
 
 __all__ = [
     "DEFAULT_SAMPLE",

@@ -7,13 +7,21 @@ Content parts (canonical form in `client/parts.py`) on this wire:
 - tool results: a `tool_result` block holding stored `parts` is sent with
   `content = [{"type":"text","text": output}, *mapped parts]`; the stored `parts` key is stripped.
 
-Streaming keeps every content block verbatim (`thinking`, `redacted_thinking`, unknown types): a
-block starts as its `content_block_start` payload and each `*_delta` appends its string fields
-(`text_delta.text` → `text`, `thinking_delta.thinking` → `thinking`, `signature_delta` → `signature`;
-`input_json_delta.partial_json` is parsed into `input` at the end). Usage is the final figure:
-`message_delta.usage` values replace the `message_start` ones, never added twice.
+Streamed replies are assembled in `anthropic_reply.py` (blocks kept verbatim, final usage).
 
-Not here: retries, hooks, tool execution (loop), and translate's message conversion.
+Translate (client.md §14) on this wire: OpenAI-shaped messages, tools and `tool_choice` are
+converted (`openai_messages_to_anthropic`, `openai_tools_to_anthropic`,
+`openai_tool_choice_to_anthropic`; public through `toolnexus.translate`), the system text is the
+`system` argument, else the client's `system_prompt`, else the hoisted system messages (key omitted
+when empty), and the reply's `stop_reason` is mapped with `finish_reason_for`. Parts in converted
+messages go through this wire's own part mapping with a lenient policy: what Anthropic cannot carry
+(audio, other file types, a `file_id` reference, an oversize part) becomes a text placeholder,
+warned once — a pure converter has no run to fail, and a silent drop would lose data; a part with
+neither data nor url becomes a placeholder too. A dict part of an unknown type passes through
+verbatim (it may already be an Anthropic block); a `tool_result` with media but no text gets no
+empty text block.
+
+Not here: retries, hooks, tool execution (loop), and the translate call itself (`toolnexus.translate`).
 """
 
 from __future__ import annotations
@@ -21,20 +29,19 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Optional
 
-from ..sse import SseEvent, json_payloads
-from .base import DialectBase, ResultEntry, ToolCall, Turn, malformed, usage_of
+from ..parts import PartPolicy, placeholder_text
+from .anthropic_reply import AnthropicStream, reply_text, reply_usage
+from .base import DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, malformed
+from .openai import canonical_part, content_text, message_calls
 
-__all__ = ["AnthropicWire"]
+__all__ = ["AnthropicWire", "ANTHROPIC_VERSION", "MAX_TOKENS", "finish_reason_for", "part_to_anthropic",
+           "anthropic_blocks", "openai_messages_to_anthropic", "openai_tools_to_anthropic",
+           "openai_tool_choice_to_anthropic"]
 
 WIRE = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 MAX_TOKENS = 4096
 _DOCUMENT_TYPES = ("application/pdf", "text/plain")
-
-
-def _usage(u: Any) -> dict[str, int]:
-    u = u if isinstance(u, dict) else {}
-    return usage_of(u.get("input_tokens"), u.get("output_tokens"))
 
 
 def _source(part: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +54,9 @@ class AnthropicWire(DialectBase):
     """The `style="anthropic"` dialect."""
 
     name = WIRE
+    env_key = "ANTHROPIC_API_KEY"
     halt_emits_placeholder_result = True
+    result_id_key = "tool_use_id"
 
     # -- request side ---------------------------------------------------------------------------
 
@@ -100,9 +109,8 @@ class AnthropicWire(DialectBase):
             out.append(m)
         return out
 
-    def result_messages(self, entries: list[ResultEntry]) -> list[dict]:
-        if not entries:
-            return []
+    @staticmethod
+    def _result_blocks(entries: list[ResultEntry]) -> list[dict]:
         blocks = []
         for e in entries:
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": e.call.id, "content": e.output,
@@ -110,7 +118,26 @@ class AnthropicWire(DialectBase):
             if e.parts:
                 block["parts"] = e.parts
             blocks.append(block)
-        return [{"role": "user", "content": blocks}]
+        return blocks
+
+    def result_messages(self, entries: list[ResultEntry]) -> list[dict]:
+        return [{"role": "user", "content": self._result_blocks(entries)}] if entries else []
+
+    def split_results(self, after: list[Any]) -> tuple[list[dict], list[Any]]:
+        """The `tool_result` blocks of the user message opening `after` (only such blocks), and the rest."""
+        head = after[0] if after else None
+        blocks = head.get("content") if isinstance(head, dict) and head.get("role") == "user" else None
+        if isinstance(blocks, list) and blocks and all(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
+            return list(blocks), list(after[1:])
+        return [], list(after)
+
+    def rewrite_results(self, messages: list[dict], index: int, kept: list[dict],
+                        entries: list[ResultEntry]) -> list[dict]:
+        """`messages` up to the tool-call turn at `index`, then its results message (which must follow
+        it) holding `kept` blocks verbatim and then `entries`."""
+        holder = messages[index + 1]
+        return messages[: index + 1] + [{**holder, "content": list(kept) + self._result_blocks(entries)}]
 
     # -- reply side -----------------------------------------------------------------------------
 
@@ -126,11 +153,8 @@ class AnthropicWire(DialectBase):
             if block.get("type") == "tool_use" and not isinstance(block.get("name"), str):
                 raise malformed(WIRE, f"`content[{i}]` tool_use block has no `name`", block)
         message = {"role": "assistant", "content": content}
-        return Turn(self._text(content), self.assistant_calls(message), _usage(data.get("usage")), message, raw=data)
-
-    @staticmethod
-    def _text(content: list) -> str:
-        return "".join(b["text"] for b in content if b.get("type") == "text" and isinstance(b.get("text"), str))
+        return Turn(reply_text(content), self.assistant_calls(message), reply_usage(data.get("usage")), message,
+                    raw=data)
 
     def assistant_calls(self, message: Any) -> list[ToolCall]:
         content = message.get("content") if isinstance(message, dict) else None
@@ -142,7 +166,7 @@ class AnthropicWire(DialectBase):
             if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("name"), str)
         ]
 
-    def new_stream(self) -> "AnthropicStream":
+    def new_stream(self) -> AnthropicStream:
         return AnthropicStream()
 
     def exhausted_text(self, messages: list[dict], run_start: int) -> str:
@@ -160,83 +184,198 @@ class AnthropicWire(DialectBase):
         missing = [c for c in calls if c.id not in answered]
         if not missing:
             return messages
-        fill = self.result_messages([ResultEntry(c, text_for(c), True) for c in missing])[0]
+        fill = self._result_blocks([ResultEntry(c, text_for(c), True) for c in missing])
         if holds_results:
-            merged = {**nxt, "content": list(blocks) + fill["content"]}
+            merged = {**nxt, "content": list(blocks) + fill}
             return messages[: i + 1] + [merged] + messages[i + 2 :]
-        return messages[: i + 1] + [fill] + messages[i + 1 :]
+        return messages[: i + 1] + [{"role": "user", "content": fill}] + messages[i + 1 :]
+
+    # -- translate (client.md §14) --------------------------------------------------------------
+
+    def translate_url(self, base_url: str) -> str:
+        return self.url(base_url)
+
+    def translate_headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]:
+        return {"content-type": "application/json", "x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION,
+                **extra}
+
+    def translate_request(self, messages: list[Any], tools: list[Any], toolkit: Any, system: Optional[str],
+                          system_prompt: Optional[str]) -> TranslateRequest:
+        wire, hoisted = openai_messages_to_anthropic(messages)
+        text = system if system is not None else (system_prompt or hoisted)
+        return TranslateRequest(wire, self.declare_tools(toolkit) + openai_tools_to_anthropic(tools), text or "")
+
+    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any, max_tokens: int) -> dict:
+        body: dict[str, Any] = {"model": model, "max_tokens": max_tokens if max_tokens > 0 else MAX_TOKENS}
+        if request.system:
+            body["system"] = request.system
+        body["messages"] = request.messages
+        if request.tools:
+            body["tools"] = request.tools
+        choice = openai_tool_choice_to_anthropic(tool_choice)
+        if choice is not None:
+            body["tool_choice"] = choice
+        return body
+
+    def translate_reply(self, data: dict[str, Any]) -> TranslateReply:
+        content = data.get("content")
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        calls = [
+            ToolCall(str(b.get("id") or ""), str(b.get("name") or ""),
+                     b["input"] if isinstance(b.get("input"), dict) else {},
+                     json.dumps(b.get("input") or {}, separators=(",", ":")))
+            for b in blocks
+            if b.get("type") == "tool_use"
+        ]
+        return TranslateReply(reply_text(blocks), calls, finish_reason_for(bool(calls), data.get("stop_reason")),
+                              reply_usage(data.get("usage")))
 
 
-class AnthropicStream:
-    """Assembles a streamed messages turn, blocks kept verbatim (see module docstring)."""
+# -- OpenAI-shaped input as Anthropic (translate; public through `toolnexus.translate`) -------------
 
-    def __init__(self) -> None:
-        self.finished = False
-        self._blocks: dict[int, dict[str, Any]] = {}
-        self._json: dict[int, list[str]] = {}
-        self._usage: dict[str, Any] = {}
-        self._stop_reason: Optional[str] = None
+# Pure conversion has no run to fail: a part Anthropic cannot carry degrades to a placeholder
+# (warned once), through the very mapping the run loop uses.
+_LENIENT = AnthropicWire(PartPolicy(on_unsupported="text"))
 
-    def feed(self, event: SseEvent) -> list[str]:
-        deltas: list[str] = []
-        for data in json_payloads(event):
-            if not isinstance(data, dict):
+
+def finish_reason_for(has_calls: bool, stop: Optional[str] = None) -> str:
+    """A provider stop reason in OpenAI's vocabulary; any tool call wins."""
+    if has_calls:
+        return "tool_calls"
+    if stop in ("max_tokens", "length"):
+        return "length"
+    if stop in ("refusal", "content_filter"):
+        return "content_filter"
+    return "stop"
+
+
+def _has_payload(part: dict[str, Any]) -> bool:
+    data, url = part.get("data"), part.get("url")
+    return (isinstance(data, str) and bool(data)) or (isinstance(url, str) and bool(url))
+
+
+def part_to_anthropic(part: dict[str, Any]) -> dict[str, Any]:
+    """One content part as an Anthropic block; parts Anthropic cannot carry become a text placeholder."""
+    if part.get("type") == "text":
+        return {"type": "text", "text": content_text([part])}
+    canonical = canonical_part(part)
+    if canonical is None:
+        return part
+    if not _has_payload(canonical):
+        return {"type": "text", "text": placeholder_text(canonical, "it has no data or url")}
+    return _LENIENT.map_part(canonical, user=False)
+
+
+def anthropic_blocks(content: Any) -> list[dict[str, Any]]:
+    """The Anthropic blocks for the non-text parts of an OpenAI `content`, in order (`[]` if none)."""
+    if not isinstance(content, list):
+        return []
+    return [part_to_anthropic(p) for p in content if isinstance(p, dict) and p.get("type") != "text"]
+
+
+def _text_then_media(text: str, media: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A block list: the text (only when non-empty: Anthropic rejects empty text blocks), then media."""
+    return ([{"type": "text", "text": text}] if text else []) + media
+
+
+def _tool_result_block(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    text = content_text(content)
+    media = anthropic_blocks(content)
+    block: dict[str, Any] = {"type": "tool_result", "content": _text_then_media(text, media) if media else text}
+    if message.get("tool_call_id"):
+        block["tool_use_id"] = str(message["tool_call_id"])
+    return block
+
+
+def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    text = content_text(message.get("content"))
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    for call in message_calls(message):
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.args})
+    return blocks
+
+
+def _user_content(content: Any) -> Any:
+    """Anthropic user content for an OpenAI content value, or None when there is nothing to send."""
+    text = content_text(content)
+    media = anthropic_blocks(content)
+    if media:
+        return _text_then_media(text, media)
+    if text:
+        return text
+    if isinstance(content, list) and content:
+        return content
+    return None
+
+
+def openai_messages_to_anthropic(msgs: Any) -> tuple[list[dict[str, Any]], str]:
+    """OpenAI messages as `(anthropic_messages, system_text)`, keeping the tool-call structure.
+
+    Hoisted `system`/`developer` messages leave the transcript, so they never split a run of
+    consecutive tool results: those still form the single user turn Anthropic requires.
+    """
+    out: list[dict[str, Any]] = []
+    system: list[str] = []
+    results: list[dict[str, Any]] = []
+
+    def append(message: dict[str, Any]) -> None:
+        if results:
+            out.append({"role": "user", "content": list(results)})
+            results.clear()
+        out.append(message)
+
+    for m in msgs if isinstance(msgs, list) else []:
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        if role in ("system", "developer"):
+            text = content_text(m.get("content"))
+            if text:
+                system.append(text)
+        elif role in ("tool", "function"):
+            results.append(_tool_result_block(m))
+        elif role == "assistant":
+            blocks = _assistant_blocks(m)
+            if blocks:
+                append({"role": "assistant", "content": blocks})
+        else:
+            content = _user_content(m.get("content"))
+            if content is not None:
+                append({"role": "user", "content": content})
+    if results:
+        out.append({"role": "user", "content": list(results)})
+    return out, "\n\n".join(system)
+
+
+def openai_tools_to_anthropic(tools: Any) -> list[dict[str, Any]]:
+    """OpenAI tool declarations as Anthropic ones; native entries (with `name`) pass, the rest are skipped."""
+    out: list[dict[str, Any]] = []
+    for t in tools if isinstance(tools, list) else []:
+        if not isinstance(t, dict):
+            continue
+        fn = t.get("function")
+        if isinstance(fn, dict):
+            if not fn.get("name"):
                 continue
-            kind = data.get("type") or event.event
-            if kind == "message_start":
-                msg = data.get("message") if isinstance(data.get("message"), dict) else {}
-                self._usage.update(msg.get("usage") or {})
-            elif kind == "content_block_start":
-                block = data.get("content_block") if isinstance(data.get("content_block"), dict) else {}
-                self._blocks[self._index(data)] = dict(block)
-            elif kind == "content_block_delta":
-                text = self._delta(self._index(data), data.get("delta"))
-                if text:
-                    deltas.append(text)
-            elif kind == "message_delta":
-                delta = data.get("delta") if isinstance(data.get("delta"), dict) else {}
-                if delta.get("stop_reason") is not None:
-                    self._stop_reason = delta["stop_reason"]
-                self._usage.update(data.get("usage") or {})
-            elif kind == "message_stop":
-                self.finished = True
-        return deltas
+            decl: dict[str, Any] = {"name": fn["name"]}
+            if fn.get("description"):
+                decl["description"] = fn["description"]
+            params = fn.get("parameters")
+            decl["input_schema"] = params if isinstance(params, dict) else {"type": "object", "properties": {}}
+            out.append(decl)
+        elif t.get("name"):
+            out.append(t)
+    return out
 
-    @staticmethod
-    def _index(data: dict) -> int:
-        index = data.get("index", 0)
-        return index if isinstance(index, int) else 0
 
-    def _delta(self, index: int, delta: Any) -> Optional[str]:
-        if not isinstance(delta, dict):
-            return None
-        block = self._blocks.setdefault(index, {"type": "text", "text": ""})
-        if delta.get("type") == "input_json_delta":
-            self._json.setdefault(index, []).append(str(delta.get("partial_json") or ""))
-            return None
-        for key, value in delta.items():
-            if key != "type" and isinstance(value, str):
-                block[key] = (block.get(key) or "") + value
-        if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
-            return delta["text"]
-        return None
-
-    def turn(self) -> Turn:
-        content = []
-        for index in sorted(self._blocks):
-            block = self._blocks[index]
-            if block.get("type") == "tool_use":
-                raw = "".join(self._json.get(index, []))
-                try:
-                    parsed = json.loads(raw) if raw.strip() else block.get("input")
-                except ValueError:
-                    parsed = None
-                block = {**block, "input": parsed if isinstance(parsed, dict) else {}}
-            content.append(block)
-        message = {"role": "assistant", "content": content}
-        text = "".join(b["text"] for b in content if b.get("type") == "text" and isinstance(b.get("text"), str))
-        calls = [ToolCall(str(b.get("id") or ""), str(b.get("name") or ""), b["input"])
-                 for b in content if b.get("type") == "tool_use"]
-        if self._stop_reason != "tool_use":
-            calls = []
-        return Turn(text, calls, _usage(self._usage), message)
+def openai_tool_choice_to_anthropic(choice: Any) -> Optional[dict[str, Any]]:
+    """OpenAI `tool_choice` in Anthropic's shape, or None (omit the key) for auto/unknown values."""
+    if choice in ("required", "any"):
+        return {"type": "any"}
+    if choice == "none":
+        return {"type": "none"}
+    fn = choice.get("function") if isinstance(choice, dict) else None
+    if isinstance(fn, dict) and fn.get("name"):
+        return {"type": "tool", "name": fn["name"]}
+    return None

@@ -1,8 +1,10 @@
 """The neutral turn every wire dialect produces, and the dialect interface the loop programs against.
 
 The loop never looks at a provider's JSON: a dialect turns the canonical transcript into a request
-body and a provider reply (whole or streamed) into a `Turn`. Everything style-specific lives in
-`wire/openai.py` and `wire/anthropic.py`; this module holds only the shared shapes and helpers.
+body and a provider reply (whole or streamed) into a `Turn`, reads and rewrites the results after a
+tool-call turn (durable resume), and does the same for `translate` (OpenAI-shaped request in,
+`TranslateReply` out). Everything style-specific lives in `wire/openai.py` and `wire/anthropic.py`;
+this module holds only the shared shapes and helpers.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from typing import Any, Callable, Optional, Protocol
 from ...types import ToolResult
 from ..errors import ProviderResponseError
 from ..parts import MEDIA_TYPES, PartPolicy
+from ..result import zero_usage
 from ..sse import SseEvent
 
 __all__ = [
     "ToolCall",
     "Turn",
     "ResultEntry",
+    "TranslateRequest",
+    "TranslateReply",
     "StreamAccumulator",
     "WireDialect",
     "zero_usage",
@@ -67,6 +72,25 @@ class ResultEntry:
         return cls(call, result.output, bool(result.is_error), result.parts or None)
 
 
+@dataclass
+class TranslateRequest:
+    """The wire-shaped pieces of a translate request, before `before_llm` may replace them."""
+
+    messages: list[Any]
+    tools: list[Any]
+    system: str  # top-level system text (wires that carry it in `messages` leave it "")
+
+
+@dataclass
+class TranslateReply:
+    """A translate reply read back: each call's `arguments` is the JSON string the caller echoes."""
+
+    text: str
+    calls: list[ToolCall]
+    finish_reason: str
+    usage: dict[str, int]
+
+
 class StreamAccumulator(Protocol):
     """Assembles one streamed turn from SSE events."""
 
@@ -83,7 +107,9 @@ class WireDialect(Protocol):
     """What the loop needs from a provider wire. Two implementations: openai, anthropic."""
 
     name: str
+    env_key: str  # the style's own API-key variable (client.md §5.5)
     halt_emits_placeholder_result: bool
+    result_id_key: str  # the key naming the answered call in one result item
 
     def url(self, base_url: str) -> str: ...
     def headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]: ...
@@ -93,13 +119,19 @@ class WireDialect(Protocol):
     def parse_response(self, data: Any) -> Turn: ...
     def new_stream(self) -> StreamAccumulator: ...
     def result_messages(self, entries: list[ResultEntry]) -> list[dict]: ...
+    def split_results(self, after: list[Any]) -> tuple[list[dict], list[Any]]: ...
+    def rewrite_results(self, messages: list[dict], index: int, kept: list[dict],
+                        entries: list[ResultEntry]) -> list[dict]: ...
     def exhausted_text(self, messages: list[dict], run_start: int) -> str: ...
     def assistant_calls(self, message: Any) -> list[ToolCall]: ...
     def balance(self, messages: list[dict], text_for: Callable[[ToolCall], str]) -> list[dict]: ...
-
-
-def zero_usage() -> dict[str, int]:
-    return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    # translate (client.md §14): one call, OpenAI-shaped input
+    def translate_url(self, base_url: str) -> str: ...
+    def translate_headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]: ...
+    def translate_request(self, messages: list[Any], tools: list[Any], toolkit: Any, system: Optional[str],
+                          system_prompt: Optional[str]) -> TranslateRequest: ...
+    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any, max_tokens: int) -> dict: ...
+    def translate_reply(self, data: dict[str, Any]) -> TranslateReply: ...
 
 
 def add_usage(total: dict[str, int], turn: dict[str, int]) -> None:
@@ -157,6 +189,7 @@ class DialectBase:
     """What both dialects share: the part policy, part mapping skeleton, trailing-turn lookup."""
 
     name = ""
+    env_key = ""
     halt_emits_placeholder_result = False
 
     def __init__(self, policy: Optional[PartPolicy] = None) -> None:

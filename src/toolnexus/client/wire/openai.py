@@ -9,31 +9,130 @@ Content parts (canonical form in `client/parts.py`) on this wire:
   each tool's parts preceded by `Output of tool {name} ({tool_call_id}):`. That message is built
   per request and never stored.
 
-Not here: retries, hooks, tool execution (loop), and translate's own URL rule (translate module).
+Translate (client.md §14) on this wire: its own URL rule (`/v1` added unless present or a `/chat/`
+path), lowercase headers, the caller's messages verbatim (the system text prepended only when no
+`system`/`developer` message exists) and a lenient reply reader (no choices ⇒ empty result; the
+provider's `finish_reason` passed through unless there are tool calls). The OpenAI-shaped readers
+translate's input needs on every wire live here too: `content_text`, `args_string`,
+`has_system_message`, `message_calls` and `canonical_part` (an OpenAI-native part as a canonical
+one, the inverse of this wire's part mapping).
+
+Not here: retries, hooks, tool execution (loop), and the translate call itself (`toolnexus.translate`).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Callable, Optional
 
+from ..parts import MEDIA_TYPES
 from ..sse import SseEvent, json_payloads
-from .base import DialectBase, ResultEntry, ToolCall, Turn, malformed, parse_arguments, usage_of, zero_usage
+from .base import (DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, add_usage,
+                   malformed, parse_arguments, usage_of, zero_usage)
 
-__all__ = ["OpenAIWire"]
+__all__ = ["OpenAIWire", "content_text", "args_string", "has_system_message", "message_calls", "canonical_part"]
 
 WIRE = "openai"
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+_AUDIO_MIME = {"mp3": "audio/mpeg", "wav": "audio/wav"}  # the inverse, for reading `input_audio`
+_DATA_URL = re.compile(r"^data:([^;,]*)(?:;[^,]*)?;base64,(.*)$", re.DOTALL)
 
 
 def _data_url(part: dict[str, Any]) -> str:
     return f"data:{part['mimeType']};base64,{part['data']}"
 
 
+def _usage(u: Any) -> dict[str, int]:
+    u = u if isinstance(u, dict) else {}
+    return usage_of(u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens"))
+
+
+# -- reading OpenAI-shaped input (translate) -----------------------------------------------------
+
+
+def content_text(c: Any) -> str:
+    """The text of an OpenAI `content`: a string as-is, or the `text` of a parts list joined."""
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return "".join(p["text"] for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def args_string(a: Any) -> str:
+    """Tool-call arguments as OpenAI's JSON string: a string as-is, a dict compact, else `"{}"`."""
+    if isinstance(a, str):
+        return a
+    if isinstance(a, dict):
+        return json.dumps(a, separators=(",", ":"))
+    return "{}"
+
+
+def has_system_message(messages: Any) -> bool:
+    """True when an OpenAI message list already holds a `system` or `developer` message."""
+    if not isinstance(messages, list):
+        return False
+    return any(isinstance(m, dict) and m.get("role") in ("system", "developer") for m in messages)
+
+
+def message_calls(message: Any) -> list[ToolCall]:
+    """The calls of an OpenAI assistant message as a caller wrote them: every entry with a `function`
+    object (others skipped), `arguments` always a JSON string (`args_string`)."""
+    raw = message.get("tool_calls") if isinstance(message, dict) else None
+    if not isinstance(raw, list):
+        return []
+    calls = []
+    for entry in raw:
+        fn = entry.get("function") if isinstance(entry, dict) else None
+        if isinstance(fn, dict):
+            arguments = args_string(fn.get("arguments"))
+            calls.append(ToolCall(str(entry.get("id") or ""), str(fn.get("name") or ""), parse_arguments(arguments),
+                                  arguments))
+    return calls
+
+
+def _from_data_url(url: Any) -> Optional[tuple[str, str]]:
+    m = _DATA_URL.match(url) if isinstance(url, str) else None
+    return (m.group(1), m.group(2)) if m else None
+
+
+def canonical_part(part: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """A media part (OpenAI-native `image_url` / `input_audio` / `file`, or already canonical) in
+    canonical form (`type`, `mimeType`, `data` | `url`, `name`); None for anything else."""
+    kind = part.get("type")
+    if kind == "image_url":
+        ref = part.get("image_url")
+        url = ref.get("url") if isinstance(ref, dict) else ref
+        decoded = _from_data_url(url)
+        if decoded:
+            return {"type": "image", "mimeType": decoded[0], "data": decoded[1]}
+        return {"type": "image", "mimeType": "", "url": url}
+    if kind == "input_audio":
+        ref = part.get("input_audio") if isinstance(part.get("input_audio"), dict) else {}
+        fmt = str(ref.get("format") or "")
+        mime = _AUDIO_MIME.get(fmt, f"audio/{fmt}" if fmt else "")
+        return {"type": "audio", "mimeType": mime, "data": ref.get("data")}
+    if kind == "file" and isinstance(part.get("file"), dict):
+        ref = part["file"]
+        decoded = _from_data_url(ref.get("file_data"))
+        mime, data = decoded if decoded else ("", None)
+        out: dict[str, Any] = {"type": "file", "mimeType": mime, "data": data}
+        if ref.get("filename"):
+            out["name"] = ref["filename"]
+        return out
+    if kind in MEDIA_TYPES and "source" not in part:
+        return {"mimeType": "", **part}
+    return None
+
+
 class OpenAIWire(DialectBase):
     """The `style="openai"` dialect."""
 
     name = WIRE
+    env_key = "OPENAI_API_KEY"
     halt_emits_placeholder_result = False
+    result_id_key = "tool_call_id"
 
     # -- request side ---------------------------------------------------------------------------
 
@@ -106,6 +205,18 @@ class OpenAIWire(DialectBase):
             out.append(msg)
         return out
 
+    def split_results(self, after: list[Any]) -> tuple[list[dict], list[Any]]:
+        """The `tool` messages that open `after` (a tool-call turn's results), and what follows them."""
+        n = 0
+        while n < len(after) and isinstance(after[n], dict) and after[n].get("role") == "tool":
+            n += 1
+        return list(after[:n]), list(after[n:])
+
+    def rewrite_results(self, messages: list[dict], index: int, kept: list[dict],
+                        entries: list[ResultEntry]) -> list[dict]:
+        """`messages` up to the tool-call turn at `index`, `kept` results verbatim, then `entries`."""
+        return messages[: index + 1] + list(kept) + self.result_messages(entries)
+
     # -- reply side -----------------------------------------------------------------------------
 
     def parse_response(self, data: Any) -> Turn:
@@ -120,9 +231,7 @@ class OpenAIWire(DialectBase):
         content = message.get("content")
         text = content if isinstance(content, str) else ""
         calls = self.assistant_calls(message, strict=True)
-        u = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        usage = usage_of(u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens"))
-        return Turn(text, calls, usage, message, raw=data)
+        return Turn(text, calls, _usage(data.get("usage")), message, raw=data)
 
     def assistant_calls(self, message: Any, strict: bool = False) -> list[ToolCall]:
         """The tool calls of an assistant message (malformed entries raise when `strict`)."""
@@ -158,16 +267,53 @@ class OpenAIWire(DialectBase):
         i, calls = self.trailing_calls(messages)
         if not calls:
             return messages
-        j = i + 1
-        answered = set()
-        while j < len(messages) and isinstance(messages[j], dict) and messages[j].get("role") == "tool":
-            answered.add(messages[j].get("tool_call_id"))
-            j += 1
+        results, _ = self.split_results(messages[i + 1 :])
+        answered = {m.get("tool_call_id") for m in results}
+        j = i + 1 + len(results)
         missing = [c for c in calls if c.id not in answered]
         if not missing:
             return messages
         fill = self.result_messages([ResultEntry(c, text_for(c), True) for c in missing])
         return messages[:j] + fill + messages[j:]
+
+    # -- translate (client.md §14) --------------------------------------------------------------
+
+    def translate_url(self, base_url: str) -> str:
+        b = base_url.rstrip("/")
+        return b + "/chat/completions" if b.endswith("/v1") or "/chat/" in b else b + "/v1/chat/completions"
+
+    def translate_headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]:
+        return {"content-type": "application/json", "authorization": f"Bearer {api_key}", **extra}
+
+    def translate_request(self, messages: list[Any], tools: list[Any], toolkit: Any, system: Optional[str],
+                          system_prompt: Optional[str]) -> TranslateRequest:
+        wire = list(messages)
+        text = system if system is not None else system_prompt
+        if text and not has_system_message(wire):
+            wire.insert(0, {"role": "system", "content": text})
+        return TranslateRequest(wire, self.declare_tools(toolkit) + tools, "")
+
+    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any, max_tokens: int) -> dict:
+        body: dict[str, Any] = {"model": model, "messages": request.messages}
+        if request.tools:
+            body["tools"] = request.tools
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
+        if max_tokens > 0:
+            body["max_tokens"] = max_tokens
+        return body
+
+    def translate_reply(self, data: dict[str, Any]) -> TranslateReply:
+        usage = _usage(data.get("usage"))
+        choices = data.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+        if first is None:
+            return TranslateReply("", [], "stop", usage)
+        message = first.get("message") if isinstance(first.get("message"), dict) else {}
+        calls = message_calls(message)
+        stop = first.get("finish_reason")
+        finish = "tool_calls" if calls else (stop if isinstance(stop, str) and stop else "stop")
+        return TranslateReply(content_text(message.get("content")), calls, finish, usage)
 
 
 class OpenAIStream:
@@ -187,11 +333,8 @@ class OpenAIStream:
                 break
             if not isinstance(chunk, dict):
                 continue
-            u = chunk.get("usage")
-            if isinstance(u, dict):
-                add = usage_of(u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens"))
-                for k in self._usage:
-                    self._usage[k] += add[k]
+            if isinstance(chunk.get("usage"), dict):
+                add_usage(self._usage, _usage(chunk["usage"]))
             choices = chunk.get("choices")
             if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
                 continue

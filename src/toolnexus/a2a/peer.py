@@ -1,4 +1,4 @@
-"""Fetch an Agent Card and decide how to talk to the agent it describes.
+"""Talking to one remote agent: fetch its Agent Card, plan the routes to it, one JSON-RPC call.
 
 `fetch_card` is the resolve-time GET (spec §1.2): non-2xx → `RuntimeError("HTTP <status>:
 <body>")`, a body that is not a JSON object → a `ValueError` naming the URL. Its timeout is the
@@ -17,34 +17,61 @@ must not hold a whole toolkit build for the 300 s task budget).
   `V03` on "method not found" (beyond #3). A 1.x `protocolVersion` puts `V1` first.
 
 `Peer` remembers which route worked, so later calls of any of the agent's tools go there directly.
+
+`rpc` is one JSON-RPC 2.0 exchange over HTTP POST (spec §1.3): non-2xx → the same pinned
+`HTTP <status>: <body>`; a reply with a truthy `error` → `RpcError` carrying the error's `message`,
+else `JSON-RPC error <code>` (just `JSON-RPC error` without a code). A null `result` or a body
+that is not JSON reads as `{}` (the baseline's tolerance: the caller then keeps its previous view
+of the task).
+
+All requests use the running loop's pooled client (`toolnexus.http.shared_client`: keep-alive,
+redirects followed, no cookie jar). Not here: retries, budgets, aborts (`call.py`).
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import httpx
 
+from .._http_exchange import shared_client
 from .wire import MIXED, V03, V1, AgentCard, Dialect
 
-__all__ = ["CARD_TIMEOUT_CAP", "Route", "Peer", "fetch_card", "plan_routes", "legacy_endpoint", "http_error"]
+__all__ = [
+    "CARD_TIMEOUT_CAP",
+    "METHOD_NOT_FOUND",
+    "VERSION_NOT_SUPPORTED",
+    "Peer",
+    "Route",
+    "RpcError",
+    "fetch_card",
+    "legacy_endpoint",
+    "plan_routes",
+    "rpc",
+]
 
 CARD_TIMEOUT_CAP = 30.0  # seconds
+METHOD_NOT_FOUND = -32601
+VERSION_NOT_SUPPORTED = -32009  # A2A 1.0: the peer does not speak the requested version
 
 
-def http_error(resp: httpx.Response) -> RuntimeError:
+def _http_error(resp: httpx.Response) -> RuntimeError:
     """The pinned non-2xx error: `HTTP <status>: <body>`."""
     return RuntimeError(f"HTTP {resp.status_code}: {resp.text}")
 
 
-async def fetch_card(client: httpx.AsyncClient, url: str, headers: dict[str, str], timeout_s: float) -> AgentCard:
+# ---------------------------------------------------------------------------- the card
+
+
+async def fetch_card(url: str, headers: dict[str, str], timeout_s: float) -> AgentCard:
     """GET the card; raise on non-2xx or a body that is not a JSON object."""
-    resp = await client.get(url, headers=headers, timeout=timeout_s)
+    resp = await shared_client().get(url, headers=headers, timeout=timeout_s)
     if not resp.is_success:
-        raise http_error(resp)
+        raise _http_error(resp)
     try:
         card = json.loads(resp.content)
     except ValueError as exc:
@@ -113,3 +140,42 @@ def plan_routes(card: AgentCard, card_url: str) -> list[Route]:
         return routes
     dialects = [V1, MIXED, V03] if _major(card.get("protocolVersion")) >= 1 else [MIXED, V03]
     return [Route(fallback, d) for d in dialects]
+
+
+# ---------------------------------------------------------------------------- JSON-RPC
+
+
+class RpcError(RuntimeError):
+    """A JSON-RPC error reply; `code` is the peer's error code (None when it sent none)."""
+
+    def __init__(self, message: str, code: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _rpc_error(error: Any) -> RpcError:
+    if not isinstance(error, dict):
+        return RpcError(str(error))
+    code = error.get("code")
+    message = error.get("message")
+    if message:
+        return RpcError(str(message), code if isinstance(code, int) else None)
+    return RpcError(f"JSON-RPC error {'' if code is None else code}".strip(), code if isinstance(code, int) else None)
+
+
+async def rpc(url: str, method: str, params: dict[str, Any], headers: httpx.Headers, timeout_s: float) -> Any:
+    """POST one request; return its `result` (`{}` when null or unreadable)."""
+    body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+    resp = await shared_client().post(url, content=json.dumps(body).encode("utf-8"), headers=headers, timeout=timeout_s)
+    if not resp.is_success:
+        raise _http_error(resp)
+    try:
+        reply = json.loads(resp.content)
+    except ValueError:
+        return {}
+    if not isinstance(reply, dict):
+        return {}
+    if reply.get("error"):
+        raise _rpc_error(reply["error"])
+    result = reply.get("result")
+    return {} if result is None else result
