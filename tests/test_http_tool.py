@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from support.http_fixtures import close_pool, server  # noqa: F401 - fixtures
 from support.http_server import LoopbackServer, Reply
 from toolnexus.http import (
     DEFAULT_MAX_BODY_BYTES,
@@ -21,18 +22,6 @@ from toolnexus.http import (
     shared_client,
 )
 from toolnexus.types import ToolContext, ToolResult
-
-
-@pytest.fixture
-def server():
-    with LoopbackServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-async def close_pool():
-    yield
-    await aclose_shared_clients()
 
 
 def make(server: LoopbackServer, path: str = "/echo", **kw) -> object:

@@ -9,8 +9,9 @@ import logging
 import pytest
 import yaml
 
-from support.http_server import LoopbackServer, Reply
-from toolnexus.http import aclose_shared_clients, http_tools_from_openapi
+from support.http_fixtures import close_pool, server  # noqa: F401 - fixtures
+from support.http_server import Reply
+from toolnexus.http import http_tools_from_openapi
 from toolnexus.types import ToolResult
 
 PETS = {
@@ -90,18 +91,6 @@ PETS = {
 
 def spec_with(paths: dict, **top) -> dict:
     return {"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": paths, **top}
-
-
-@pytest.fixture
-def server():
-    with LoopbackServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-async def close_pool():
-    yield
-    await aclose_shared_clients()
 
 
 async def by_name(spec, **kw) -> dict:
