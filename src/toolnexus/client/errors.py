@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from ..errors import ToolnexusError
+
 __all__ = [
     "ProviderError",
     "_HttpError",
@@ -58,7 +60,7 @@ def capped_error_body(body: str, limit: int = MAX_ERROR_BODY) -> str:
     return body if len(body) <= limit else body[:limit] + "…"
 
 
-class ProviderError(Exception):
+class ProviderError(ToolnexusError):
     """A non-2xx reply from the LLM endpoint.
 
     `.status` is the HTTP status, `.body` the safe body (see `safe_error_body`), `.text` the same
@@ -81,11 +83,11 @@ class ProviderError(Exception):
 _HttpError = ProviderError
 
 
-class ProviderResponseError(ValueError):
+class ProviderResponseError(ToolnexusError, ValueError):
     """A 2xx reply whose body is not the shape the wire dialect expects (never retried)."""
 
 
-class RunTimeout(TimeoutError):
+class RunTimeout(ToolnexusError, TimeoutError):
     """The run's `timeout_ms` budget ran out."""
 
     def __init__(self, timeout_ms: int | float | None) -> None:
@@ -93,16 +95,16 @@ class RunTimeout(TimeoutError):
         super().__init__(f"run timeout after {timeout_ms}ms (client timeout_ms budget)")
 
 
-class RunCancelled(Exception):
+class RunCancelled(ToolnexusError):
     """The run's `cancel` event was set."""
 
     def __init__(self, message: str = "run cancelled") -> None:
         super().__init__(message)
 
 
-class ContentPartError(ValueError):
+class ContentPartError(ToolnexusError, ValueError):
     """A user-attached content part is invalid, unsupported by the wire, or too large."""
 
 
-class ResumeError(ValueError):
+class ResumeError(ToolnexusError, ValueError):
     """A durable resume that cannot proceed (message prefix `toolnexus: cannot resume — `)."""
