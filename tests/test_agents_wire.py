@@ -21,4 +21,4 @@ async def test_default_transport_is_pooled_http_shared_by_every_turn_and_closed_
         assert {req.connection for req in server.requests} == {1}  # one keep-alive connection for both turns
         assert server.requests[0].headers["authorization"] == "Bearer k"
         assert r.runtime.root.state == "closed"
-        assert r.runtime._transport._client is None  # the pool was closed with the root
+        assert r.runtime.transport._client is None  # the pool was closed with the root

@@ -30,7 +30,10 @@ async def _noop(args=None, ctx=None):
 
 
 def test_dataclass_field_order_is_positional_contract():
-    assert [f.name for f in dataclasses.fields(Tool)] == ["name", "description", "input_schema", "source", "execute"]
+    positional = [f.name for f in dataclasses.fields(Tool) if not f.kw_only]
+    assert positional == ["name", "description", "input_schema", "source", "execute"]
+    # ours, keyword-only so the positional contract is untouched: declared safe to re-run after a crash
+    assert [(f.name, f.default) for f in dataclasses.fields(Tool) if f.kw_only] == [("idempotent", False)]
     assert [f.name for f in dataclasses.fields(ToolResult)] == ["output", "is_error", "metadata", "parts"]
     assert [f.name for f in dataclasses.fields(ToolContext)] == ["signal", "timeout", "answer"]
     assert [f.name for f in dataclasses.fields(Request)] == ["id", "kind", "prompt", "url", "data", "expiresAt"]

@@ -213,6 +213,7 @@ def _build(
     input_schema: Optional[JSONSchema],
     source: str,
     validate: bool,
+    idempotent: bool = False,
 ) -> Tool:
     if name is None:
         name = getattr(fn, "__name__", None)
@@ -287,7 +288,8 @@ def _build(
             return ToolResult(output=str(exc), is_error=True)
         return _to_result(tool_name, value)
 
-    return Tool(name=name, description=description, input_schema=input_schema, source=source, execute=execute)  # type: ignore[arg-type]
+    return Tool(name=name, description=description, input_schema=input_schema, source=source,  # type: ignore[arg-type]
+                execute=execute, idempotent=bool(idempotent))
 
 
 def define_tool(
@@ -298,11 +300,16 @@ def define_tool(
     input_schema: Optional[JSONSchema] = None,
     source: str = "native",
     validate: bool = True,
+    idempotent: bool = False,
 ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
-    """Make a `Tool` from `fn`, or return a decorator that does (`@define_tool(name=...)`)."""
+    """Make a `Tool` from `fn`, or return a decorator that does (`@define_tool(name=...)`).
+
+    `idempotent=True` declares that running the tool twice with the same arguments is harmless:
+    a durable run that crashed while the tool ran re-runs it, instead of asking the host.
+    """
     if fn is None:
-        return lambda f: _build(f, name, description, input_schema, source, validate)
-    return _build(fn, name, description, input_schema, source, validate)
+        return lambda f: _build(f, name, description, input_schema, source, validate, idempotent)
+    return _build(fn, name, description, input_schema, source, validate, idempotent)
 
 
 def tool(
@@ -312,6 +319,8 @@ def tool(
     description: Optional[str] = None,
     input_schema: Optional[JSONSchema] = None,
     validate: bool = True,
+    idempotent: bool = False,
 ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
     """`define_tool` with `source="native"`: `@tool`, `@tool(...)` or `tool(fn)`."""
-    return define_tool(fn, name=name, description=description, input_schema=input_schema, source="native", validate=validate)
+    return define_tool(fn, name=name, description=description, input_schema=input_schema, source="native",
+                       validate=validate, idempotent=idempotent)

@@ -58,6 +58,9 @@ class Tool:
     input_schema: JSONSchema
     source: ToolSource
     execute: ExecuteFn = field(repr=False)
+    #: Safe to run twice with the same arguments. After a crash, a durable run re-runs an
+    #: idempotent call whose result was never recorded; any other such call asks the host first.
+    idempotent: bool = field(default=False, kw_only=True)
 
 
 @dataclass

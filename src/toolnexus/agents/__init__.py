@@ -5,11 +5,18 @@ An Agent is a Tool: a soul, a filtered toolkit and the §8 loop. `agent(...)` de
 `wake`, `wait`, `interrupt`, `close`, `resume`) drive a tree of them. Not to be confused with
 `toolnexus.agent`, the outbound A2A descriptor.
 
-Modules: `runtime` (the verbs and the wake queue), `turn` (one turn, admission to settle),
-`resume` (durable resume: routing, replay and continue), `handle` / `defs` / `budget` / `clock`
-(plain state), `vocab` (the closed vocabularies), `inbox`, `gate` (turn gate and spend meter),
-`escalation`, `task_tool`, `snapshot` (the runtime as plain JSON and back), `trace` (bounded trace
-ring and transition events), `surface` (level 1), `persona`, `compaction`, `loop`.
+With a durable store (`toolnexus.stores.open_store`) a run survives its process:
+`Agent.run(..., store=store)` parks it in the store, `AgentRuntime.restore(store, run_id,
+agents=[...])` brings it back anywhere, and `resume(store, answer, agents=[...])` answers one
+pending request exactly once from any process.
+
+Modules: `runtime` (the public face), `core` (state and verbs), `turn` (one turn, admission to
+settle), `answering` (routing an Answer, replay / continue, the cascade), `suspension` (what a
+parked handle holds), `durable` (commits, lease, journal), `restore` (a run back from its store),
+`handle` / `defs` / `budget` / `clock` (plain state), `vocab` (the closed vocabularies), `inbox`,
+`gate` (turn gate and spend meter), `escalation`, `task_tool`, `snapshot` (the runtime as plain
+JSON and back), `trace` (bounded trace ring and transition events), `surface` (level 1),
+`persona`, `compaction`, `loop`.
 
 `__all__` is the agents.md §1 list, composed from the `__all__` of the modules that hold exactly
 one of its groups (`vocab`, `loop`, `persona`, `compaction`) plus the classes named here.
@@ -25,6 +32,7 @@ from .defs import AgentDef
 from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult
 from .loop import *  # noqa: F403 - its __all__ is the loop group
 from .persona import *  # noqa: F403 - its __all__ is the surface group, bar Agent / agent
+from .restore import resume
 from .runtime import AgentRuntime
 from .surface import Agent, agent
 from .vocab import *  # noqa: F403 - its __all__ is the runtime group's LIMIT*/TASK_STATUS* names
@@ -51,4 +59,6 @@ __all__ = [
     *_persona.__all__,
     # compaction
     *_compaction.__all__,
+    # durable runs
+    "resume",
 ]

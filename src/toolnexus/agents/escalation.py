@@ -19,13 +19,13 @@ import inspect
 import json
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
-from ..types import Answer, Request, Tool, ToolContext, pending_of
+from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from .handle import lineage, result_of
 from .vocab import TASK_STATUS_PENDING
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .core import RuntimeCore
     from .handle import Handle, TaskResult
-    from .runtime import AgentRuntime
     from .turn import TurnState
 
 __all__ = [
@@ -105,7 +105,7 @@ class ReplayBinding:
 
 
 def make_escalator(
-    rt: "AgentRuntime", h: "Handle", binding: Optional[ReplayBinding] = None
+    core: "RuntimeCore", h: "Handle", binding: Optional[ReplayBinding] = None
 ) -> Optional[Callable[[Request], Awaitable[Optional[Answer]]]]:
     """The client's `wait_for` for one turn of `h`, or `None` when the suspension must be durable."""
     found = nearest_interpreter(h)
@@ -120,13 +120,13 @@ def make_escalator(
         if found is None:
             return None  # an unrelated hook suspension in a replay with no interpreter: declined
         who, wait_for = found
-        rt._transition(h, "suspended", f'(pending "{req.kind}": {req.prompt})')
+        core.transition(h, "suspended", f'(pending "{req.kind}": {req.prompt})')
         answer = wait_for(req)
         if inspect.isawaitable(answer):
             answer = await answer
-        rt._trace(h, f'escalate → {"self" if who is h else who.id} answers ("nearest interpreter")')
+        core.trace_line(h, f'escalate → {"self" if who is h else who.id} answers ("nearest interpreter")')
         ok = bool(getattr(answer, "ok", False))
-        rt._transition(h, "running", f"(Answer ok={'true' if ok else 'false'})")
+        core.transition(h, "running", f"(Answer ok={'true' if ok else 'false'})")
         return answer
 
     return escalate
@@ -149,6 +149,8 @@ def watch_tools(tools: list[Tool], turn: "TurnState") -> list[Tool]:
             first_run = ctx is None or getattr(ctx, "answer", None) is None
             if binding is not None and first_run and binding.claims_call(tool.name, args):
                 binding.used = True
+                if not binding.answer.ok:  # declined (or expired): the tool does not run again
+                    return ToolResult(output=f"declined/expired: {req.prompt}", is_error=True)
                 result = await inner(args, ToolContext(answer=binding.answer))
                 again = pending_of(result)
                 if again is not None:

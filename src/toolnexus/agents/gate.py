@@ -113,6 +113,16 @@ class TurnMeter:
             self._loop = None
         self.calls = 0
         self.tokens = 0
+        self._taken = (0, 0)
+
+    def take(self) -> tuple[int, int]:
+        """`(calls, tokens)` counted since the last `take` (a checkpoint rolls spend up as it goes)."""
+        with self._lock:
+            if self._closed:
+                return 0, 0
+            delta = (self.calls - self._taken[0], self.tokens - self._taken[1])
+            self._taken = (self.calls, self.tokens)
+            return delta
 
     def record(self, response: Any) -> None:
         tokens = usage_tokens(response)
@@ -128,16 +138,14 @@ class TurnMeter:
         except RuntimeError:  # the loop is gone: nobody is left to account to
             pass
 
-    def close(self) -> tuple[int, int]:
-        """Freeze the turn's totals and hand them out once: `(calls, tokens)`, then `(0, 0)`.
-
-        Later responses are reported through `on_late`, so every response is counted exactly once.
-        """
+    def close(self) -> tuple[int, int, int, int]:
+        """Freeze the turn: `(calls, tokens)` in all, then what no `take` handed out yet; once,
+        then zeros. Later responses go to `on_late`, so every response is counted exactly once."""
         with self._lock:
             if self._closed:
-                return 0, 0
+                return 0, 0, 0, 0
             self._closed = True
-            return self.calls, self.tokens
+            return self.calls, self.tokens, self.calls - self._taken[0], self.tokens - self._taken[1]
 
 
 class GatedTransport:

@@ -6,11 +6,15 @@ behaviour beyond bookkeeping; the runtime performs every transition. `to_record(
 `from_record()` give a JSON-able snapshot of exactly the durable part (no futures, tasks or
 callables), so a checkpoint store can persist a tree and rebuild it later.
 
+A durably parked handle holds one `Suspension` record (`suspension.py`); `pending_req`,
+`pending_input` and `pending_mode` read it. A handle whose turn is live carries `turn_info` (the
+turn's exact input, the transcript length it started from, whether its run has started, and the
+answer a resumed turn applies), so a store can bring an interrupted turn back after a crash.
+
 The module-level helpers (`lineage`, `subtree`, `find_child`, `live_turn`,
-`is_durably_suspended`, `result_of`, `flush_waiters`, `restore_drained`, `take_pending` /
-`put_pending`) walk the tree or read and tidy one handle's own data; they are shared by the
-runtime and its sibling modules and never change `state` (transitions are traced, so only the
-runtime makes them).
+`is_durably_suspended`, `result_of`, `flush_waiters`, `restore_drained`) walk the tree or read
+and tidy one handle's own data; they are shared by the runtime and its sibling modules and never
+change `state` (transitions are traced, so only the runtime makes them).
 
 `TaskResult.status` takes its values from `vocab.TASK_STATUSES`.
 """
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from ..types import Request
 from .budget import Budget, Pool, effective_limits
+from .suspension import HaltedCall, Suspension
 from .vocab import TASK_STATUS_DONE, TASK_STATUS_PENDING
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,7 +37,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "HANDLE_STATES",
-    "PENDING_FIELDS",
     "InboxItem",
     "TaskResult",
     "SpawnError",
@@ -47,13 +51,10 @@ __all__ = [
     "result_of",
     "flush_waiters",
     "restore_drained",
-    "take_pending",
-    "put_pending",
+    "take_suspension",
 ]
 
 HANDLE_STATES = ("idle", "running", "suspended", "closed")
-# What a durable suspension holds on its handle; cleared together when it is resumed or cancelled.
-PENDING_FIELDS = ("pending_req", "pending_input", "pending_call", "pending_origin", "pending_mode")
 
 
 @dataclass
@@ -83,6 +84,7 @@ class TaskResult:
     own_tokens: int = 0
     limit: Optional[str] = None
     runtime: Optional["AgentRuntime"] = field(default=None, repr=False, compare=False)
+    run_id: Optional[str] = field(default=None, compare=False)
 
     def to_record(self) -> dict[str, Any]:
         """JSON-able form, without the live runtime."""
@@ -164,7 +166,8 @@ class Handle:
         self.usage_total = 0
         self.own_total = 0
         self.turns_total = 0
-        self.pending_req: Optional[Request] = None
+        self.suspension: Optional[Suspension] = None
+        self.turn_info: Optional[dict[str, Any]] = None
         self.task_key: Optional[str] = None
         self.last_result: Optional[TaskResult] = None
         self.running_children = 0
@@ -175,13 +178,8 @@ class Handle:
         self.budget = Budget()
         self.pool = Pool()
         self.eff: dict[str, Any] = effective_limits(self.budget)
-        # Ours, durable: the exact input of a suspended turn, the halted call it is bound to,
-        # the task keys of the current wake's children (reattached only on a resume replay),
-        # and the arrival order of this handle's children's queued wakes.
-        self.pending_input: Optional[str] = None
-        self.pending_call: Optional[dict[str, Any]] = None
-        self.pending_origin: Optional[str] = None
-        self.pending_mode: Optional[str] = None  # "replay" (transcript rewound) or "continue"
+        # Ours, durable: the task keys of the current wake's children (reattached only when the
+        # turn is resumed or recovered), and the arrival order of this handle's children's queued wakes.
         self.task_children: dict[str, list[str]] = {}
         self.wake_fifo: list[str] = []
         # Runtime-private live objects.
@@ -193,6 +191,21 @@ class Handle:
     def conv_id(self) -> str:
         """The conversation id in the store: the handle id."""
         return self.id
+
+    @property
+    def pending_req(self) -> Optional[Request]:
+        """The request this handle is durably parked on (None when not parked)."""
+        return self.suspension.request if self.suspension is not None else None
+
+    @property
+    def pending_input(self) -> Optional[str]:
+        """The exact input of the parked turn."""
+        return self.suspension.input if self.suspension is not None else None
+
+    @property
+    def pending_mode(self) -> Optional[str]:
+        """How the parked turn resumes: `"replay"` or `"continue"`."""
+        return self.suspension.mode if self.suspension is not None else None
 
     def __repr__(self) -> str:
         return f"Handle({self.id!r}, state={self.state!r})"
@@ -215,11 +228,8 @@ class Handle:
             "own_total": self.own_total,
             "turns_total": self.turns_total,
             "running_children": self.running_children,
-            "pending_req": asdict(self.pending_req) if self.pending_req is not None else None,
-            "pending_input": self.pending_input,
-            "pending_call": self.pending_call,
-            "pending_origin": self.pending_origin,
-            "pending_mode": self.pending_mode,
+            "suspension": self.suspension.to_record() if self.suspension is not None else None,
+            "turn": dict(self.turn_info) if self.turn_info is not None else None,
             "inbox": [asdict(i) for i in self.inbox],
             "drained": [asdict(i) for i in self.drained],
             "wake_queue": list(self.wake_queue),
@@ -243,12 +253,14 @@ class Handle:
         h.own_total = rec.get("own_total", 0)
         h.turns_total = rec.get("turns_total", 0)
         h.running_children = rec.get("running_children", 0)
-        pend = rec.get("pending_req")
-        h.pending_req = Request.from_dict(pend) if pend else None
-        h.pending_input = rec.get("pending_input")
-        h.pending_call = rec.get("pending_call")
-        h.pending_origin = rec.get("pending_origin")
-        h.pending_mode = rec.get("pending_mode")
+        h.suspension = Suspension.from_record(rec.get("suspension"))
+        if h.suspension is None and rec.get("pending_req"):  # the first snapshot format
+            call = rec.get("pending_call") or {}
+            h.suspension = Suspension(Request.from_dict(rec["pending_req"]), rec.get("pending_input") or "",
+                                      rec.get("pending_mode") or "replay", rec.get("pending_origin") or "tool",
+                                      HaltedCall(None, call.get("name"), call.get("args"), call.get("placeholder")))
+        turn = rec.get("turn")
+        h.turn_info = dict(turn) if isinstance(turn, dict) else None
         h.inbox = [InboxItem(**i) for i in rec.get("inbox", [])]
         h.drained = [InboxItem(**i) for i in rec.get("drained", [])]
         h.wake_queue = list(rec.get("wake_queue", []))
@@ -325,15 +337,7 @@ def restore_drained(h: Handle) -> None:
         h.drained = []
 
 
-def take_pending(h: Handle) -> dict[str, Any]:
-    """Clear the durable suspension's fields (`PENDING_FIELDS`) together; returns what they held."""
-    held = {name: getattr(h, name) for name in PENDING_FIELDS}
-    for name in PENDING_FIELDS:
-        setattr(h, name, None)
+def take_suspension(h: Handle) -> Optional[Suspension]:
+    """Clear `h`'s parked record and return it (resume or interrupt)."""
+    held, h.suspension = h.suspension, None
     return held
-
-
-def put_pending(h: Handle, held: dict[str, Any]) -> None:
-    """Undo `take_pending`: the suspension's fields as they were."""
-    for name in PENDING_FIELDS:
-        setattr(h, name, held.get(name))

@@ -46,10 +46,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .defs import AgentDef
-from .handle import HANDLE_STATES, Handle, TaskResult, restore_drained, result_of, subtree, take_pending
+from .handle import HANDLE_STATES, Handle, TaskResult, restore_drained, result_of, subtree, take_suspension
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .runtime import AgentRuntime
+    from .core import RuntimeCore
 
 __all__ = [
     "SNAPSHOT_FORMAT",
@@ -58,9 +58,13 @@ __all__ = [
     "registry_fingerprint",
     "snapshot_runtime",
     "restore_runtime",
+    "rebuild_tree",
+    "reanchor",
+    "check_fingerprint",
 ]
 
-SNAPSHOT_FORMAT = "toolnexus-agent-runtime/v1"
+SNAPSHOT_FORMAT = "toolnexus-agent-runtime/v2"
+_READABLE = ("toolnexus-agent-runtime/v1", SNAPSHOT_FORMAT)  # v1 kept a handle's suspension in loose fields
 RESTART_TEXT = "interrupted by restart"
 _PREFIX = "toolnexus.agents: cannot restore snapshot — "
 
@@ -91,7 +95,7 @@ def registry_fingerprint(registry: dict[str, AgentDef]) -> dict[str, Any]:
     return {"names": sorted(registry), "defs": {name: _def_digest(registry[name]) for name in sorted(registry)}}
 
 
-def _check_fingerprint(registry: dict[str, AgentDef], recorded: Any) -> None:
+def check_fingerprint(registry: dict[str, AgentDef], recorded: Any) -> None:
     if not isinstance(recorded, dict) or not isinstance(recorded.get("defs"), dict):
         raise SnapshotError(_PREFIX + "it has no registry fingerprint")
     ours = registry_fingerprint(registry)["defs"]
@@ -131,33 +135,33 @@ def _decode(value: Any) -> Any:
 # --------------------------------------------------------------------------- snapshot
 
 
-def _applied_answers(rt: "AgentRuntime") -> dict[str, Any]:
+def _applied_answers(core: "RuntimeCore") -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for answer_id, fut in rt._resumes.items():
+    for answer_id, fut in core.resumes.items():
         if fut.done() and not fut.cancelled() and fut.exception() is None:
             out[answer_id] = fut.result().to_record()
     return out
 
 
-async def snapshot_runtime(rt: "AgentRuntime", *, conversations: bool = True) -> dict[str, Any]:
+async def snapshot_runtime(core: "RuntimeCore", *, conversations: bool = True) -> dict[str, Any]:
     """The runtime as one JSON-able dict (see the module docstring)."""
-    handles = list(subtree(rt.root))
+    handles = list(subtree(core.root))
     snap: dict[str, Any] = {  # recorded synchronously: one consistent tree
         "format": SNAPSHOT_FORMAT,
-        "registry": registry_fingerprint(rt.registry),
-        "clock": {"now": rt.clock.now(), "epoch": time.time()},
+        "registry": registry_fingerprint(core.registry),
+        "clock": {"now": core.clock.now(), "epoch": time.time()},
         "handles": [h.to_record() for h in handles],
-        "trace": list(rt.trace),
-        "trace_dropped": rt.trace.dropped,
-        "events": [dict(e) for e in rt.events],
-        "events_dropped": rt.events.dropped,
-        "answers": _applied_answers(rt),
-        "max_observed_concurrent_turns": rt.max_observed_concurrent_turns,
+        "trace": list(core.trace),
+        "trace_dropped": core.trace.dropped,
+        "events": [dict(e) for e in core.events],
+        "events_dropped": core.events.dropped,
+        "answers": _applied_answers(core),
+        "max_observed_concurrent_turns": core.gate.max_observed,
     }
     if conversations:
         stored: dict[str, Any] = {}
         for h in handles[1:]:
-            messages = await rt.conversation_store.get(h.id)
+            messages = await core.store.get(h.id)
             if messages is not None:
                 stored[h.id] = messages
         snap["conversations"] = stored
@@ -167,78 +171,83 @@ async def snapshot_runtime(rt: "AgentRuntime", *, conversations: bool = True) ->
 # --------------------------------------------------------------------------- restore
 
 
-def _rebuild(rt: "AgentRuntime", records: list[Any]) -> dict[str, Handle]:
+def rebuild_tree(core: "RuntimeCore", records: list[Any], prefix: str = _PREFIX) -> dict[str, Handle]:
     """Every handle from its record, parents first; children re-linked in spawn order."""
     if not records or not isinstance(records[0], dict) or records[0].get("id") != "root":
-        raise SnapshotError(_PREFIX + "its first handle record must be the root")
+        raise SnapshotError(prefix + "its first handle record must be the root")
     by_id: dict[str, Handle] = {}
     for index, rec in enumerate(records):
         where = f"handle #{index} ({rec.get('id') if isinstance(rec, dict) else rec!r})"
         if not isinstance(rec, dict):
-            raise SnapshotError(_PREFIX + f"{where} is not an object")
+            raise SnapshotError(prefix + f"{where} is not an object")
         if index == 0:
-            defn, parent = rt.root.defn, None
+            defn, parent = core.root.defn, None
         else:
-            defn = rt.registry.get(rec.get("def_name"))  # type: ignore[arg-type]
+            defn = core.registry.get(rec.get("def_name"))  # type: ignore[arg-type]
             parent = by_id.get(rec.get("parent_id"))  # type: ignore[arg-type]
             if defn is None:
-                raise SnapshotError(_PREFIX + f"{where} uses def {rec.get('def_name')!r}, which the registry lacks")
+                raise SnapshotError(prefix + f"{where} uses def {rec.get('def_name')!r}, which the registry lacks")
             if parent is None:
-                raise SnapshotError(_PREFIX + f"{where} names parent {rec.get('parent_id')!r}, not recorded before it")
+                raise SnapshotError(prefix + f"{where} names parent {rec.get('parent_id')!r}, not recorded before it")
         if rec.get("state") not in HANDLE_STATES:
-            raise SnapshotError(_PREFIX + f"{where} has state {rec.get('state')!r} (expected one of {HANDLE_STATES})")
+            raise SnapshotError(prefix + f"{where} has state {rec.get('state')!r} (expected one of {HANDLE_STATES})")
         try:
             by_id[rec["id"]] = Handle.from_record(rec, defn, parent)
         except (KeyError, TypeError, ValueError) as exc:
-            raise SnapshotError(_PREFIX + f"{where} is malformed: {type(exc).__name__}: {exc}") from None
+            raise SnapshotError(prefix + f"{where} is malformed: {type(exc).__name__}: {exc}") from None
     for rec in records:
         h = by_id[rec["id"]]
         try:
             h.children = [by_id[child_id] for child_id in rec.get("children", [])]
         except KeyError as exc:
-            raise SnapshotError(_PREFIX + f"handle {h.id!r} lists child {exc.args[0]!r}, which has no record") from None
+            raise SnapshotError(prefix + f"handle {h.id!r} lists child {exc.args[0]!r}, which has no record") from None
     return by_id
 
 
-def _interrupted_by_restart(rt: "AgentRuntime", h: Handle) -> None:
+def _interrupted_by_restart(core: "RuntimeCore", h: Handle) -> None:
     """A turn that was live when the snapshot was taken: idle, inbox intact, `interrupted`."""
     restore_drained(h)
-    take_pending(h)
-    rt._transition(h, "idle", f"({RESTART_TEXT})")
+    take_suspension(h)
+    h.turn_info = None
+    core.transition(h, "idle", f"({RESTART_TEXT})")
     h.last_result = result_of(h, RESTART_TEXT, "interrupted")
 
 
-async def restore_runtime(rt: "AgentRuntime", snapshot: Any) -> "AgentRuntime":
-    """Load `snapshot` into the fresh runtime `rt` (see the module docstring) and return it."""
-    if not isinstance(snapshot, dict) or snapshot.get("format") != SNAPSHOT_FORMAT:
-        got = snapshot.get("format") if isinstance(snapshot, dict) else type(snapshot).__name__
-        raise SnapshotError(_PREFIX + f"expected format {SNAPSHOT_FORMAT!r}, got {got!r}")
-    _check_fingerprint(rt.registry, snapshot.get("registry"))
-    snap = _decode(snapshot)
-    by_id = _rebuild(rt, snap.get("handles"))
-    rt.trace.extend(snap.get("trace", []))
-    rt.trace.dropped += int(snap.get("trace_dropped", 0))
-    rt.events.extend(snap.get("events", []))
-    rt.events.dropped += int(snap.get("events_dropped", 0))
-    rt._gate.max_observed = max(rt._gate.max_observed, int(snap.get("max_observed_concurrent_turns", 0)))
-    clock = snap.get("clock") or {}
-    then, epoch = clock.get("now"), clock.get("epoch")
+def reanchor(core: "RuntimeCore", handles: Any, then: Any, epoch: Any) -> None:
+    """Re-anchor each handle's `spawned_at` on this runtime's clock, counting the downtime since
+    `epoch` (wall clock) so wall-clock limits keep measuring real age; no turn is live."""
     downtime = max(0.0, time.time() - epoch) if isinstance(epoch, (int, float)) else 0.0
-    now = rt.clock.now()
-    for h in by_id.values():
+    now = core.clock.now()
+    for h in handles:
         if isinstance(then, (int, float)):
             h.spawned_at = now - (then - h.spawned_at) - downtime
         h.running_children = 0
-    rt.root = by_id["root"]
-    for h in subtree(rt.root):
+
+
+async def restore_runtime(core: "RuntimeCore", snapshot: Any) -> None:
+    """Load `snapshot` into the fresh runtime core `core` (see the module docstring)."""
+    if not isinstance(snapshot, dict) or snapshot.get("format") not in _READABLE:
+        got = snapshot.get("format") if isinstance(snapshot, dict) else type(snapshot).__name__
+        raise SnapshotError(_PREFIX + f"expected format {SNAPSHOT_FORMAT!r}, got {got!r}")
+    check_fingerprint(core.registry, snapshot.get("registry"))
+    snap = _decode(snapshot)
+    by_id = rebuild_tree(core, snap.get("handles"))
+    core.trace.extend(snap.get("trace", []))
+    core.trace.dropped += int(snap.get("trace_dropped", 0))
+    core.events.extend(snap.get("events", []))
+    core.events.dropped += int(snap.get("events_dropped", 0))
+    core.gate.max_observed = max(core.gate.max_observed, int(snap.get("max_observed_concurrent_turns", 0)))
+    clock = snap.get("clock") or {}
+    reanchor(core, by_id.values(), clock.get("now"), clock.get("epoch"))
+    core.root = by_id["root"]
+    for h in subtree(core.root):
         if h.state == "running" or (h.state == "suspended" and h.pending_req is None):
-            _interrupted_by_restart(rt, h)
+            _interrupted_by_restart(core, h)
     loop = asyncio.get_running_loop()
     for answer_id, rec in (snap.get("answers") or {}).items():
         fut: asyncio.Future[TaskResult] = loop.create_future()
         fut.set_result(TaskResult.from_record(rec))
-        rt._resumes[answer_id] = fut
+        core.resumes[answer_id] = fut
     for conv_id, messages in (snap.get("conversations") or {}).items():
-        await rt.conversation_store.save(conv_id, messages)
-    return rt
+        await core.store.save(conv_id, messages)
 

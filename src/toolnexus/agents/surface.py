@@ -75,6 +75,8 @@ RT_OPTS = (
     "on_transition",
     "trace_limit",
     "resume_mode",
+    "run_id",
+    "lease_ttl",
 )
 MAX_PARKED_RUNS = 64
 
@@ -195,9 +197,16 @@ class Agent:
         return await self._run_on(rt, prompt)
 
     async def _run_on(self, rt: AgentRuntime, prompt: str) -> TaskResult:
+        durable = rt._core.durable
+        if durable is not None:
+            try:
+                await durable.start(self.name)  # a used run id is refused here, before any spend
+            except BaseException:
+                await rt.aclose()
+                raise
         h = rt.spawn(rt.root, self.name)
         if isinstance(h, SpawnError):
-            return TaskResult(h.error, True, "error", runtime=rt)
+            return TaskResult(h.error, True, "error", runtime=rt, run_id=rt.run_id)
         try:
             rt.wake(h, prompt)
             result = await rt.wait(h)
@@ -206,7 +215,7 @@ class Agent:
         except BaseException:
             await rt.close(rt.root, force=True)
             raise
-        return dataclasses.replace(result, runtime=rt)
+        return dataclasses.replace(result, runtime=rt, run_id=rt.run_id)
 
     def as_tool(self, **rt_opts: Any) -> Tool:
         """This agent as one native tool (`prompt` in, final text + `{agent, turns, totalTokens}` out)."""

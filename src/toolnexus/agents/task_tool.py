@@ -10,7 +10,8 @@ Reattachment (ours, agents.md beyond #11): a call whose `agent:prompt` key match
 always spawns, so a later turn never receives a stale result from an earlier one. When the resume
 continues the halted turn instead of replaying it (`resume_mode="continue"`), only the halted call
 and the calls after it re-execute; the halted `task` call reattaches to its child and returns the
-child's settled result (see `_continued_child`).
+child's settled result (see `_continued_child`). A run recovered after a crash re-executes its
+in-flight `task` calls the same way (the tool is idempotent: it reattaches, it never spawns twice).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from ..types import Tool, ToolContext, ToolResult
 from .handle import SpawnError, find_child
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .core import RuntimeCore
     from .handle import Handle
-    from .runtime import AgentRuntime
     from .turn import TurnState
 
 __all__ = ["TASK_TOOL_NAME", "TASK_INPUT_SCHEMA", "task_description", "make_task_tool"]
@@ -37,10 +38,10 @@ TASK_INPUT_SCHEMA = {
 }
 
 
-def task_description(rt: "AgentRuntime", team: list[str]) -> str:
+def task_description(core: "RuntimeCore", team: list[str]) -> str:
     """The pinned description, listing the team members present in the registry, by name."""
-    members = sorted({name for name in team if name in rt.registry})
-    listing = "; ".join(f"{name}: {rt.registry[name].description}" for name in members)
+    members = sorted({name for name in team if name in core.registry})
+    listing = "; ".join(f"{name}: {core.registry[name].description}" for name in members)
     return f"Delegate a subtask to an isolated subagent. Available agents — {listing}"
 
 
@@ -63,7 +64,7 @@ def _reattachable(h: "Handle", turn: "TurnState", key: str) -> Optional["Handle"
     if not turn.replay:
         return None
     ids = h.task_children.get(key, [])
-    if turn.continuation is not None:
+    if turn.continued:
         return _continued_child(h, turn, ids)
     index = turn.reattach_cursor.get(key, 0)
     if index >= len(ids):
@@ -72,7 +73,7 @@ def _reattachable(h: "Handle", turn: "TurnState", key: str) -> Optional["Handle"
     return find_child(h, ids[index])
 
 
-def make_task_tool(rt: "AgentRuntime", h: "Handle", turn: "TurnState") -> Tool:
+def make_task_tool(core: "RuntimeCore", h: "Handle", turn: "TurnState") -> Tool:
     """The `task` tool as seen by one turn of `h`."""
     team = list(h.defn.task_targets or [])
 
@@ -86,24 +87,25 @@ def make_task_tool(rt: "AgentRuntime", h: "Handle", turn: "TurnState") -> Tool:
         key = f"{agent}:{prompt}"
         child = _reattachable(h, turn, key)
         if child is not None:
-            rt._trace(h, f"task replay → REATTACH to {child.id} (state {child.state})")
+            core.trace_line(h, f"task replay → REATTACH to {child.id} (state {child.state})")
         else:
-            spawned = rt.spawn(h, agent)
+            spawned = core.spawn(h, agent)
             if isinstance(spawned, SpawnError):
                 return ToolResult(spawned.error, True)
             child = spawned
             child.task_key = key
             h.task_children.setdefault(key, []).append(child.id)
-            rt.wake(child, prompt)
+            core.changed(h, child)
+            core.wake(child, prompt)
         try:
-            result = await rt.wait(child)
+            result = await core.wait(child)
         except asyncio.CancelledError:
             # The parent's turn was aborted: its delegated work is abandoned with it.
-            rt._background(rt.close(child, force=True, reason="interrupted"))
+            core.background(core.close(child, force=True, reason="interrupted"))
             raise
         if result.status == "pending" and result.pending is not None:
             return ToolResult(output=result.pending.prompt, is_error=True, metadata={"pending": result.pending})
-        await rt.close(child)
+        await core.close(child)
         output = result.text if result.status == "done" else f"[{result.status}] {result.text}"
         return ToolResult(
             output=output,
@@ -113,8 +115,9 @@ def make_task_tool(rt: "AgentRuntime", h: "Handle", turn: "TurnState") -> Tool:
 
     return Tool(
         name=TASK_TOOL_NAME,
-        description=task_description(rt, team),
+        description=task_description(core, team),
         input_schema=copy.deepcopy(TASK_INPUT_SCHEMA),
         source="native",
         execute=execute,
+        idempotent=True,  # a repeated call reattaches to its child (after a crash too), never spawns twice
     )

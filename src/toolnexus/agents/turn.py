@@ -1,38 +1,41 @@
 """One agent turn, from admission to finish: run exactly one `client.ask` and settle the outcome.
 
-`begin_turn` admits a turn (state `running`, a parent slot taken); the runtime then runs
-`run_body` as a task (a wake) or awaits it (`run_admitted`: `run_turn` and `resume`). The body
-builds a per-turn toolkit (`def.tools`, plus `task` for a def with a team) and a §8 client whose
-transport is the gated, metered seam, snapshots the stored transcript, and runs the ask through
-the completion gate. Each outcome settles the turn exactly once:
+`begin_turn` admits a turn (state `running`, a parent slot taken); the core then runs `run_body`
+as a task (a wake) or awaits it (`run_admitted`: `run_turn`, resume and recovery). The body
+builds a per-turn toolkit (`def.tools`, plus `task` for a def with a team) and a client whose
+transport is the gated, metered seam and whose store is the runtime's conversation store plus
+this turn's journal, snapshots the stored transcript, and runs the ask through the completion
+gate. Each outcome settles the turn exactly once:
 
 | outcome | state | result |
 |---|---|---|
 | done | idle (drained items consumed) | `done` |
-| pending | suspended (transcript rewound to the snapshot, input preserved) | `pending`, path stamped |
+| pending | suspended: a `Suspension` is recorded (replay mode: the transcript rewound to the snapshot) | `pending`, path stamped |
 | incomplete | idle (drained items consumed) | `incomplete`, canonical `limit` |
 | aborted | idle (drained items restored) | `interrupted` or `closed` |
 | exception | idle (drained items restored) | `error` |
 
-Spend is always rolled up from the turn's meter, whatever the outcome (beyond #9, #10).
-`settle_turn` ends a turn exactly once (an interrupt may settle it before its body has unwound):
-trace, free the parent slot and hand it on, publish `last_result`, flush the waiters.
+Spend is always rolled up from the turn's meter, whatever the outcome — with a store, also at
+each checkpoint, so a crash loses no counted spend. `settle_turn` ends a turn exactly once (an
+interrupt may settle it before its body has unwound): trace, free the parent slot and hand it
+on, publish `last_result`, flush the waiters. With a store, the settle also stages the turn's
+transcript — the run's final one, or the snapshot for a rewind (a parked replay, an error, an
+abort) — so the state flip and the transcript change commit in one transaction.
 
-Resume modes (ours, beyond #7): a handle whose `resume_mode` is `"continue"` does not rewind at a
-durable suspension — the halted transcript (earlier results byte for byte, the placeholder in the
-halted slot) stays in the store and the drained inbox items are consumed, since they are in it. A
-resume then runs a *continuation* turn: `client.ask_with_answer` fills the halted slot from the
-Answer (the halted tool re-runs once with `ctx.answer`) and the loop carries on, so the model is
-not asked for the same call again. A continuation that the client refuses before anything runs
-(`ResumeError`, e.g. an answer that fails the request's schema) puts the handle back to
-`suspended` with its request intact, and the error is raised to the `resume` caller.
-This module holds no state of its own; transitions go through the runtime (`rt._transition`).
+Three kinds of turn besides a plain wake:
+- a *replay* (resume, replay mode): the turn's input again, the Answer bound to the halted call;
+- a *continuation* (resume, continue mode — the default with a store): `client.ask_with_answer`
+  fills the halted slot from the Answer and the loop goes on, the model not asked again. If the
+  client refuses the answer before anything ran, the handle is parked again, request intact, and
+  the error is raised to the `resume` caller;
+- a *recovery* (restore after a crash): `client.continue_run` from the journal; a run that had
+  not started yet is asked its input again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._diag import warn
@@ -41,17 +44,22 @@ from ..toolkit import create_toolkit
 from ..types import Answer, Request
 from .budget import canonical_limit
 from .defs import RESUME_CONTINUE, RESUME_REPLAY
+from .durable import TurnJournal, TurnStore
 from .escalation import ReplayBinding, make_escalator, pending_result, stamp_path, watch_tools
 from .gate import TurnMeter, gated_transport
-from .handle import flush_waiters, put_pending, restore_drained, result_of
+from .handle import flush_waiters, restore_drained, result_of
 from .loop import resolve_hooks, run_gated
+from .suspension import ORIGIN_HOOK, ORIGIN_TOOL, HaltedCall, Suspension
 from .task_tool import make_task_tool
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .core import RuntimeCore
     from .handle import Handle, TaskResult
-    from .runtime import AgentRuntime
 
-__all__ = ["TurnState", "Continuation", "begin_turn", "run_admitted", "run_body", "settle_turn", "resolved_seams"]
+__all__ = ["TurnState", "Continuation", "Recovery", "begin_turn", "run_admitted", "run_body", "settle_turn",
+           "resolved_seams"]
+
+_REWIND = object()  # settle_turn: stage the turn's snapshot (the transcript as it was before)
 
 
 @dataclass
@@ -59,38 +67,42 @@ class Continuation:
     """A durable resume that continues the halted turn instead of replaying it.
 
     `request` / `answer` are what `client.ask_with_answer` checks and applies; `held` is the
-    handle's pending fields as they were, put back if the client refuses the answer.
+    handle's `Suspension` as it was, put back if the client refuses the answer.
     """
 
     request: Request
     answer: Answer
-    held: dict[str, Any]
+    held: Optional[Suspension]
+
+
+@dataclass
+class Recovery:
+    """A turn brought back after a crash: the conversation's journal rows, and whether its run
+    had started (its user turn is in the stored transcript)."""
+
+    calls: dict[str, dict[str, Any]]
+    started: bool
 
 
 class TurnState:
     """One admitted turn of a handle: live, runtime-private, never persisted.
 
-    `replay` marks a turn run by `resume` (task calls may reattach); `binding` is the durable
-    Answer bound to the halted call; `abort` is the reason an interrupt/close cancelled it;
-    `result` is set once, when the turn is settled.
+    `replay` marks a turn whose `task` calls may reattach (a resume or a recovery); `binding` is
+    the durable Answer bound to the halted call; `abort` is the reason an interrupt/close
+    cancelled it; `result` is set once, when the turn is settled.
     """
 
-    def __init__(
-        self,
-        input: str,  # noqa: A002 - the turn's exact input
-        *,
-        meter: TurnMeter,
-        one_shot: Optional[Callable[[Request], Any]] = None,
-        binding: Optional[ReplayBinding] = None,
-        replay: bool = False,
-        continuation: Optional[Continuation] = None,
-    ) -> None:
+    def __init__(self, input: str, *, meter: TurnMeter,  # noqa: A002 - the turn's exact input
+                 one_shot: Optional[Callable[[Request], Any]] = None, binding: Optional[ReplayBinding] = None,
+                 replay: bool = False, continuation: Optional[Continuation] = None,
+                 recovery: Optional[Recovery] = None) -> None:
         self.input = input
         self.meter = meter
         self.one_shot = one_shot
         self.binding = binding
-        self.replay = replay
+        self.replay = replay or continuation is not None or recovery is not None
         self.continuation = continuation
+        self.recovery = recovery
         self.refusal: Optional[ResumeError] = None  # a continuation the client refused
         self.abort: Optional[str] = None
         self.ask_task: Optional[asyncio.Task[Any]] = None
@@ -99,10 +111,18 @@ class TurnState:
         self.tool_minted: set[str] = set()
         self.reattach_cursor: dict[str, int] = {}
         self.reattached: set[str] = set()
+        self.journal: Optional[TurnJournal] = None
+        self.snapshot: Optional[list[dict[str, Any]]] = None  # the stored transcript at the turn's start
+        self.final_messages: Optional[list[dict[str, Any]]] = None  # what the client saved (with a store)
 
     @property
     def settled(self) -> bool:
         return self.result is not None
+
+    @property
+    def continued(self) -> bool:
+        """The turn goes on from a kept transcript (a continuation or a recovery)."""
+        return self.continuation is not None or self.recovery is not None
 
     def cancel(self, reason: str) -> None:
         """Abort the turn (`reason` is "interrupted" or "closed"): cancel its ask, if it started."""
@@ -111,74 +131,98 @@ class TurnState:
             self.ask_task.cancel()
 
 
-def begin_turn(rt: "AgentRuntime", h: "Handle", input: str, **options: Any) -> TurnState:  # noqa: A002
+def begin_turn(core: "RuntimeCore", h: "Handle", input: str, *, detail: str = "(wake)",  # noqa: A002
+               **options: Any) -> TurnState:
     """Admission after a passed budget walk: `running`, a parent slot taken, traced."""
-    meter = TurnMeter(on_late=lambda tokens: rt._roll_up(h, 1, tokens, 0))
+    meter = TurnMeter(on_late=lambda tokens: core.roll_up(h, 1, tokens, 0))
     turn = TurnState(input, meter=meter, **options)
     h._turn = turn
-    rt._turns.add(turn)
-    rt._transition(h, "running", "(wake)")
-    assert h.parent is not None
-    h.parent.running_children += 1
+    core.turns.add(turn)
     if not turn.replay:
         h.task_children = {}
+    started = turn.recovery.started if turn.recovery is not None else turn.continuation is not None
+    h.turn_info = {"input": input, "started": started}
+    if core.durable is not None:
+        core.durable.hold()
+    core.transition(h, "running", detail)
+    assert h.parent is not None
+    h.parent.running_children += 1
+    core.changed(h.parent)
     return turn
 
 
-async def run_admitted(rt: "AgentRuntime", h: "Handle", input: str, **options: Any) -> "TaskResult":  # noqa: A002
+async def run_admitted(core: "RuntimeCore", h: "Handle", input: str, **options: Any) -> "TaskResult":  # noqa: A002
     """Run one turn of an idle `h` to its result, with exactly `input` (the inbox is not drained)."""
     if h.parent is None:
         return result_of(h, "root never runs a turn", "error")
     if h.state != "idle":
         return result_of(h, f"run_turn needs an idle handle; {h.id} is {h.state}", "error")
-    dim = rt._walk(h)
+    dim = core.walk(h)
     if dim is not None:
-        return rt._refuse(h, dim)
-    turn = begin_turn(rt, h, input, **options)
-    await run_body(rt, h, turn)
-    if turn.refusal is not None:  # the client refused a continuation: suspended again, loudly
+        return core.refuse(h, dim)
+    turn = begin_turn(core, h, input, **options)
+    await run_body(core, h, turn)
+    if turn.refusal is not None:  # the client refused a continuation: parked again, loudly
         raise turn.refusal
     assert turn.result is not None
     return turn.result
 
 
-def settle_turn(rt: "AgentRuntime", h: "Handle", turn: TurnState, result: "TaskResult", to: str, detail: str) -> None:
-    """End a turn exactly once: trace, free the parent slot, hand it on, publish the result."""
+def settle_turn(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "TaskResult", to: str, detail: str,
+                *, transcript: Any = _REWIND) -> None:
+    """End a turn exactly once: stage its transcript (with a store), trace, free the parent slot,
+    hand it on, publish the result. `transcript`: the messages to keep, `_REWIND` for the turn's
+    snapshot, None to leave the stored transcript as it is."""
     if turn.settled:
         return
     turn.result = result
-    rt._transition(h, to, detail)
+    durable = core.durable
+    if durable is not None:
+        if transcript is _REWIND:
+            transcript = list(turn.snapshot or [])
+        if transcript is not None:
+            durable.stage_conversation(h.id, transcript)
+        durable.drop_calls(h.id)
+    h.turn_info = None
+    core.transition(h, to, detail)
     parent = h.parent
     assert parent is not None
     parent.running_children -= 1
-    rt._transfer_slot(parent)
+    core.transfer_slot(parent)
     h.last_result = result
     flush_waiters(h, result)
 
 
-def _finished(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
+def _finished(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
     """The body is done (settled earlier or just now): forget it and wake `close`/`quiesce`."""
     if h._turn is turn:
         h._turn = None
-    rt._turns.discard(turn)
+    core.turns.discard(turn)
     turn.finished.set()
+    core.maybe_park()
 
 
-def resolved_seams(rt: "AgentRuntime", h: "Handle") -> tuple[Any, Any]:
+def resolved_seams(core: "RuntimeCore", h: "Handle") -> tuple[Any, Any]:
     """`hooks` and `on_metric`, each def over runtime (replace, never merge).
 
     The one composition: a def whose hooks are only its guardrails composes them over the
-    runtime's hooks instead of dropping those (beyond #12, `loop.resolve_hooks`).
+    runtime's hooks instead of dropping those (`loop.resolve_hooks`).
     """
-    hooks = resolve_hooks(h.defn.hooks, rt.hooks)
-    on_metric = h.defn.on_metric if h.defn.on_metric is not None else rt.on_metric
+    hooks = resolve_hooks(h.defn.hooks, core.hooks)
+    on_metric = h.defn.on_metric if h.defn.on_metric is not None else core.on_metric
     return hooks, on_metric
 
 
-async def run_body(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
+def _checkpoint(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
+    """Before a commit inside the turn: roll up the spend counted so far, so it is committed too."""
+    calls, tokens = turn.meter.take()
+    if calls or tokens:
+        core.roll_up(h, calls, tokens, 0)
+
+
+async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
     """The turn body; always settles `turn` (unless an interrupt already did) and reaps its toolkit."""
     toolkit = None
-    snapshot: Optional[list[dict[str, Any]]] = None
     try:
         if h._on_spawn_task is not None:  # an async on_spawn finishes before the first LLM call
             spawn_task, h._on_spawn_task = h._on_spawn_task, None
@@ -186,10 +230,12 @@ async def run_body(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
         defn = h.defn
         tools = list(defn.tools or [])
         if defn.task_targets:
-            tools.append(make_task_tool(rt, h, turn))
+            tools.append(make_task_tool(core, h, turn))
         toolkit = await create_toolkit(builtins=False, extra_tools=watch_tools(tools, turn))
-        llm = rt._llm
-        hooks, on_metric = resolved_seams(rt, h)
+        llm = core.llm
+        hooks, on_metric = resolved_seams(core, h)
+        turn.journal = TurnJournal(core.durable, h, lambda: _checkpoint(core, h, turn))
+        store = TurnStore(core.store, turn.journal, hold=_holder(turn) if core.durable is not None else None)
         client = create_client(
             base_url=llm["base_url"],
             style=llm["style"],
@@ -197,14 +243,14 @@ async def run_body(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
             api_key=llm["api_key"],
             system_prompt=defn.system_prompt or None,
             max_turns=h.eff["max_turns"],
-            http_transport=gated_transport(rt._transport, rt._gate, turn.meter),
-            store=rt.conversation_store,
-            wait_for=turn.one_shot or make_escalator(rt, h, turn.binding),
+            http_transport=gated_transport(core.transport, core.gate, turn.meter),
+            store=store,
+            wait_for=turn.one_shot or make_escalator(core, h, turn.binding),
             hooks=hooks,
             on_metric=on_metric,
-            timer=rt.clock,  # §8 backoff and deadline run on the runtime's clock (beyond #17)
+            timer=core.clock,  # retry backoff and the run deadline follow the runtime's clock
         )
-        snapshot = await rt.conversation_store.get(h.id)
+        turn.snapshot = await core.store.get(h.id)
         if turn.abort is not None:  # aborted while the turn was being set up
             raise asyncio.CancelledError
         turn.ask_task = asyncio.ensure_future(run_gated(_asker(client, toolkit, h, turn), turn.input, defn.completion))
@@ -213,105 +259,124 @@ async def run_body(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
         external = turn.abort is None  # the body itself was cancelled, not just its ask
         if external and turn.ask_task is not None:
             turn.ask_task.cancel()
-        _settle_aborted(rt, h, turn)
+        _settle_aborted(core, h, turn)
         if external:
             raise
     except ResumeError as exc:
         if turn.continuation is not None and turn.meter.calls == 0:
-            _settle_refused(rt, h, turn, exc)
+            _settle_refused(core, h, turn, exc)
         else:
-            _settle_error(rt, h, turn, exc)
+            _settle_error(core, h, turn, exc)
     except Exception as exc:
-        _settle_error(rt, h, turn, exc)
+        _settle_error(core, h, turn, exc)
     else:
         try:
-            await _settle_run(rt, h, turn, run, snapshot)
+            await _settle_run(core, h, turn, run)
         except Exception as exc:  # e.g. the store failed to rewind: still settle, loudly
-            _settle_error(rt, h, turn, exc)
+            _settle_error(core, h, turn, exc)
     finally:
         if toolkit is not None:
             try:
                 await toolkit.close()
             except Exception as exc:
                 warn(f"[toolnexus] agents: closing the toolkit of {h.id} failed: {exc}")
-        _finished(rt, h, turn)
+        _finished(core, h, turn)
+
+
+def _holder(turn: TurnState) -> Callable[[list[dict[str, Any]]], None]:
+    def hold(messages: list[dict[str, Any]]) -> None:
+        turn.final_messages = list(messages)
+
+    return hold
 
 
 def _asker(client: Any, toolkit: Any, h: "Handle", turn: TurnState) -> Callable[[str], Any]:
-    """What the completion gate calls: the continuation first (if any), then plain asks."""
-    first = turn.continuation
+    """What the completion gate calls: the continuation or recovery first (if any), then plain asks."""
+    first: Any = turn.continuation or turn.recovery
 
     async def ask(text: str) -> Any:
         nonlocal first
-        if first is not None:
+        if isinstance(first, Continuation):
             cont, first = first, None
             return await client.ask_with_answer(toolkit, h.id, cont.request, cont.answer)
+        if isinstance(first, Recovery):
+            recovery, first = first, None
+            if recovery.started:
+                return await client.continue_run(toolkit, h.id, recovery.calls)
         return await client.ask(text, toolkit, id=h.id)
 
     return ask
 
 
-def _account(rt: "AgentRuntime", h: "Handle", turn: TurnState, tool_calls: int) -> tuple[int, int]:
-    calls, tokens = turn.meter.close()
-    rt._roll_up(h, calls, tokens, tool_calls)
+def _account(core: "RuntimeCore", h: "Handle", turn: TurnState, tool_calls: int) -> tuple[int, int]:
+    calls, tokens, left_calls, left_tokens = turn.meter.close()
+    core.roll_up(h, left_calls, left_tokens, tool_calls)
     return calls, tokens
 
 
-def _settle_aborted(rt: "AgentRuntime", h: "Handle", turn: TurnState) -> None:
-    _account(rt, h, turn, 0)
+def _settle_aborted(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
+    _account(core, h, turn, 0)
     if turn.settled:  # interrupt() already settled it; only the spend was left to count
         return
     restore_drained(h)
     status = "closed" if turn.abort == "closed" else "interrupted"
-    settle_turn(rt, h, turn, result_of(h, status, status), "idle", "(interrupted; inbox intact)")
+    settle_turn(core, h, turn, result_of(h, status, status), "idle", "(interrupted; inbox intact)")
 
 
-def _settle_error(rt: "AgentRuntime", h: "Handle", turn: TurnState, exc: BaseException) -> None:
-    _account(rt, h, turn, 0)
+def _settle_error(core: "RuntimeCore", h: "Handle", turn: TurnState, exc: BaseException) -> None:
+    _account(core, h, turn, 0)
     if turn.settled:
         return
     message = str(exc) or type(exc).__name__
     restore_drained(h)
-    settle_turn(rt, h, turn, result_of(h, message, "error"), "idle", f"(error: {message})")
+    settle_turn(core, h, turn, result_of(h, message, "error"), "idle", f"(error: {message})")
 
 
-def _settle_refused(rt: "AgentRuntime", h: "Handle", turn: TurnState, exc: ResumeError) -> None:
-    """The client refused the continuation before anything ran: suspended again, request intact."""
-    _account(rt, h, turn, 0)
+def _settle_refused(core: "RuntimeCore", h: "Handle", turn: TurnState, exc: ResumeError) -> None:
+    """The client refused the continuation before anything ran: parked again, request intact."""
+    _account(core, h, turn, 0)
     if turn.settled or turn.continuation is None:
         return
-    put_pending(h, turn.continuation.held)
+    h.suspension = turn.continuation.held
     turn.refusal = exc
-    _suspend(rt, h, turn, pending_result(h))
+    _suspend(core, h, turn, pending_result(h), transcript=None)
 
 
-async def _settle_run(
-    rt: "AgentRuntime", h: "Handle", turn: TurnState, run: Any, snapshot: Optional[list[dict[str, Any]]]
-) -> None:
+async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: Any) -> None:
     tool_calls = list(getattr(run, "tool_calls", None) or [])
-    calls, tokens = _account(rt, h, turn, len(tool_calls) or int(getattr(run, "tool_call_count", 0) or 0))
+    calls, tokens = _account(core, h, turn, len(tool_calls) or int(getattr(run, "tool_call_count", 0) or 0))
     if turn.settled:
         return
     status = getattr(run, "status", "done")
+    kept = turn.final_messages if core.durable is not None else None
     if status == "pending" and run.pending is not None:
-        # A continued turn stays continued; otherwise the handle's mode decides.
-        mode = RESUME_CONTINUE if turn.continuation is not None else rt.resume_mode_of(h)
+        # A continued (or recovered) turn stays continued; otherwise the handle's mode decides.
+        mode = RESUME_CONTINUE if turn.continued else core.resume_mode_of(h)
+        transcript: Any = kept
         if mode == RESUME_REPLAY:
-            await rt.conversation_store.save(h.id, list(snapshot or []))  # rewind to the checkpoint
-            if turn.settled:  # interrupted while rewinding
-                return
+            transcript = _REWIND
+            if core.durable is None:
+                await core.store.save(h.id, list(turn.snapshot or []))  # rewind to the checkpoint
+                if turn.settled:  # interrupted while rewinding
+                    return
         else:
             h.drained = []  # the turn's input is in the kept transcript
         request: Request = run.pending
-        halted = tool_calls[-1] if tool_calls else None
-        h.pending_req = request
-        h.pending_input = turn.input
-        h.pending_call = {"name": halted.get("name"), "args": halted.get("args")} if isinstance(halted, dict) else None
-        if mode == RESUME_CONTINUE:  # the halted slot's text, which the continuation must match
-            h.pending_call = {**(h.pending_call or {}), "placeholder": request.prompt}
-        h.pending_origin = "tool" if request.id in turn.tool_minted else "hook"
-        h.pending_mode = mode
-        _suspend(rt, h, turn, result_of(h, request.prompt, "pending", pending=stamp_path(request, h)))
+        record = tool_calls[-1] if tool_calls and isinstance(tool_calls[-1], dict) else {}
+        minted = turn.journal.halted.get(request.id) if turn.journal is not None else None
+        h.suspension = Suspension(
+            request=request,
+            input=turn.input,
+            mode=mode,
+            origin=ORIGIN_TOOL if request.id in turn.tool_minted else ORIGIN_HOOK,
+            call=HaltedCall(minted.id if minted is not None else None, record.get("name"), record.get("args"),
+                            request.prompt if mode == RESUME_CONTINUE else None),
+        )
+        result = result_of(h, request.prompt, "pending", pending=stamp_path(request, h))
+        if core.durable is not None:
+            assert result.pending is not None
+            core.durable.open_request(h, asdict(result.pending), list((result.pending.data or {}).get("path") or []))
+        _suspend(core, h, turn, result, transcript=transcript)
         return
     h.drained = []
     if status == "incomplete":
@@ -323,13 +388,15 @@ async def _settle_run(
             if run.text:
                 text = f"{text} ({run.text})"
         result = result_of(h, text, "incomplete", limit=limit)
-        settle_turn(rt, h, turn, result, "idle", f"(INCOMPLETE at {limit} {bound})")
-        rt._budget_stop(h, limit)
+        settle_turn(core, h, turn, result, "idle", f"(INCOMPLETE at {limit} {bound})", transcript=kept)
+        core.budget_stop(h, limit)
         return
-    settle_turn(rt, h, turn, result_of(h, run.text, "done"), "idle", f"(done, turns={calls}, tokens={tokens})")
+    settle_turn(core, h, turn, result_of(h, run.text, "done"), "idle", f"(done, turns={calls}, tokens={tokens})",
+                transcript=kept)
 
 
-def _suspend(rt: "AgentRuntime", h: "Handle", turn: TurnState, result: "TaskResult") -> None:
-    """Settle a turn as durably suspended on `h.pending_req` (set by the caller)."""
-    assert h.pending_req is not None
-    settle_turn(rt, h, turn, result, "suspended", f'DURABLE (pending "{h.pending_req.kind}", path preserved)')
+def _suspend(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "TaskResult", *, transcript: Any) -> None:
+    """Settle a turn as durably parked on `h.suspension` (set by the caller)."""
+    assert h.suspension is not None
+    settle_turn(core, h, turn, result, "suspended", f'DURABLE (pending "{h.suspension.request.kind}", path preserved)',
+                transcript=transcript)

@@ -33,9 +33,11 @@ import os
 import time
 from collections.abc import Mapping
 from contextlib import aclosing, nullcontext
+from dataclasses import asdict
 from typing import Any, AsyncGenerator, Awaitable, Callable, Iterable, Optional
 
 from .._diag import warn_once
+from ..durable import is_run_store
 from .loop import RunLoop, drain
 from .memory import Conversation, ConversationStore, IdLocks, InMemoryConversationStore
 from .metrics import MetricsRegistry
@@ -132,6 +134,7 @@ class Client:
         self._metrics = MetricsRegistry()
         self._id_locks = IdLocks()
         self._answers = AnswerLedger()
+        self._claimer: Any = None
         self.clock: Callable[[], Any] = utc_now
         self._instance = next(_instances)
 
@@ -226,6 +229,27 @@ class Client:
         lock = getattr(self.store, "lock", None)
         return lock(id) if callable(lock) else self._id_locks.hold(id)
 
+    def _journal(self, id: str) -> Any:  # noqa: A002
+        """The store's run journal for conversation `id`, when it keeps one (the agent runtime's)."""
+        journal = getattr(self.store, "journal", None)
+        return journal(id) if callable(journal) else None
+
+    @property
+    def _holder(self) -> Any:
+        """Who this client is in a durable store's answer ledger (one identity per client)."""
+        if self._claimer is None:
+            from ..durable import Holder
+
+            self._claimer = Holder.here()
+        return self._claimer
+
+    async def _save(self, id: str, result: RunResult) -> None:  # noqa: A002
+        """Save a run's transcript; with a durable store a halt also opens its request in the ledger."""
+        if result.pending is not None and is_run_store(self.store):
+            await self.store.save_halt(id, result.messages, asdict(result.pending))
+        else:
+            await self.store.save(id, result.messages)
+
     async def ask(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
                   on_text: Optional[Callable[[str], Any]] = None, cancel: Optional[asyncio.Event] = None) -> RunResult:
         """`run`, optionally streaming text to `on_text` and keeping the transcript under `id`."""
@@ -235,8 +259,9 @@ class Client:
             return await self.run(prompt, toolkit, cancel=cancel)
         async with self._conversation_lock(id):
             history = await self.store.get(id) or []
-            result = await self.run(prompt, toolkit, history=history, cancel=cancel)
-            await self.store.save(id, result.messages)
+            loop = RunLoop(self, toolkit, cancel, streaming=False, journal=self._journal(id))
+            result = await drain(loop.start(normalize_prompt(prompt), history).events())
+            await self._save(id, result)
         return result
 
     async def stream(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
@@ -248,10 +273,11 @@ class Client:
         """
         async with self._conversation_lock(id) if id else nullcontext():
             history = (await self.store.get(id) or []) if id else None
-            async with aclosing(self._loop(prompt, toolkit, history, cancel, streaming=True).events()) as events:
+            loop = RunLoop(self, toolkit, cancel, streaming=True, journal=self._journal(id) if id else None)
+            async with aclosing(loop.start(normalize_prompt(prompt), history).events()) as events:
                 async for event in events:
                     if id and event["type"] == "done":
-                        await self.store.save(id, event["result"].messages)
+                        await self._save(id, event["result"])
                     yield event
 
     async def run_with_answer(self, toolkit: Any, history: list[dict[str, Any]], pending: Any, answer: Any, *,
@@ -263,6 +289,13 @@ class Client:
                               cancel: Optional[asyncio.Event] = None) -> RunResult:
         """`run_with_answer` on the conversation stored under `id`: load, resume, save (under its lock)."""
         return await ask_with_answer(self, toolkit, id, pending, answer, cancel=cancel)
+
+    async def continue_run(self, toolkit: Any, id: str, calls: dict[str, dict[str, Any]], *,  # noqa: A002
+                           cancel: Optional[asyncio.Event] = None) -> RunResult:
+        """Continue the run stored under `id` after a crash, from its run journal (see recover.py)."""
+        from .recover import continue_run
+
+        return await continue_run(self, toolkit, id, calls, cancel=cancel)
 
     def conversation(self, toolkit: Any = None, cancel: Optional[asyncio.Event] = None) -> Conversation:
         return Conversation(self, toolkit, cancel)

@@ -32,8 +32,9 @@ from contextlib import aclosing
 from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping, Optional
 
 from ..relay import no_result_text
-from ..types import Answer, Request
+from ..types import Answer, Request, ToolResult
 from .errors import RunCancelled
+from .journal import IN_DOUBT_KIND, not_run_text
 from .parts import media_parts_summary
 from .result import (LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult,
                      zero_usage)
@@ -80,8 +81,9 @@ async def drain(events: AsyncGenerator[dict[str, Any], None],
 class RunLoop:
     """State and turn loop of one run (see module docstring)."""
 
-    def __init__(self, client: Any, toolkit: Any, cancel: Any, *, streaming: bool) -> None:
+    def __init__(self, client: Any, toolkit: Any, cancel: Any, *, streaming: bool, journal: Any = None) -> None:
         self.client = client
+        self.journal = journal
         self.toolkit = toolkit
         self.streaming = streaming
         self.dialect = client._dialect
@@ -151,6 +153,8 @@ class RunLoop:
                 yield event
                 if event["type"] == "done":
                     return
+        elif self.journal is not None:
+            await self.journal.run_started(self.messages)
         async for event in self._turns():
             yield event
 
@@ -243,17 +247,33 @@ class RunLoop:
         todo = [c for i, c in enumerate(calls) if i not in settled]
         for c in todo:
             yield {"type": "tool_call", "id": c.id, "name": c.name, "args": c.args}
-        runner = ToolRunner(self.client, self.toolkit, turn_index)
+        runner = self.runner(turn_index)
+        halt_write = write  # a halt's transcript is saved with the run's end, not mid-run
+        if self.journal is not None:
+            write = self._journaled(write)
         ran = iter(await self._bounded(runner.run_all(todo)) if todo else [])
         outcomes = [settled[i] if i in settled else next(ran) for i in range(len(calls))]
         for o in outcomes:
             if o.request is not None:
                 stamp_relay_call(o.request, o.call)
-        async for event in self._settle(runner, outcomes, write):
+        async for event in self._settle(runner, outcomes, write, halt_write):
             yield event
 
-    async def _settle(self, runner: ToolRunner, outcomes: list[CallOutcome],
-                     write: Callable[[list[ResultEntry]], None]) -> AsyncGenerator[dict[str, Any], None]:
+    def runner(self, turn_index: int) -> ToolRunner:
+        """The tool runner of one turn (with the run's journal, if any)."""
+        return ToolRunner(self.client, self.toolkit, turn_index, self.journal, lambda: self.messages)
+
+    def _journaled(self, write: Callable[[list[ResultEntry]], None]) -> Callable[[list[ResultEntry]], None]:
+        """`write`, then tell the journal those calls' results are in the transcript."""
+
+        def written(entries: list[ResultEntry]) -> None:
+            write(entries)
+            self.journal.results_written(self.messages, [e.call.id for e in entries])
+
+        return written
+
+    async def _settle(self, runner: ToolRunner, outcomes: list[CallOutcome], write: Callable[[list[ResultEntry]], None],
+                      halt_write: Callable[[list[ResultEntry]], None]) -> AsyncGenerator[dict[str, Any], None]:
         """Write outcomes back in call order: resolve suspensions with `wait_for`, or halt durably."""
         durable = self.client.wait_for is None or self.toolkit is None
         resolved: dict[int, Any] = {}
@@ -270,7 +290,7 @@ class RunLoop:
                 result = resolved[position]
             elif o.request is not None:
                 if durable:
-                    async for event in self._halt(o, outcomes[position + 1 :], entries, write):
+                    async for event in self._halt(o, outcomes[position + 1 :], entries, halt_write):
                         yield event
                     return
                 yield {"type": "pending", "request": o.request}
@@ -281,7 +301,17 @@ class RunLoop:
         write(entries)
 
     async def _resolve(self, runner: ToolRunner, o: CallOutcome) -> Any:
-        """`wait_for` then §5 steps 3–4 for one suspended call."""
+        """`wait_for` then the resolution rule for one suspended call.
+
+        A call in doubt (recovered after a crash) is not retried with the answer: ok runs it again
+        as a new call (which may itself suspend), declined tells the model it was not run."""
+        while o.request is not None and o.request.kind == IN_DOUBT_KIND:
+            answer = await self._wait_for(o.request)
+            if answer is None or not answer.ok:
+                return ToolResult(not_run_text(o.call.name), True)
+            o = await self._bounded(runner.run_one(o.call))
+            if o.request is None:
+                return o.result
         answer = await self._wait_for(o.request)  # type: ignore[arg-type]
         return await self._bounded(resolve_with_answer(runner, o, answer))
 

@@ -53,12 +53,15 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, AsyncGenerator, Iterator, Optional, Union
 
+from ..durable import DEFAULT_LEASE_TTL, is_run_store
+from ..durable.model import CONVERSATION_PREFIX
 from ..relay import is_relay_request, relay_calls_of, relay_declined_text, relay_output_of
 from ..types import Answer, Request, ToolResult
 from .errors import ResumeError
+from .journal import IN_DOUBT_KIND, not_run_text
 from .loop import Prelude, RunLoop, drain
 from .result import RunResult
 from .tool_calls import CallOutcome, ToolRunner, answer_schema_error, is_expired, resolve_with_answer
@@ -251,7 +254,8 @@ def _prepare(client: Any, toolkit: Any, history: Any, pending: RequestLike, answ
     turn = _find_halted(client._dialect, history)
     _check_placeholder(turn, request)
     _check_relay_outputs(request, reply)
-    client._answers.check(request.id)
+    if not is_run_store(client.store):  # a durable store's ledger is checked when the answer is claimed
+        client._answers.check(request.id)
     if reply.ok and is_expired(request, client.clock()):
         reply = Answer(id=request.id, ok=False, reason="expired")
     problem = answer_schema_error(request, reply)
@@ -274,21 +278,32 @@ def _relay_result(call: ToolCall, first: bool, answer: Answer) -> ToolResult:
 
 async def _answered(loop: RunLoop, plan: _Plan) -> dict[int, CallOutcome]:
     """The outcomes the answer decides, by position among H's open calls: the relayed calls, or the
-    halted call's retry (position 0)."""
-    open_calls, pending = plan.turn.open_calls(), plan.pending
+    halted call's retry (position 0). A call in doubt answered ok decides nothing: it runs again
+    as a new call with the other open calls."""
+    open_calls, pending, journal = plan.turn.open_calls(), plan.pending, loop.journal
+    out: dict[int, CallOutcome] = {}
     if is_relay_request(pending):
         positions = {c.id: pos for pos, c in reversed(list(enumerate(open_calls)))}
-        out: dict[int, CallOutcome] = {}
         for n, relayed in enumerate(relay_calls_of(pending)):
             pos = positions[relayed.id]
             call = open_calls[pos]
             out[pos] = CallOutcome(call, call.args, _relay_result(call, n == 0, plan.answer))
-        return out
-    call = open_calls[0]
-    halted = CallOutcome(call, call.args, ToolResult(pending.prompt, True, {"pending": pending}), pending)
-    runner = ToolRunner(loop.client, loop.toolkit, 0)
-    result = await loop._bounded(resolve_with_answer(runner, halted, plan.answer))
-    return {0: CallOutcome(call, call.args, result)}
+    elif pending.kind == IN_DOUBT_KIND:
+        if plan.answer.ok:
+            return {}
+        call = open_calls[0]
+        out[0] = CallOutcome(call, call.args, ToolResult(not_run_text(call.name), True))
+    else:
+        call = open_calls[0]
+        if journal is not None and plan.answer.ok:
+            await journal.call_queued(loop.messages, call, pending, plan.answer)
+        halted = CallOutcome(call, call.args, ToolResult(pending.prompt, True, {"pending": pending}), pending)
+        result = await loop._bounded(resolve_with_answer(loop.runner(0), halted, plan.answer))
+        return {0: CallOutcome(call, call.args, result)}
+    if journal is not None:  # decided without running anything: recorded so a crash keeps them
+        for outcome in out.values():
+            await journal.call_finished(outcome.call, outcome.result)
+    return out
 
 
 def _prelude(plan: _Plan) -> Prelude:
@@ -313,15 +328,30 @@ def _prelude(plan: _Plan) -> Prelude:
 # -- the public entry points -------------------------------------------------------------------------
 
 
-async def _resume(client: Any, toolkit: Any, plan: _Plan, cancel: Optional[asyncio.Event]) -> RunResult:
-    loop = RunLoop(client, toolkit, cancel, streaming=False).continue_from(plan.history)
+async def _resume(client: Any, toolkit: Any, plan: _Plan, cancel: Optional[asyncio.Event],
+                  journal: Any = None) -> RunResult:
+    loop = RunLoop(client, toolkit, cancel, streaming=False, journal=journal).continue_from(plan.history)
     return await drain(loop.events(prelude=_prelude(plan)))
+
+
+def _durable(client: Any) -> bool:
+    return is_run_store(client.store)
 
 
 async def run_with_answer(client: Any, toolkit: Any, history: list[dict[str, Any]], pending: RequestLike,
                           answer: AnswerLike, *, cancel: Optional[asyncio.Event] = None) -> RunResult:
     """Resume `history` (halted on `pending`) with `answer`; see the module docstring."""
     plan = _prepare(client, toolkit, history, pending, answer)
+    if _durable(client):
+        store, holder = client.store, client._holder
+        await store.claim(plan.pending.id, holder, asdict(plan.answer), ttl=DEFAULT_LEASE_TTL)
+        try:
+            result = await _resume(client, toolkit, plan, cancel)
+        except BaseException:
+            await store.unclaim(plan.pending.id, holder)
+            raise
+        await store.mark_applied(plan.pending.id, holder)
+        return result
     with client._answers.claim(plan.pending.id):
         result = await _resume(client, toolkit, plan, cancel)
         client._answers.record(plan.pending.id)
@@ -330,14 +360,30 @@ async def run_with_answer(client: Any, toolkit: Any, history: list[dict[str, Any
 
 async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLike,  # noqa: A002
                           answer: AnswerLike, *, cancel: Optional[asyncio.Event] = None) -> RunResult:
-    """Under the conversation's lock: load `id`, resume, save (on any status; nothing on an exception)."""
+    """Under the conversation's lock: load `id`, resume, save (on any status; nothing on an exception).
+
+    With a durable store the answer is claimed in the store's ledger first (a second client or
+    process answering the same request gets `AnswerAlreadyApplied`), and the save marks it applied
+    in the same transaction; a resume that fails gives the claim back."""
     if not id:
         raise ValueError(NEEDS_ID)
     async with client._conversation_lock(id):
         history = await client.store.get(id) or []
         plan = _prepare(client, toolkit, history, pending, answer)
+        if _durable(client):
+            store, holder = client.store, client._holder
+            await store.claim(plan.pending.id, holder, asdict(plan.answer), ttl=DEFAULT_LEASE_TTL,
+                              run_id=CONVERSATION_PREFIX + id)
+            try:
+                result = await _resume(client, toolkit, plan, cancel)
+                again = asdict(result.pending) if result.pending is not None else None
+                await store.save_applied(id, result.messages, plan.pending.id, holder, new_request=again)
+            except BaseException:
+                await store.unclaim(plan.pending.id, holder)
+                raise
+            return result
         with client._answers.claim(plan.pending.id):
-            result = await _resume(client, toolkit, plan, cancel)
+            result = await _resume(client, toolkit, plan, cancel, client._journal(id))
             await client.store.save(id, result.messages)
             client._answers.record(plan.pending.id)
     return result

@@ -24,7 +24,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from .._schema import schema_error
 from ..types import Answer, Request, ToolContext, ToolResult, pending_of
@@ -55,12 +55,28 @@ def first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 
 class ToolRunner:
-    """Runs tool calls for one turn of one run (hooks, toolkit, metrics)."""
+    """Runs tool calls for one turn of one run (hooks, toolkit, metrics, and the run journal).
 
-    def __init__(self, client: Any, toolkit: Any, turn: int) -> None:
+    With a `journal` (a durable store's), each execution is bracketed by `call_started` (committed
+    before the tool runs) and `call_finished` (committed before its outcome is used); `transcript`
+    gives the loop's messages so the store can write the turn the call belongs to.
+    """
+
+    def __init__(self, client: Any, toolkit: Any, turn: int, journal: Any = None,
+                 transcript: Optional[Callable[[], list[dict[str, Any]]]] = None) -> None:
         self.client = client
         self.toolkit = toolkit
         self.turn = turn
+        self.journal = journal
+        self.transcript = transcript
+
+    async def begin(self, call: ToolCall, args: dict[str, Any]) -> None:
+        if self.journal is not None:
+            await self.journal.call_started(self.transcript() if self.transcript else [], call, args)
+
+    async def end(self, call: ToolCall, result: ToolResult) -> None:
+        if self.journal is not None:
+            await self.journal.call_finished(call, result)
 
     def source_of(self, name: str) -> str:
         tool = self.toolkit.get(name) if self.toolkit is not None else None
@@ -100,9 +116,11 @@ class ToolRunner:
         else:
             if hv and hv.get("args") is not None:
                 args = hv["args"]
+            await self.begin(call, args)
             result = await self.execute(call.name, args, None)
             if pending_of(result) is None:
                 result = await self.after_tool(call, args, result)
+        await self.end(call, result)
         self.emit_tool(call.name, result, started)
         return CallOutcome(call, args, result, pending_of(result))
 
@@ -132,8 +150,10 @@ async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: 
     if problem is not None:
         return ToolResult(output=f"invalid answer for {request.prompt}: {problem}", is_error=True)
     started = time.monotonic()
+    await runner.begin(outcome.call, outcome.args)
     result = await runner.execute(outcome.call.name, outcome.args, ToolContext(answer=answer))
     result = await runner.after_tool(outcome.call, outcome.args, result)
+    await runner.end(outcome.call, result)
     runner.emit_tool(outcome.call.name, result, started)
     if pending_of(result) is not None:
         return ToolResult(output=f"unresolved: {request.prompt}", is_error=True)

@@ -1,0 +1,510 @@
+"""A runtime's link to its durable store: what changed, one commit at a time, under a lease.
+
+`DurableRun` is everything an `AgentRuntime` built with a `RunStore` needs to make its run
+survive the process:
+
+- **Staging.** Verbs and turns mark what they change (`touch(handle)`, a transcript saved
+  through the conversation view, a journal row, a pending request, a trace line). Nothing is
+  written until a commit.
+- **One commit, one transaction.** `flush()` takes everything staged and hands it to
+  `store.commit` as one `Changes`; a state flip and the transcript rewind that goes with it land
+  together or not at all. Commits are serialised; callers that arrive while one is in flight
+  share the next one. A failed commit puts its changes back, so nothing staged is lost: the
+  next flush writes them (or the run is restored from the last commit).
+- **Transcripts are append-only.** The view keeps each conversation as JSON text and remembers
+  the first index changed since the last commit; a turn writes its new messages only, a rewind
+  deletes only what it drops.
+- **The lease.** The first commit creates the run (or the runtime acquired it on restore); the
+  lease is renewed in the background while held, given up in the commit that parks the run (no
+  live turn), and taken again (checking that nobody else wrote the run meanwhile) when work
+  starts again.
+- **The journal.** `TurnJournal` is what one turn's client reports to (see
+  `toolnexus.client.journal`): the run's start, each tool call before it runs and after it
+  finished, the results once they are in the transcript. It also notes which call each
+  suspension came from, so a parked handle's `Suspension` names its `tool_call_id` — with or
+  without a store.
+
+Not here: deciding what a turn does (`turn.py`), rebuilding a run from the store (`restore.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .._diag import warn
+from ..client.journal import FINISHED, QUEUED, STARTED, call_entry
+from ..client.memory import IdLocks
+from ..durable import (DEFAULT_LEASE_TTL, Changes, ConversationOps, Holder, LeaseLost, PendingRow, RunStore,
+                       StoreError)
+from ..durable.model import KIND_AGENTS, dumps, epoch, loads
+from ..durable.rules import expires_at_epoch
+from ..types import Answer, Request, ToolResult, pending_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..client.wire.base import ToolCall
+    from .handle import Handle
+
+__all__ = ["DurableRun", "ConversationView", "TurnJournal", "TurnStore", "RunChanged"]
+
+
+class RunChanged(StoreError):
+    """Another process wrote this run since this runtime last did: its in-memory tree is stale."""
+
+
+@dataclass
+class _Conversation:
+    """One transcript as the store will hold it once staged changes commit."""
+
+    texts: list[str] = field(default_factory=list)
+    committed: int = 0  # messages the store holds now
+    dirty_from: int = 0  # first index changed since the last commit
+    handed_out: Optional[list[Any]] = None  # what the last get/save saw (identity fast path)
+
+    def dirty(self) -> bool:
+        return self.dirty_from < len(self.texts) or self.dirty_from < self.committed
+
+
+@dataclass
+class _Taken:
+    """What one commit took, to put back if it fails."""
+
+    handles: dict[str, "Handle"]
+    conversations: dict[str, tuple[int, int]]  # conv → (dirty_from, committed) before
+    calls: dict[tuple[str, str], Optional[dict[str, Any]]]
+    pending: list[PendingRow]
+    applied: list[str]
+    cancelled: list[str]
+    trace: list[str]
+    status: Optional[str]
+    state: bool
+
+
+class ConversationView:
+    """The runtime's conversation store when it has a durable one: transcripts staged for the
+    next commit (a `ConversationStore`: `get` / `save` / `lock`)."""
+
+    def __init__(self, durable: "DurableRun") -> None:
+        self._durable = durable
+        self._locks = IdLocks()
+
+    async def get(self, id: str) -> Optional[list[dict[str, Any]]]:  # noqa: A002
+        return self._durable.conversation(id)
+
+    async def save(self, id: str, messages: list[dict[str, Any]]) -> None:  # noqa: A002
+        self._durable.stage_conversation(id, messages)
+
+    def lock(self, id: str) -> Any:  # noqa: A002
+        return self._locks.hold(id)
+
+
+class DurableRun:
+    """One run's staged changes, commit writer and lease (see the module docstring)."""
+
+    def __init__(self, store: RunStore, run_id: str, *, run_status: Callable[[], str], clock: Any,
+                 lease_ttl: float = DEFAULT_LEASE_TTL) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.lease_ttl = lease_ttl
+        self._clock = clock
+        self._core: Any = None
+        self.holder = Holder.here()
+        self.created = False
+        self.held = False
+        self.version = 0
+        self.entry_agent: Optional[str] = None
+        self.state: dict[str, Any] = {}
+        self.view = ConversationView(self)
+        self._run_status = run_status
+        self._handles: dict[str, Handle] = {}
+        self._conversations: dict[str, _Conversation] = {}
+        self._calls: dict[tuple[str, str], Optional[dict[str, Any]]] = {}
+        self._live_calls: set[tuple[str, str]] = set()  # journal rows the store holds or will hold
+        self._pending: list[PendingRow] = []
+        self._applied: list[str] = []
+        self._cancelled: list[str] = []
+        self._trace: list[str] = []
+        self._status_written: Optional[str] = None
+        self._state_dirty = False
+        self._release = False
+        self._lock: Optional[asyncio.Lock] = None
+        self._scheduled: Optional[asyncio.Task[None]] = None
+        self._renewer: Optional[asyncio.Task[None]] = None
+        self.failure: Optional[BaseException] = None  # the last background commit's error
+
+    def bind(self, core: Any) -> None:
+        """Attach to the runtime core whose state this run commits."""
+        from .snapshot import registry_fingerprint
+
+        self._core = core
+        self._run_status = core.run_status
+        self.state = {"registry": registry_fingerprint(core.registry)}
+
+    def record_of(self, h: "Handle") -> dict[str, Any]:
+        """A handle's record as stored: its `to_record()` plus its age on the wall clock, so a
+        wall-clock budget keeps counting in another process."""
+        rec = h.to_record()
+        rec["spawned_epoch"] = epoch() - (self._clock.now() - h.spawned_at)
+        return rec
+
+    # -- staging -----------------------------------------------------------------------------------
+
+    def touch(self, *handles: "Handle") -> None:
+        for h in handles:
+            self._handles[h.id] = h
+
+    def trace(self, line: str) -> None:
+        self._trace.append(line)
+
+    def conversation(self, conv: str) -> Optional[list[dict[str, Any]]]:
+        c = self._conversations.get(conv)
+        if c is None:
+            return None
+        messages = [loads(text) for text in c.texts]
+        c.handed_out = list(messages)
+        return messages
+
+    def conversation_length(self, conv: str) -> int:
+        c = self._conversations.get(conv)
+        return len(c.texts) if c is not None else 0
+
+    def stage_conversation(self, conv: str, messages: list[dict[str, Any]]) -> None:
+        c = self._conversations.setdefault(conv, _Conversation())
+        messages = list(messages)
+        k = 0
+        if c.handed_out is not None and len(c.handed_out) == len(c.texts):
+            for a, b in zip(c.handed_out, messages):
+                if a is not b and a != b:
+                    break
+                k += 1
+        else:
+            for text, message in zip(c.texts, messages):
+                if dumps(message) != text:
+                    break
+                k += 1
+        if k < len(c.texts) or k < len(messages):
+            del c.texts[k:]
+            c.texts.extend(dumps(m) for m in messages[k:])
+            c.dirty_from = min(c.dirty_from, k)
+        c.handed_out = messages
+
+    def load_conversation(self, conv: str, messages: list[dict[str, Any]]) -> None:
+        """A transcript as committed (restore)."""
+        texts = [dumps(m) for m in messages]
+        self._conversations[conv] = _Conversation(texts, len(texts), len(texts))
+
+    def stage_call(self, conv: str, call_id: str, entry: Optional[dict[str, Any]]) -> None:
+        key = (conv, call_id)
+        if entry is None and key not in self._live_calls:
+            self._calls.pop(key, None)
+            return
+        self._calls[key] = entry
+        if entry is not None:
+            self._live_calls.add(key)
+
+    def load_calls(self, rows: dict[tuple[str, str], dict[str, Any]]) -> None:
+        """The journal rows as committed (restore)."""
+        self._live_calls.update(rows)
+
+    def drop_calls(self, conv: str) -> None:
+        """The turn of `conv` is settled: none of its journal rows is needed any more."""
+        for key in [k for k in self._live_calls if k[0] == conv]:
+            self._calls[key] = None
+
+    def open_request(self, h: "Handle", request: dict[str, Any], path: Optional[list[str]]) -> None:
+        self._pending.append(PendingRow(request["id"], self.run_id, h.id, request, path, epoch(),
+                                        expires_at_epoch(request)))
+
+    def applied(self, request_id: str) -> None:
+        self._applied.append(request_id)
+
+    def cancelled(self, request_id: str) -> None:
+        self._cancelled.append(request_id)
+
+    def set_state(self, **values: Any) -> None:
+        """Update the run-level record (written with the next commit)."""
+        self.state.update(values)
+        self._state_dirty = True
+
+    def mark_status(self, status: str) -> None:
+        """The run status the store holds (restore), so an unchanged status is not rewritten."""
+        self._status_written = status
+
+    async def start(self, entry_agent: str) -> None:
+        """Create the run now (before any work), so a used run id is refused up front."""
+        self.entry_agent = entry_agent
+        await self.flush()
+
+    def hold(self) -> None:
+        """Work is starting: keep the lease (cancel a pending release)."""
+        self._release = False
+
+    def park(self) -> None:
+        """Nothing runs: give the lease up with the next commit, so another process may resume."""
+        self._release = True
+        self.schedule()
+
+    # -- committing --------------------------------------------------------------------------------
+
+    def schedule(self) -> None:
+        """Commit soon, in the background (for the synchronous verbs). A failure is kept in
+        `failure` and raised by the next `flush()`."""
+        if self._scheduled is not None and not self._scheduled.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a verb called from sync code): the next awaited flush writes it
+        self._scheduled = loop.create_task(self._background_flush())
+
+    async def _background_flush(self) -> None:
+        try:
+            await self.flush()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.failure = exc
+            warn(f"[toolnexus] agents: committing run {self.run_id!r} failed: {exc}")
+
+    async def flush(self) -> None:
+        """Commit everything staged, in one transaction (no-op when nothing is)."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            await self._ensure()
+            changes, taken = self._take()
+            if changes.empty():
+                return
+            try:
+                self.version = await self.store.commit(self.run_id, self.holder, changes, lease_ttl=self.lease_ttl)
+            except BaseException as exc:
+                self._put_back(taken)
+                if isinstance(exc, LeaseLost):
+                    self._lease_gone()
+                raise
+            self.failure = None
+            for key, entry in changes.calls.items():
+                if entry is None:
+                    self._live_calls.discard(key)
+            if changes.release:
+                self._lease_gone()
+
+    async def _ensure(self) -> None:
+        if not self.created:
+            root = self._core.root if self._core is not None else None
+            if self.entry_agent is None and root is not None and root.children:
+                self.entry_agent = root.children[0].defn.name
+            await self.store.create_run(self.run_id, kind=KIND_AGENTS, entry_agent=self.entry_agent,
+                                        holder=self.holder, lease_ttl=self.lease_ttl, state=self.state)
+            self.created = self.held = True
+            self._state_dirty = False
+            self.version = 1
+            self._start_renewing()
+        elif not self.held and not (self._release and self._nothing_staged()):
+            version = await self.store.acquire(self.run_id, self.holder, lease_ttl=self.lease_ttl)
+            if self.version and version != self.version:
+                await self.store.release(self.run_id, self.holder)
+                raise RunChanged(
+                    f"toolnexus: run {self.run_id!r} was changed by another process since this runtime last wrote "
+                    f"it (version {self.version}, store has {version}); restore it with AgentRuntime.restore")
+            self.held = True
+            self._start_renewing()
+
+    def adopt(self, version: int) -> None:
+        """The runtime holds the lease of an existing run (acquired by restore)."""
+        self.created = self.held = True
+        self.version = version
+        self._start_renewing()
+
+    def _nothing_staged(self) -> bool:
+        return not (self._handles or self._calls or self._pending or self._applied or self._cancelled
+                    or self._trace or self._state_dirty or any(c.dirty() for c in self._conversations.values())
+                    or self._run_status() != self._status_written)
+
+    def _take(self) -> tuple[Changes, _Taken]:
+        changes = Changes()
+        taken = _Taken(dict(self._handles), {}, dict(self._calls), self._pending, self._applied, self._cancelled,
+                       self._trace, self._status_written, self._state_dirty)
+        changes.handles = {hid: self.record_of(h) for hid, h in self._handles.items()}
+        for conv, c in self._conversations.items():
+            if c.dirty():
+                changes.conversations[conv] = ConversationOps(c.dirty_from, c.texts[c.dirty_from:])
+                taken.conversations[conv] = (c.dirty_from, c.committed)
+                c.committed = c.dirty_from = len(c.texts)
+        changes.calls = dict(self._calls)
+        changes.pending, changes.applied, changes.cancelled = self._pending, self._applied, self._cancelled
+        changes.trace = self._trace
+        status = self._run_status()
+        if status != self._status_written:
+            changes.status = status
+            self._status_written = status
+        if self._state_dirty:
+            changes.state = dict(self.state)
+            self._state_dirty = False
+        changes.release = self._release and self.held
+        self._handles, self._calls = {}, {}
+        self._pending, self._applied, self._cancelled, self._trace = [], [], [], []
+        return changes, taken
+
+    def _put_back(self, taken: _Taken) -> None:
+        for hid, h in taken.handles.items():
+            self._handles.setdefault(hid, h)
+        for conv, (dirty_from, committed) in taken.conversations.items():
+            c = self._conversations[conv]
+            c.dirty_from = min(c.dirty_from, dirty_from)
+            c.committed = committed
+        for key, entry in taken.calls.items():
+            self._calls.setdefault(key, entry)
+        self._pending = taken.pending + self._pending
+        self._applied = taken.applied + self._applied
+        self._cancelled = taken.cancelled + self._cancelled
+        self._trace = taken.trace + self._trace
+        self._status_written = taken.status
+        self._state_dirty = self._state_dirty or taken.state
+
+    async def claim(self, answer: Answer, *, ours_already: bool = False) -> None:
+        """Claim `answer`'s request in the store's ledger for this runtime, then make sure it holds
+        the run's lease. `AnswerAlreadyApplied` / `RequestWithdrawn` when the ledger refuses;
+        `RunInProgress` when another live process runs the run (the claim is given back)."""
+        from dataclasses import asdict
+
+        if not ours_already:
+            await self.store.claim(answer.id, self.holder, asdict(answer), ttl=self.lease_ttl, run_id=self.run_id)
+        try:
+            await self.flush()
+        except BaseException:
+            await self.unclaim(answer.id)
+            raise
+
+    async def unclaim(self, request_id: str) -> None:
+        try:
+            await self.store.unclaim(request_id, self.holder)
+        except Exception as exc:  # the store is down: the claim expires with our lease
+            warn(f"[toolnexus] agents: giving back the claim on {request_id!r} failed: {exc}")
+
+    # -- the lease ---------------------------------------------------------------------------------
+
+    def _start_renewing(self) -> None:
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        while self.held:
+            await asyncio.sleep(self.lease_ttl / 3)
+            try:
+                await self.store.renew(self.run_id, self.holder, self.lease_ttl)
+            except LeaseLost as exc:
+                warn(f"[toolnexus] agents: {exc}")
+                self.held = False
+                return
+            except Exception as exc:  # the store is down: the next commit will say so
+                warn(f"[toolnexus] agents: renewing the lease of run {self.run_id!r} failed: {exc}")
+
+    def _lease_gone(self) -> None:
+        self.held = False
+        task, self._renewer = self._renewer, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    async def close(self) -> None:
+        """Stop background work (the lease renewal, a scheduled commit)."""
+        for task in (self._scheduled, self._renewer):
+            if task is not None and not task.done() and task is not asyncio.current_task():
+                task.cancel()
+                try:
+                    await task
+                except BaseException:
+                    pass
+        self._scheduled = self._renewer = None
+
+
+class TurnJournal:
+    """The run journal of one turn's client (see `toolnexus.client.journal`).
+
+    Without a store it only notes which call each suspension came from (`halted`); with one, it
+    stages the transcript and the call's row and commits before the loop goes on.
+    """
+
+    def __init__(self, durable: Optional[DurableRun], h: "Handle", on_checkpoint: Callable[[], None]) -> None:
+        self._durable = durable
+        self._conv = h.id
+        self._handle = h
+        self._on_checkpoint = on_checkpoint
+        self.halted: dict[str, "ToolCall"] = {}  # request id → the call that minted it
+
+    def journal(self, conv: str) -> Optional["TurnJournal"]:
+        return self if conv == self._conv else None
+
+    async def _commit(self, messages: Optional[list[dict[str, Any]]]) -> None:
+        durable = self._durable
+        assert durable is not None
+        if messages is not None:
+            durable.stage_conversation(self._conv, messages)
+        self._on_checkpoint()
+        await durable.flush()
+
+    async def run_started(self, messages: list[dict[str, Any]]) -> None:
+        if self._durable is None:
+            return
+        if self._handle.turn_info is not None:
+            self._handle.turn_info["started"] = True
+        self._durable.touch(self._handle)
+        await self._commit(messages)
+
+    async def call_queued(self, messages: list[dict[str, Any]], call: "ToolCall", request: Request,
+                          answer: Answer) -> None:
+        if self._durable is None:
+            return
+        self._durable.stage_call(self._conv, call.id, call_entry(QUEUED, call, call.args, answer=answer,
+                                                                 request=request))
+        await self._commit(messages)
+
+    async def call_started(self, messages: list[dict[str, Any]], call: "ToolCall", args: dict[str, Any]) -> None:
+        if self._durable is None:
+            return
+        self._durable.stage_call(self._conv, call.id, call_entry(STARTED, call, args))
+        await self._commit(messages)
+
+    async def call_finished(self, call: "ToolCall", result: ToolResult) -> None:
+        request = pending_of(result)
+        if request is not None:
+            self.halted.setdefault(request.id, call)
+        if self._durable is None:
+            return
+        self._durable.stage_call(self._conv, call.id, call_entry(FINISHED, call, call.args, result=result))
+        await self._commit(None)
+
+    def results_written(self, messages: list[dict[str, Any]], call_ids: list[str]) -> None:
+        if self._durable is None:
+            return
+        self._durable.stage_conversation(self._conv, messages)
+        for call_id in call_ids:
+            self._durable.stage_call(self._conv, call_id, None)
+
+
+class TurnStore:
+    """The store a turn's client sees: the runtime's conversation store, plus this turn's journal."""
+
+    def __init__(self, inner: Any, journal: TurnJournal,
+                 hold: Optional[Callable[[list[dict[str, Any]]], None]] = None) -> None:
+        self._inner = inner
+        self._journal = journal
+        self._hold = hold
+        lock = getattr(inner, "lock", None)
+        if callable(lock):  # otherwise the client keeps its own per-id locks
+            self.lock = lock
+
+    async def get(self, id: str) -> Any:  # noqa: A002
+        return await self._inner.get(id)
+
+    async def save(self, id: str, messages: list[dict[str, Any]]) -> None:  # noqa: A002
+        """With a store, the run's final transcript is held for the turn's settle, which commits it
+        together with the state change; without one it is saved at once."""
+        if self._hold is not None:
+            self._hold(messages)
+        else:
+            await self._inner.save(id, messages)
+
+    def journal(self, id: str) -> Optional[TurnJournal]:  # noqa: A002
+        return self._journal.journal(id)

@@ -1,0 +1,285 @@
+"""Bringing a durable run back in any process: `AgentRuntime.restore` and `toolnexus.agents.resume`.
+
+`restore_run` takes the run's lease, reads its last commit and rebuilds the handle tree in this
+process, taking what cannot be stored (tools, `wait_for`, hooks, completion gates) from the agent
+definitions passed in. Then it picks up what the previous process left in flight:
+
+- a handle that was **running** continues at once, as a *recovery* turn (`turn.Recovery`): a run
+  that had not started asks its input again; otherwise the stored transcript is continued with
+  the run journal (`client.continue_run`): recorded results are kept, an LLM call the crash cut is
+  sent again, a tool call that started but recorded nothing is not re-run silently — it parks as
+  an `in_doubt` request (or simply runs again when its tool is `idempotent`);
+- an answer that was **claimed** by a process that died before applying it is applied now;
+- a resume **cascade** that was cut (a child settled, its parked parent not yet continued) goes on.
+
+Parked handles otherwise stay parked until answered. A definition the run needs but `agents`
+lacks is a `RestoreError` naming it; a definition that changed since the run was stored is used
+as it is now, with a warning (code is never stored, only state).
+
+`resume(store, answer, agents=...)` is the stateless host verb: it routes the answer by request
+id to its run, claims it exactly once (the loser of a race gets `AnswerAlreadyApplied`), restores,
+resumes, waits for the entry agent and returns its `TaskResult` — closing the run when it is
+over, or leaving it parked in the store (and this process) when it waits on another request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Optional
+
+from .._diag import warn
+from ..client import ResumeError
+from ..durable import RestoreError, RunStore, StoreVersionError
+from ..durable.model import APPLIED, CLAIMED, CONVERSATION_PREFIX, KIND_AGENTS, RUN_FORMAT, Holder, LoadedRun, epoch
+from ..types import Answer, Request
+from .defs import AgentDef
+from .handle import Handle, TaskResult, is_durably_suspended, subtree
+from .snapshot import SnapshotError, rebuild_tree, registry_fingerprint
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .core import RuntimeCore
+    from .runtime import AgentRuntime
+
+__all__ = ["restore_run", "resume", "registry_of"]
+
+_PREFIX = "toolnexus.agents: cannot restore run — "
+
+
+async def registry_of(agents: Any) -> dict[str, AgentDef]:
+    """Agent definitions by name from an `Agent`, an `AgentDef`, a registry dict, or a list of those."""
+    if isinstance(agents, Mapping):
+        return dict(agents)
+    items: Iterable[Any] = [agents] if not isinstance(agents, (list, tuple)) else agents
+    registry: dict[str, AgentDef] = {}
+    for item in items:
+        if isinstance(item, AgentDef):
+            registry.setdefault(item.name, item)
+        elif hasattr(item, "registry") and callable(item.registry):
+            for name, defn in (await asyncio.to_thread(item.registry)).items():
+                registry.setdefault(name, defn)
+        else:
+            raise TypeError(f"toolnexus.agents: agents= takes Agents, AgentDefs or a registry dict, got "
+                            f"{type(item).__name__}")
+    return registry
+
+
+def _check_definitions(run_id: str, loaded: LoadedRun, registry: dict[str, AgentDef]) -> None:
+    needed = sorted({rec.get("def_name") for hid, rec in loaded.handles.items() if hid != "root"}
+                    | ({loaded.entry_agent} if loaded.entry_agent else set()))
+    missing = [name for name in needed if name not in registry]
+    if missing:
+        raise RestoreError(
+            _PREFIX + f"run {run_id!r} needs the agent definition(s) {', '.join(map(repr, missing))}, which agents= "
+            f"does not give (given: {', '.join(sorted(registry)) or 'none'}) — pass the same agents the run was "
+            "started with")
+    recorded = (loaded.state or {}).get("registry")
+    if isinstance(recorded, dict) and isinstance(recorded.get("defs"), dict):
+        ours = registry_fingerprint(registry)["defs"]
+        changed = sorted(n for n in needed if n in recorded["defs"] and ours.get(n) != recorded["defs"][n])
+        if changed:
+            warn(f"[toolnexus] agents: restoring run {run_id!r} with changed definition(s) {', '.join(changed)} "
+                 "(soul, model, budget, team or tools differ from when it was stored); continuing with the new ones")
+
+
+def _records_in_order(run_id: str, handles: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Handle records root first, each parent before its children, children in spawn order."""
+    if "root" not in handles:
+        raise RestoreError(_PREFIX + f"run {run_id!r} has no root handle record")
+    ordered: list[dict[str, Any]] = []
+    stack = ["root"]
+    seen: set[str] = set()
+    while stack:
+        hid = stack.pop()
+        if hid in seen:
+            continue
+        seen.add(hid)
+        rec = handles.get(hid)
+        if rec is None:
+            raise RestoreError(_PREFIX + f"run {run_id!r} names handle {hid!r} but holds no record of it")
+        ordered.append(rec)
+        stack.extend(reversed(rec.get("children") or []))
+    return ordered
+
+
+def _rebuild(core: "RuntimeCore", loaded: LoadedRun) -> None:
+    durable = core.durable
+    assert durable is not None
+    try:
+        by_id = rebuild_tree(core, _records_in_order(loaded.run_id, loaded.handles), _PREFIX)
+    except SnapshotError as exc:
+        raise RestoreError(str(exc)) from None
+    now, wall = core.clock.now(), epoch()
+    for hid, h in by_id.items():
+        born = loaded.handles[hid].get("spawned_epoch")
+        if isinstance(born, (int, float)):
+            h.spawned_at = now - max(0.0, wall - born)
+        h.running_children = 0
+    core.root = by_id["root"]
+    core.trace.extend(loaded.trace)
+    for conv, messages in loaded.conversations.items():
+        durable.load_conversation(conv, messages)
+    durable.load_calls(loaded.calls)
+    durable.entry_agent = loaded.entry_agent
+    durable.state = dict(loaded.state or {})
+    durable.state["registry"] = registry_fingerprint(core.registry)
+    durable.set_state()
+
+
+def _was_running(h: Handle) -> bool:
+    return h.state == "running" or (h.state == "suspended" and h.suspension is None)
+
+
+def _post_order(h: Handle) -> list[Handle]:
+    out: list[Handle] = []
+    for child in h.children:
+        out.extend(_post_order(child))
+    out.append(h)
+    return out
+
+
+async def _cascade_from(core: "RuntimeCore", node: Optional[Handle], applied: set[str]) -> None:
+    """Continue a cascade a crash cut: parked ancestors whose request was answered and applied."""
+    from .answering import cascade_one
+
+    while (node is not None and node is not core.root and is_durably_suspended(node)
+           and node.pending_req is not None and node.pending_req.id in applied):
+        await cascade_one(core, node)
+        node = node.parent
+
+
+async def _recover_turn(core: "RuntimeCore", h: Handle, turn: Any, applied: set[str]) -> None:
+    from .turn import run_body
+
+    await run_body(core, h, turn)
+    await _cascade_from(core, h.parent, applied)
+
+
+def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
+    """Start what the previous process left in flight (see the module docstring)."""
+    from .answering import apply_answer
+    from .turn import Recovery, begin_turn
+
+    rows = {row.request_id: row for row in loaded.pending}
+    applied = {rid for rid, row in rows.items() if row.status == APPLIED}
+    handles = _post_order(core.root)[:-1]  # children before parents; root excluded
+    for h in handles:
+        if not _was_running(h):
+            continue
+        info = h.turn_info or {}
+        calls = {call_id: row for (conv, call_id), row in loaded.calls.items() if conv == h.id}
+        h.state = "idle"  # as it is once the dead process's turn is gone; the recovery traces idle→running
+        core.trace_line(h, "restored while its turn was in flight (recovering from the last commit)")
+        turn = begin_turn(core, h, str(info.get("input") or ""), detail="(recover)",
+                          recovery=Recovery(calls, bool(info.get("started"))))
+        core.background(_recover_turn(core, h, turn, applied))
+    for h in handles:
+        if h.state == "idle" and h.parent is not None and h.parent is not core.root:
+            parent = h.parent
+            if is_durably_suspended(parent) and parent.pending_req is not None and parent.pending_req.id in applied \
+                    and not any(c.state in ("running", "suspended") for c in parent.children):
+                core.background(_cascade_from(core, parent, applied))
+    me = core.durable.holder if core.durable is not None else None
+    for h in handles:
+        if not is_durably_suspended(h) or h.pending_req is None:
+            continue
+        row = rows.get(h.pending_req.id)
+        if row is None or row.status != CLAIMED or not isinstance(row.answer, dict):
+            continue
+        claimer = Holder.from_dict(row.claim)
+        if claimer is not None and me is not None and claimer.id == me.id:
+            continue  # claimed by the host restoring us: it applies the answer itself
+        if claimer is None or claimer.is_dead_here():
+            core.background(apply_answer(core, Answer.from_dict(row.answer)))
+    core.dispatch_queued()
+
+
+async def restore_run(cls: type["AgentRuntime"], store: RunStore, run_id: str, *, agents: Any, transport: Any = None,
+                      llm: Optional[dict[str, Any]] = None, takeover: bool = False, holder: Optional[Holder] = None,
+                      **options: Any) -> "AgentRuntime":
+    """`AgentRuntime.restore` (see the module docstring)."""
+    registry = await registry_of(agents)
+    rt = cls(registry=registry, store=store, run_id=run_id, transport=transport, llm=llm, **options)
+    core = rt._core
+    durable = core.durable
+    assert durable is not None
+    if holder is not None:
+        durable.holder = holder
+    acquired = False
+    try:
+        version = await store.acquire(run_id, durable.holder, lease_ttl=durable.lease_ttl, takeover=takeover)
+        acquired = True
+        loaded = await store.load(run_id)
+        if loaded.kind != KIND_AGENTS:
+            raise RestoreError(_PREFIX + f"{run_id!r} is a client conversation, not an agent run; continue it with "
+                               "client.ask(..., id=...)")
+        if loaded.format > RUN_FORMAT:
+            raise StoreVersionError(f"toolnexus: run {run_id!r} was written by a newer toolnexus (format "
+                                    f"{loaded.format}; this version reads {RUN_FORMAT})")
+        _check_definitions(run_id, loaded, registry)
+        _rebuild(core, loaded)
+        durable.adopt(version)
+        durable.mark_status(loaded.status)
+    except BaseException:
+        if acquired:
+            try:
+                await store.release(run_id, durable.holder)
+            except Exception:
+                pass
+        durable.held = False
+        await rt.aclose()
+        raise
+    _recover(core, loaded)
+    return rt
+
+
+async def resume(store: RunStore, answer: Any, *, agents: Any, transport: Any = None,
+                 llm: Optional[dict[str, Any]] = None, takeover: bool = False, **options: Any) -> TaskResult:
+    """Answer one pending request of `store` from any process, exactly once (module docstring).
+
+    Returns the entry agent's result with `run_id` set: `done` (or another final status) once the
+    run finished — its runtime closed — or `pending` when it now waits on another request."""
+    if isinstance(answer, Mapping):
+        answer = Answer.from_dict(answer)
+    if not isinstance(answer, Answer):
+        raise TypeError(f"toolnexus.agents: resume() takes an Answer, got {type(answer).__name__}")
+    from .answering import checked_answer
+
+    row = await store.find_request(answer.id)
+    if row is None or row.request is None:
+        raise ResumeError(f"toolnexus: cannot resume — no request {answer.id!r} is pending in {store.url}")
+    if row.run_id and row.run_id.startswith(CONVERSATION_PREFIX):
+        conv = row.run_id[len(CONVERSATION_PREFIX):]
+        raise ResumeError(f"toolnexus: cannot resume — request {answer.id!r} belongs to the client conversation "
+                          f"{conv!r}, not an agent run; answer it with client.ask_with_answer(toolkit, {conv!r}, ...)")
+    answer = checked_answer(Request.from_dict(row.request), answer)
+    holder = Holder.here()
+    await store.claim(answer.id, holder, dataclasses.asdict(answer), ttl=float(options.get("lease_ttl") or 30.0),
+                      run_id=row.run_id)
+    try:
+        rt = await restore_run(_runtime_class(), store, str(row.run_id), agents=agents, transport=transport, llm=llm,
+                               takeover=takeover, holder=holder, **options)
+    except BaseException:
+        await store.unclaim(answer.id, holder)
+        raise
+    try:
+        from .answering import apply_answer
+
+        await apply_answer(rt._core, answer, claimed=True)
+        entry = rt.entry
+        final = await rt.wait(entry) if entry is not None else TaskResult("no entry agent", True, "error")
+    except BaseException:
+        await rt.aclose()
+        raise
+    if final.status == "pending":
+        await rt.aclose()
+    else:
+        await rt.close(rt.root)
+    return dataclasses.replace(final, runtime=None, run_id=row.run_id)
+
+
+def _runtime_class() -> type["AgentRuntime"]:
+    from .runtime import AgentRuntime
+
+    return AgentRuntime

@@ -1,0 +1,130 @@
+"""Continue a run that a crash cut short, from its stored transcript and its run journal.
+
+`continue_run(client, toolkit, id, calls)` is what a durable agent runtime calls for a handle
+that was running when its process died. The transcript under `id` is as the last commit left
+it; `calls` are the journal rows of that conversation (`journal.py`), keyed by call id. If the
+transcript ends with an open tool-call turn, it is filled first:
+
+| journal row | what happens |
+|---|---|
+| `finished` | the recorded result is used; the tool does not run again |
+| `queued` (a halted call with its answer) | it runs now with that answer (it never started) |
+| `started`, tool declared `idempotent` | it runs again |
+| `started`, any other tool | it becomes a suspension of kind `in_doubt` naming the tool and its arguments; answer ok ⇒ it runs again as a new call, declined ⇒ the model is told it was not run |
+| none | it never started: it runs |
+
+Then the loop continues with no new user turn, so an LLM call the crash cut is simply sent again.
+A halted slot being re-filled by a resume (its call has a journal row) is re-filled the same way;
+earlier results stay byte for byte.
+
+Not here: deciding which handles to recover (the agent runtime) or the journal itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, AsyncGenerator, Callable, Optional
+
+from ..types import Answer, Request, ToolResult, pending_of
+from .journal import FINISHED, QUEUED, STARTED, in_doubt_request, result_from_record
+from .loop import Prelude, RunLoop, drain
+from .result import RunResult
+from .tool_calls import CallOutcome, resolve_with_answer
+from .wire.base import ResultEntry, ToolCall
+
+__all__ = ["continue_run", "open_turn"]
+
+
+@dataclass
+class _OpenTurn:
+    index: int  # of the assistant message
+    calls: list[ToolCall]
+    kept: list[dict[str, Any]]  # results kept as they are
+    open: list[ToolCall]
+
+
+def open_turn(dialect: Any, history: list[Any], calls: dict[str, dict[str, Any]]) -> Optional[_OpenTurn]:
+    """The last tool-call turn if some of its calls still need a result, else None."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            turn_calls = dialect.assistant_calls(message)
+            if turn_calls:
+                break
+            return None  # the last assistant message has no calls: nothing is open
+    else:
+        return None
+    results, rest = dialect.split_results(history[index + 1:])
+    if rest:
+        return None
+    ids = [c.id for c in turn_calls]
+    got = [r.get(dialect.result_id_key) for r in results]
+    if got != ids[: len(got)]:
+        return None
+    kept = len(got)
+    if kept and ids[kept - 1] in calls:  # a halted slot being re-filled by a resume
+        kept -= 1
+    if kept == len(ids):
+        return None
+    return _OpenTurn(index, turn_calls, results[:kept], turn_calls[kept:])
+
+
+def _idempotent(toolkit: Any, name: str) -> bool:
+    tool = toolkit.get(name) if toolkit is not None else None
+    return bool(getattr(tool, "idempotent", False))
+
+
+async def _settled(loop: RunLoop, turn: _OpenTurn, calls: dict[str, dict[str, Any]]) -> dict[int, CallOutcome]:
+    """What the journal decides for the open calls (see the module docstring)."""
+    out: dict[int, CallOutcome] = {}
+    runner = loop.runner(0)
+    for pos, call in enumerate(turn.open):
+        row = calls.get(call.id)
+        if not isinstance(row, dict):
+            continue
+        args = row.get("args") if isinstance(row.get("args"), dict) else call.args
+        status = row.get("status")
+        if status == FINISHED and isinstance(row.get("result"), dict):
+            result = result_from_record(row["result"])
+            out[pos] = CallOutcome(call, args, result, pending_of(result))
+        elif status == QUEUED and isinstance(row.get("answer"), dict) and isinstance(row.get("request"), dict):
+            request, answer = Request.from_dict(row["request"]), Answer.from_dict(row["answer"])
+            halted = CallOutcome(call, args, ToolResult(request.prompt, True, {"pending": request}), request)
+            out[pos] = CallOutcome(call, args, await loop._bounded(resolve_with_answer(runner, halted, answer)))
+        elif status == STARTED and not _idempotent(loop.toolkit, call.name):
+            request = in_doubt_request(call, args)
+            result = ToolResult(request.prompt, True, {"pending": request})
+            if loop.journal is not None:
+                await loop.journal.call_finished(call, result)
+            out[pos] = CallOutcome(call, args, result, request)
+    return out
+
+
+def _prelude(turn: _OpenTurn, calls: dict[str, dict[str, Any]]) -> Prelude:
+    async def prelude(loop: RunLoop) -> AsyncGenerator[dict[str, Any], None]:
+        loop.abort.check()
+        settled = await _settled(loop, turn, calls)
+
+        def write(entries: list[ResultEntry]) -> None:
+            loop.messages = loop.dialect.rewrite_results(loop.messages, turn.index, turn.kept, entries)
+
+        async for event in loop.tool_turn(turn.open, 0, write, settled=settled):
+            yield event
+
+    return prelude
+
+
+async def continue_run(client: Any, toolkit: Any, id: str, calls: dict[str, dict[str, Any]], *,  # noqa: A002
+                       cancel: Optional[asyncio.Event] = None,
+                       on_history: Optional[Callable[[list[dict[str, Any]]], None]] = None) -> RunResult:
+    """Continue the run stored under `id` after a crash (see the module docstring)."""
+    async with client._conversation_lock(id):
+        history = await client.store.get(id) or []
+        if on_history is not None:
+            on_history(history)
+        loop = RunLoop(client, toolkit, cancel, streaming=False, journal=client._journal(id)).continue_from(history)
+        turn = open_turn(loop.dialect, history, calls)
+        result = await drain(loop.events(prelude=_prelude(turn, calls) if turn is not None else None))
+        await client._save(id, result)
+    return result

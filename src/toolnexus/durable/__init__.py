@@ -1,0 +1,37 @@
+"""The durable-store interface shared by the client, the agent runtime and `toolnexus.stores`.
+
+`protocol.RunStore` is what a store must do, `model` the plain records it reads and writes,
+`rules` the lease and claim decisions every backend makes alike, `errors` what it can refuse.
+Nothing here does I/O; the backends are in `toolnexus.stores`.
+"""
+
+from __future__ import annotations
+
+from .errors import (AnswerAlreadyApplied, LeaseLost, RequestWithdrawn, RestoreError, RunExists, RunInProgress,
+                     RunNotFound, StoreConflict, StoreError, StoreUnavailable, StoreVersionError)
+from .model import (Changes, ConversationOps, Holder, LoadedRun, PendingRow, PendingRun, RunSummary)
+from .protocol import DEFAULT_LEASE_TTL, RunStore, is_run_store
+
+__all__ = [
+    "RunStore",
+    "is_run_store",
+    "DEFAULT_LEASE_TTL",
+    "PendingRun",
+    "RunSummary",
+    "Holder",
+    "Changes",
+    "ConversationOps",
+    "LoadedRun",
+    "PendingRow",
+    "StoreError",
+    "StoreUnavailable",
+    "StoreVersionError",
+    "RunNotFound",
+    "RunExists",
+    "RunInProgress",
+    "LeaseLost",
+    "AnswerAlreadyApplied",
+    "RequestWithdrawn",
+    "StoreConflict",
+    "RestoreError",
+]

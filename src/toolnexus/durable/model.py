@@ -1,0 +1,266 @@
+"""The plain data a durable store reads and writes, and who holds a run.
+
+- `PendingRun`, `RunSummary`: what `store.pending()` and `store.runs()` return to a host.
+- `Holder`: the identity of one live runtime (a random id, plus host, pid and the process start
+  time, so a lease held by a process that died on this host can be recognised as dead even when
+  its pid was reused).
+- `Changes`: one commit — everything a runtime changed since its last commit, applied by the
+  store in one transaction (handle records, the new messages of each transcript, pending
+  requests, the tool-call journal, trace lines, run status).
+- `LoadedRun`: a run as read back (the same parts, folded).
+
+Records are JSON: `dumps` writes compact UTF-8 JSON and spells the non-finite floats JSON lacks
+(an unlimited budget) as `{"$float": "inf"}`; `loads` reads them back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from ..types import Request
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "RUN_FORMAT",
+    "PendingRun",
+    "RunSummary",
+    "Holder",
+    "ConversationOps",
+    "Changes",
+    "LoadedRun",
+    "PendingRow",
+    "dumps",
+    "loads",
+    "epoch",
+    "to_datetime",
+    "CONVERSATION_PREFIX",
+    "KIND_AGENTS",
+    "KIND_CONVERSATION",
+]
+
+SCHEMA_VERSION = 1  # the layout of the store itself (tables, files)
+RUN_FORMAT = 1  # the layout of one run's records
+CONVERSATION_PREFIX = "conversation:"  # run ids of client-level conversations (`ask(id=...)`)
+KIND_AGENTS = "agents"
+KIND_CONVERSATION = "conversation"
+
+# pending row states
+OPEN = "open"
+CLAIMED = "claimed"
+APPLIED = "applied"
+CANCELLED = "cancelled"
+
+
+def epoch() -> float:
+    """Wall-clock seconds: leases and timestamps are compared across processes and hosts."""
+    return time.time()
+
+
+def to_datetime(seconds: Optional[float]) -> Optional[datetime]:
+    return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"$float": repr(value)}
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode_hook(obj: dict[str, Any]) -> Any:
+    if len(obj) == 1 and isinstance(obj.get("$float"), str):
+        return float(obj["$float"])
+    return obj
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON; non-finite floats spelled `{"$float": "inf"}`."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        return json.dumps(_encode(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def loads(text: Optional[str]) -> Any:
+    if text is None:
+        return None
+    return json.loads(text, object_hook=_decode_hook)
+
+
+@dataclass(frozen=True)
+class PendingRun:
+    """One request waiting for an answer: `store.pending()` lists these (the host's inbox).
+
+    `request` carries `data["path"]` (the handle path of the top of the suspended subtree) for
+    agent runs; `path` is the same list. A client conversation's halt has `path=None` and
+    `run_id` `"conversation:<id>"`.
+    """
+
+    run_id: str
+    request: Request
+    path: Optional[list[str]]
+    created_at: datetime
+    expires_at: Optional[datetime]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as `store.runs()` lists it."""
+
+    run_id: str
+    status: str
+    entry_agent: Optional[str]
+    updated_at: datetime
+    created_at: datetime
+    kind: str = KIND_AGENTS
+
+
+def _start_ticks(pid: int) -> Optional[int]:
+    """The start time of process `pid` (clock ticks since boot), or None when it is not running."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = raw.rsplit(")", 1)[-1].split()
+    if not fields or fields[0] == "Z":  # a zombie has exited
+        return None
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lease: a fresh id per runtime, and the process it lives in."""
+
+    id: str
+    host: str
+    pid: int
+    started: Optional[int] = None
+
+    @classmethod
+    def here(cls) -> "Holder":
+        pid = os.getpid()
+        return cls(uuid.uuid4().hex, socket.gethostname(), pid, _start_ticks(pid))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "host": self.host, "pid": self.pid, "started": self.started}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Optional["Holder"]:
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            return None
+        pid = data.get("pid")
+        return cls(data["id"], str(data.get("host") or ""), pid if isinstance(pid, int) else -1, data.get("started"))
+
+    def is_dead_here(self) -> bool:
+        """True only when this holder's process is on this host and provably gone (or its pid
+        now belongs to another process). A holder on another host is never judged dead here."""
+        if self.host != socket.gethostname() or self.pid <= 0:
+            return False
+        ticks = _start_ticks(self.pid)
+        if ticks is None:
+            return True
+        return self.started is not None and ticks != self.started
+
+    def describe(self) -> str:
+        return f"process {self.pid} on {self.host}"
+
+
+@dataclass
+class ConversationOps:
+    """How one transcript changed: drop every message from index `start` on, then append
+    `append` (each message already as its JSON text, see `dumps`) there. A plain append has
+    `start` equal to the stored length (nothing dropped); a rewind or a compaction starts
+    earlier. Transcripts are never rewritten whole."""
+
+    start: int
+    append: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PendingRow:
+    """A request in the store's ledger (open, claimed by a holder, applied or cancelled)."""
+
+    request_id: str
+    run_id: Optional[str]
+    handle_id: Optional[str]
+    request: Optional[dict[str, Any]]
+    path: Optional[list[str]]
+    created_at: float
+    expires_at: Optional[float]
+    status: str = OPEN
+    claim: Optional[dict[str, Any]] = None  # Holder.to_dict() of the claimer
+    answer: Optional[dict[str, Any]] = None
+    answered_at: Optional[float] = None
+
+    def to_pending_run(self) -> PendingRun:
+        req = Request.from_dict(self.request or {"id": self.request_id, "kind": "", "prompt": ""})
+        return PendingRun(self.run_id or "", req, list(self.path) if self.path else None,
+                          to_datetime(self.created_at), to_datetime(self.expires_at))  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PendingRow":
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass
+class Changes:
+    """Everything one commit writes, in one transaction. Empty parts write nothing."""
+
+    status: Optional[str] = None
+    entry_agent: Optional[str] = None
+    state: Optional[dict[str, Any]] = None  # runtime-level record (fingerprint, counters, ...)
+    result: Optional[dict[str, Any]] = None
+    handles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    conversations: dict[str, ConversationOps] = field(default_factory=dict)
+    pending: list[PendingRow] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)  # request ids now applied
+    cancelled: list[str] = field(default_factory=list)  # request ids withdrawn (interrupt)
+    calls: dict[tuple[str, str], Optional[dict[str, Any]]] = field(default_factory=dict)  # None deletes
+    trace: list[str] = field(default_factory=list)
+    release: bool = False  # give the lease up in the same transaction
+
+    def empty(self) -> bool:
+        return not (self.status or self.entry_agent or self.state is not None or self.result is not None
+                    or self.handles or self.conversations or self.pending or self.applied or self.cancelled
+                    or self.calls or self.trace or self.release)
+
+
+@dataclass
+class LoadedRun:
+    """One run as read back from a store."""
+
+    run_id: str
+    kind: str
+    entry_agent: Optional[str]
+    status: str
+    version: int
+    format: int
+    created_at: float
+    updated_at: float
+    state: Optional[dict[str, Any]]
+    result: Optional[dict[str, Any]]
+    lease: Optional[dict[str, Any]]
+    lease_expires: Optional[float]
+    handles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    conversations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    calls: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    pending: list[PendingRow] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)

@@ -1,0 +1,147 @@
+"""`RunStore`: what the client and the agent runtime need from a durable store.
+
+A store keeps *runs* (an agent tree, or a client conversation) as plain records: handle rows,
+transcripts (append-only), the tool-call journal, pending requests (the answer ledger) and trace
+lines, plus a lease naming the one live process allowed to write each run. Every write a runtime
+makes goes through `commit`, one transaction per call, fenced by the lease. The implementations
+live in `toolnexus.stores` (memory, file, SQLite, PostgreSQL) and share one conformance suite.
+
+The store also is a `ConversationStore` (`get` / `save` / `lock`), so `Client(store=...)` keeps
+`ask(id=...)` transcripts in it, and records halts and claims answers through the same ledger
+(`save_halt`, `claim`, `save_applied`), so a second client or process cannot apply an answer
+twice.
+
+This module defines the interface only; it does no I/O.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, AsyncContextManager, Optional
+
+from .model import Changes, Holder, LoadedRun, PendingRow, PendingRun, RunSummary
+
+__all__ = ["RunStore", "DEFAULT_LEASE_TTL", "is_run_store"]
+
+DEFAULT_LEASE_TTL = 30.0  # seconds; a live runtime renews its lease every third of this
+
+
+class RunStore(abc.ABC):
+    """A durable home for runs. Async-first; use as `async with open_store(url) as store:`."""
+
+    #: a printable description of where the store is (never a password)
+    url: str = ""
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and create or check the schema (idempotent; every method calls it on first use)."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Release connections and threads. The store may be opened again."""
+
+    async def __aenter__(self) -> "RunStore":
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    # -- what a host reads -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def pending(self) -> list[PendingRun]:
+        """Every request still waiting for an answer, oldest first."""
+
+    @abc.abstractmethod
+    async def runs(self, status: Optional[str] = None) -> list[RunSummary]:
+        """Run summaries, newest update first; `status` filters (e.g. `"pending"`)."""
+
+    @abc.abstractmethod
+    async def delete_run(self, run_id: str) -> None:
+        """Forget a run and everything it holds (its answered requests included)."""
+
+    # -- what a runtime writes ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def create_run(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
+                         lease_ttl: float, state: Optional[dict[str, Any]] = None) -> None:
+        """Create a run leased to `holder`; `RunExists` when the id is taken."""
+
+    @abc.abstractmethod
+    async def acquire(self, run_id: str, holder: Holder, *, lease_ttl: float, takeover: bool = False) -> int:
+        """Take the run's lease (free, expired, held by a dead process on this host, ours, or
+        `takeover`); returns the run's version. `RunInProgress` / `RunNotFound` otherwise."""
+
+    @abc.abstractmethod
+    async def renew(self, run_id: str, holder: Holder, lease_ttl: float) -> None:
+        """Extend our lease; `LeaseLost` if someone else holds it now."""
+
+    @abc.abstractmethod
+    async def release(self, run_id: str, holder: Holder) -> None:
+        """Give our lease up (no-op when we do not hold it)."""
+
+    @abc.abstractmethod
+    async def load(self, run_id: str) -> LoadedRun:
+        """The run as last committed; `RunNotFound`, or `StoreVersionError` for a newer format."""
+
+    @abc.abstractmethod
+    async def commit(self, run_id: str, holder: Holder, changes: Changes, *, lease_ttl: float) -> int:
+        """Apply `changes` in one transaction if `holder` holds the lease (renewing it); the new
+        version. `LeaseLost` when the lease is someone else's; nothing is written then."""
+
+    # -- the answer ledger -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def find_request(self, request_id: str) -> Optional[PendingRow]:
+        """The ledger row of a request id, in any state, or None."""
+
+    @abc.abstractmethod
+    async def claim(self, request_id: str, holder: Holder, answer: dict[str, Any], *, ttl: float,
+                    run_id: Optional[str] = None) -> PendingRow:
+        """Compare-and-set: mark the request answered-in-progress by `holder` with `answer`.
+
+        Succeeds for an open request, for one `holder` claimed already, and for one whose claimer
+        died or whose claim is older than `ttl` without being applied. A request the ledger has
+        never seen gets a row (a history-only halt, claimed by id). `AnswerAlreadyApplied`
+        otherwise (applied, or claimed by a live process)."""
+
+    @abc.abstractmethod
+    async def unclaim(self, request_id: str, holder: Holder) -> None:
+        """Give a claim back (the resume failed)."""
+
+    @abc.abstractmethod
+    async def mark_applied(self, request_id: str, holder: Holder) -> None:
+        """Our claimed request is done: later answers to it get `AnswerAlreadyApplied`."""
+
+    # -- client conversations (ConversationStore) --------------------------------------------------
+
+    @abc.abstractmethod
+    async def get(self, id: str) -> Optional[list[dict[str, Any]]]:  # noqa: A002
+        """A client conversation's transcript, or None."""
+
+    @abc.abstractmethod
+    async def save(self, id: str, messages: list[dict[str, Any]]) -> None:  # noqa: A002
+        """Store a client conversation's transcript (only the new messages are written)."""
+
+    @abc.abstractmethod
+    def lock(self, id: str) -> AsyncContextManager[None]:  # noqa: A002
+        """Serialise load → run → save for one conversation in this process."""
+
+    @abc.abstractmethod
+    async def save_halt(self, id: str, messages: list[dict[str, Any]], request: dict[str, Any]) -> None:  # noqa: A002
+        """`save`, plus the halt's request opened in the ledger, in one transaction."""
+
+    @abc.abstractmethod
+    async def save_applied(self, id: str, messages: list[dict[str, Any]], request_id: str, holder: Holder,  # noqa: A002
+                           new_request: Optional[dict[str, Any]] = None) -> None:
+        """`save`, plus our claimed request marked applied (and a new halt's request opened)."""
+
+
+def is_run_store(value: Any) -> bool:
+    """True for a durable `RunStore` (as opposed to a plain `ConversationStore`)."""
+    return isinstance(value, RunStore)

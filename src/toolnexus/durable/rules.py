@@ -1,0 +1,67 @@
+"""The decisions every store makes the same way: who may take a lease, who may claim an answer.
+
+Kept apart from any backend so memory, file, SQLite and PostgreSQL agree by construction: each
+backend reads the rows inside its own transaction and asks these functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .errors import AnswerAlreadyApplied, RequestWithdrawn, RunInProgress
+from .model import APPLIED, CANCELLED, CLAIMED, Holder, PendingRow
+
+__all__ = ["check_lease", "lease_is_ours", "check_claim", "expires_at_epoch"]
+
+
+def lease_is_ours(lease: Optional[dict[str, Any]], me: Holder) -> bool:
+    return isinstance(lease, dict) and lease.get("id") == me.id
+
+
+def check_lease(run_id: str, lease: Optional[dict[str, Any]], lease_expires: Optional[float], me: Holder,
+                now: float, takeover: bool) -> None:
+    """Raise `RunInProgress` unless `me` may take the run's lease now."""
+    if takeover or lease is None or lease_is_ours(lease, me):
+        return
+    if lease_expires is not None and lease_expires <= now:
+        return
+    holder = Holder.from_dict(lease)
+    if holder is None or holder.is_dead_here():
+        return
+    left = None if lease_expires is None else max(0.0, lease_expires - now)
+    raise RunInProgress(run_id, holder.describe(), left)
+
+
+def check_claim(row: PendingRow, me: Holder, now: float, ttl: float) -> None:
+    """Raise `AnswerAlreadyApplied` unless `me` may claim this ledger row now."""
+    if row.status == APPLIED:
+        raise AnswerAlreadyApplied(row.request_id, row.run_id)
+    if row.status == CANCELLED:
+        raise RequestWithdrawn(row.request_id, row.run_id)
+    if row.status != CLAIMED:
+        return
+    claimer = Holder.from_dict(row.claim)
+    if claimer is None or claimer.id == me.id or claimer.is_dead_here():
+        return
+    if row.answered_at is not None and row.answered_at + ttl <= now:
+        return
+    raise AnswerAlreadyApplied(row.request_id, row.run_id, in_flight=True)
+
+
+def expires_at_epoch(request: Optional[dict[str, Any]]) -> Optional[float]:
+    """`request["expiresAt"]` as epoch seconds (RFC 3339, `Z` accepted, naive = UTC), else None."""
+    from datetime import datetime, timezone
+
+    raw = request.get("expiresAt") if isinstance(request, dict) else None
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    text = raw.strip().upper()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()

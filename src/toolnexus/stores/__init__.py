@@ -1,0 +1,59 @@
+"""`toolnexus.stores`: durable homes for agent runs and client conversations.
+
+`open_store(url)` gives one (`memory:`, `file:DIR`, `sqlite:///runs.db`, `postgresql://…`); pass
+it as `store=` to `Agent.run`, `AgentRuntime` or `Client`, and a parked run survives the process:
+`store.pending()` is the inbox, `toolnexus.agents.resume(store, answer, agents=[...])` answers
+one from any process, exactly once. All stores implement `RunStore` and pass one conformance
+suite; they are async context managers and never block the event loop.
+"""
+
+from __future__ import annotations
+
+from ..durable import (DEFAULT_LEASE_TTL, AnswerAlreadyApplied, LeaseLost, PendingRun, RequestWithdrawn,
+                       RestoreError, RunExists, RunInProgress, RunNotFound, RunStore, RunSummary, StoreConflict,
+                       StoreError, StoreUnavailable, StoreVersionError, is_run_store)
+from .url import open_store
+
+__all__ = [
+    "open_store",
+    "RunStore",
+    "is_run_store",
+    "PendingRun",
+    "RunSummary",
+    "DEFAULT_LEASE_TTL",
+    "StoreError",
+    "StoreUnavailable",
+    "StoreVersionError",
+    "RunNotFound",
+    "RunExists",
+    "RunInProgress",
+    "LeaseLost",
+    "AnswerAlreadyApplied",
+    "RequestWithdrawn",
+    "StoreConflict",
+    "RestoreError",
+    "MemoryStore",
+    "FileStore",
+    "SqliteStore",
+    "PostgresStore",
+]
+
+
+def __getattr__(name: str):  # the backends load on first use (psycopg only when asked for)
+    if name == "MemoryStore":
+        from .memory import MemoryStore
+
+        return MemoryStore
+    if name == "FileStore":
+        from .file import FileStore
+
+        return FileStore
+    if name == "SqliteStore":
+        from .sqlite import SqliteStore
+
+        return SqliteStore
+    if name == "PostgresStore":
+        from .postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module 'toolnexus.stores' has no attribute {name!r}")

@@ -1,0 +1,156 @@
+"""`PostgresStore` (`open_store("postgresql://user@host/db")`): for many workers on many machines.
+
+psycopg 3, async, with a connection pool (`pip install toolnexus[postgres]`). Every write
+transaction locks the run's row (`SELECT … FOR UPDATE`) and ledger claims lock their request's
+row, so exactly one process applies an answer and only the lease holder writes a run. Reads run
+at REPEATABLE READ, so a restore sees one commit, not half of two.
+
+URL options (query string): `schema=NAME` puts the tables in that schema (created if missing),
+`pool=N` sizes the pool (default 4), `timeout=SECONDS` bounds waiting for a connection (default
+10). The password, if the URL has one, is never printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any, Optional, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..durable import StoreError, StoreUnavailable
+from .sql import Query, SqlStore, Steps, schema_statements, schema_steps
+
+__all__ = ["PostgresStore", "redact_url"]
+
+T = TypeVar("T")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class PostgresStore(SqlStore):
+    """Runs in a PostgreSQL database, shared by any number of processes and hosts."""
+
+    dialect = "postgres"
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        parts = urlsplit(url)
+        options = dict(parse_qsl(parts.query))
+        self.schema = options.pop("schema", None)
+        if self.schema is not None and not _IDENT.match(self.schema):
+            raise ValueError(f"toolnexus: schema={self.schema!r} in the store URL is not a plain SQL identifier")
+        self.pool_size = int(options.pop("pool", 4))
+        self.timeout = float(options.pop("timeout", 10))
+        self._conninfo = urlunsplit(parts._replace(query=urlencode(options)))
+        self.url = redact_url(url)
+        self._pool: Any = None
+        self._opened = False
+        self._open_lock: Optional[asyncio.Lock] = None
+
+    async def open(self) -> None:
+        if self._opened:
+            return
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._opened:
+                return
+            try:
+                from psycopg_pool import AsyncConnectionPool
+            except ImportError:  # pragma: no cover - depends on the installed extras
+                raise StoreError("toolnexus: PostgreSQL stores need psycopg 3 and psycopg-pool: "
+                                 "pip install 'toolnexus[postgres]'") from None
+            kwargs: dict[str, Any] = {"autocommit": True}
+            if self.schema:
+                kwargs["options"] = f"-c search_path={self.schema}"
+            pool = AsyncConnectionPool(self._conninfo, min_size=1, max_size=self.pool_size, kwargs=kwargs,
+                                       open=False, timeout=self.timeout, name="toolnexus")
+            try:
+                await pool.open(wait=True, timeout=self.timeout)
+            except Exception as exc:
+                await pool.close()
+                raise StoreUnavailable(
+                    f"toolnexus: cannot reach the PostgreSQL store {self.url}: {type(exc).__name__}: {exc} — check "
+                    "that the server is running and the URL (host, port, database, user) is right") from exc
+            self._pool = pool
+            try:
+                statements = schema_statements("postgres")
+                if self.schema:
+                    statements = [f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'] + statements
+                await self._call(_with_schema_lock(schema_steps(statements, self.url)), True)
+            except BaseException:
+                self._pool = None
+                await pool.close()
+                raise
+            self._opened = True
+
+    async def _call(self, steps: Steps[T], write: bool) -> T:
+        import psycopg
+
+        try:
+            async with self._pool.connection() as conn:
+                async with conn.transaction():
+                    cur = conn.cursor()
+                    if not write:
+                        await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    try:
+                        result: Any = None
+                        query = steps.send(None)
+                        while True:
+                            result = await self._execute(cur, query)
+                            query = steps.send(result)
+                    except StopIteration as stop:
+                        return stop.value  # type: ignore[no-any-return]
+                    finally:
+                        steps.close()
+        except StoreError:
+            raise
+        except (psycopg.Error, OSError) as exc:
+            raise StoreUnavailable(f"toolnexus: the PostgreSQL store {self.url} failed: {type(exc).__name__}: "
+                                   f"{exc} — check the server; committed work is intact") from exc
+        except Exception as exc:
+            if type(exc).__name__ == "PoolTimeout":
+                raise StoreUnavailable(f"toolnexus: no connection to the PostgreSQL store {self.url} within "
+                                       f"{self.timeout:g}s — the server is down or the pool is exhausted") from exc
+            raise
+
+    @staticmethod
+    async def _execute(cur: Any, query: Query) -> Any:
+        sql = query.sql.replace("?", "%s")
+        if query.lock:
+            sql += " FOR UPDATE"
+        if query.many:
+            await cur.executemany(sql, query.params)
+            return None
+        await cur.execute(sql, query.params)
+        if query.fetch == "one":
+            return await cur.fetchone()
+        if query.fetch == "all":
+            return await cur.fetchall()
+        if query.fetch == "rowcount":
+            return cur.rowcount
+        return None
+
+    async def _run(self, steps: Steps[T], *, write: bool = True) -> T:
+        await self.open()
+        return await self._call(steps, write)
+
+    async def aclose(self) -> None:
+        pool, self._pool = self._pool, None
+        self._opened = False
+        if pool is not None:
+            await pool.close()
+
+
+def _with_schema_lock(steps: Steps[None]) -> Steps[None]:
+    """Serialise first-time schema creation across processes (CREATE … IF NOT EXISTS can race)."""
+    yield Query("SELECT pg_advisory_xact_lock(7404173291)", fetch="one")
+    return (yield from steps)
