@@ -255,8 +255,13 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         trace_seq += len(changes.trace)
         if trace_seq - TRACE_KEEP > max(0, old - TRACE_KEEP):
             yield Query("DELETE FROM tn_trace WHERE run_id = ? AND seq <= ?", (run_id, trace_seq - TRACE_KEEP))
-    sets = ["version = version + 1", "updated_at = ?", "trace_seq = ?", "lease_expires = ?"]
-    params: list[Any] = [now, trace_seq, now + ttl]
+    sets = ["version = version + 1", "updated_at = ?", "trace_seq = ?"]
+    params: list[Any] = [now, trace_seq]
+    if changes.release:
+        sets += ["lease = NULL", "lease_expires = NULL"]
+    else:
+        sets.append("lease_expires = ?")
+        params.append(now + ttl)
     for column, value in (("status", changes.status), ("entry_agent", changes.entry_agent)):
         if value:
             sets.append(f"{column} = ?")
@@ -265,10 +270,6 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         if value is not None:
             sets.append(f"{column} = ?")
             params.append(dumps(value))
-    if changes.release:
-        sets[-1] = "lease_expires = NULL"
-        params.pop()
-        sets.append("lease = NULL")
     yield Query(f"UPDATE tn_runs SET {', '.join(sets)} WHERE run_id = ?", (*params, run_id))
     return int(row[6]) + 1
 

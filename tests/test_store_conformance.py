@@ -1,0 +1,377 @@
+"""One conformance suite for every durable store: memory, file, SQLite and PostgreSQL.
+
+Each test runs once per backend (`store_url`); the PostgreSQL cases skip without a server (set
+TOOLNEXUS_TEST_POSTGRES). The rules under test: a run id is used once; the lease admits one live
+writer (expired, dead-on-this-host or taken over leases excepted) and fences every commit; a
+commit is one transaction; transcripts are append-only; the answer ledger is a compare-and-set;
+the schema is versioned; an unreachable store says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolnexus.durable import (AnswerAlreadyApplied, Changes, ConversationOps, Holder, LeaseLost, PendingRow,
+                               RequestWithdrawn, RunExists, RunInProgress, RunNotFound, StoreConflict,
+                               StoreUnavailable, StoreVersionError)
+from toolnexus.durable.model import dumps
+from toolnexus.stores import open_store
+
+from support.stores import SKIP_PG, postgres_base, shared_store_url, store_url  # noqa: F401 - fixtures
+
+TTL = 30.0
+
+
+def dead_holder() -> Holder:
+    """A holder whose process has exited (a real child process, reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    me = Holder.here()
+    return Holder("dead-" + me.id, me.host, proc.pid, None)
+
+
+def msgs(*texts: str) -> list[str]:
+    return [dumps({"role": "user", "content": t}) for t in texts]
+
+
+async def commit(store, run_id, holder, **parts):
+    return await store.commit(run_id, holder, Changes(**parts), lease_ttl=TTL)
+
+
+def pending_row(request_id: str, run_id: str = "r1") -> PendingRow:
+    return PendingRow(request_id, run_id, "root/a.1", {"id": request_id, "kind": "approval", "prompt": "ok?"},
+                      ["root", "a.1"], 1.0, None)
+
+
+async def test_a_run_id_is_used_once_and_an_unknown_one_is_reported(store_url):
+    async with open_store(store_url) as store:
+        me = Holder.here()
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        with pytest.raises(RunExists, match="'r1' is already used"):
+            await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        with pytest.raises(RunNotFound, match="no run 'nope'"):
+            await store.load("nope")
+        assert [(s.run_id, s.status, s.entry_agent) for s in await store.runs()] == [("r1", "running", "a")]
+
+
+async def test_the_lease_admits_one_live_holder_and_fences_its_commits(store_url):
+    async with open_store(store_url) as store:
+        a, b = Holder.here(), Holder.here()
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=a, lease_ttl=TTL)
+        with pytest.raises(RunInProgress, match="is being run by process"):
+            await store.acquire("r1", b, lease_ttl=TTL)
+        assert await store.acquire("r1", b, lease_ttl=TTL, takeover=True) >= 1
+        with pytest.raises(LeaseLost):  # a taken-over holder can no longer write
+            await commit(store, "r1", a, status="running")
+        await store.renew("r1", b, TTL)
+        with pytest.raises(LeaseLost):
+            await store.renew("r1", a, TTL)
+        await store.release("r1", b)
+        assert await store.acquire("r1", a, lease_ttl=TTL) >= 1  # released: free for anyone
+
+
+async def test_an_expired_lease_or_a_dead_holder_frees_the_run(store_url):
+    async with open_store(store_url) as store:
+        gone, me = dead_holder(), Holder.here()
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=gone, lease_ttl=TTL)
+        await store.acquire("r1", me, lease_ttl=TTL)  # its holder died on this host
+        other = Holder("elsewhere", "another-host", 1, None)
+        await store.create_run("r2", kind="agents", entry_agent="a", holder=other, lease_ttl=0.0)
+        await store.acquire("r2", me, lease_ttl=TTL)  # expired
+        await store.create_run("r3", kind="agents", entry_agent="a", holder=other, lease_ttl=TTL)
+        with pytest.raises(RunInProgress):  # a live lease on another host is never judged dead here
+            await store.acquire("r3", me, lease_ttl=TTL)
+
+
+async def test_commits_append_transcripts_rewind_only_what_they_drop_and_round_trip(store_url):
+    async with open_store(store_url) as store:
+        me = Holder.here()
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        v1 = await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a", "b"))},
+                          handles={"root": {"id": "root", "n": float("inf")}}, trace=["t1"])
+        v2 = await commit(store, "r1", me, conversations={"c": ConversationOps(2, msgs("c", "d"))}, trace=["t2"])
+        v3 = await commit(store, "r1", me, conversations={"c": ConversationOps(3, msgs("e"))},
+                          calls={("c", "call-1"): {"status": "started", "name": "t", "args": {"k": "ü"}}})
+        assert v1 < v2 < v3
+        loaded = await store.load("r1")
+        assert [m["content"] for m in loaded.conversations["c"]] == ["a", "b", "c", "e"]
+        assert loaded.handles["root"] == {"id": "root", "n": float("inf")}
+        assert loaded.trace == ["t1", "t2"]
+        assert loaded.calls == {("c", "call-1"): {"status": "started", "name": "t", "args": {"k": "ü"}}}
+        await commit(store, "r1", me, calls={("c", "call-1"): None})
+        assert (await store.load("r1")).calls == {}
+
+
+async def test_the_ledger_is_a_compare_and_set(store_url):
+    async with open_store(store_url) as store:
+        me, other = Holder.here(), Holder.here()
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        await commit(store, "r1", me, pending=[pending_row("p1"), pending_row("p2")], status="pending")
+        assert [p.request.id for p in await store.pending()] == ["p1", "p2"]
+        assert (await store.pending())[0].path == ["root", "a.1"]
+        row = await store.claim("p1", me, {"id": "p1", "ok": True}, ttl=TTL, run_id="r1")
+        assert row.status == "claimed" and row.answer == {"id": "p1", "ok": True}
+        with pytest.raises(AnswerAlreadyApplied, match="being answered right now") as caught:
+            await store.claim("p1", other, {"id": "p1", "ok": True}, ttl=TTL)
+        assert caught.value.run_id == "r1"
+        await store.unclaim("p1", me)
+        await store.claim("p1", other, {"id": "p1", "ok": False}, ttl=TTL)  # given back: claimable again
+        await commit(store, "r1", me, applied=["p1"], cancelled=["p2"])
+        with pytest.raises(AnswerAlreadyApplied, match="was already answered"):
+            await store.claim("p1", me, {"id": "p1", "ok": True}, ttl=TTL)
+        with pytest.raises(RequestWithdrawn, match="withdrawn"):
+            await store.claim("p2", me, {"id": "p2", "ok": True}, ttl=TTL)
+        assert await store.pending() == []
+        assert (await store.find_request("p1")).status == "applied"
+
+
+async def test_a_claim_by_a_dead_process_can_be_taken_over(store_url):
+    async with open_store(store_url) as store:
+        me = Holder.here()
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        await commit(store, "r1", me, pending=[pending_row("p1")])
+        await store.claim("p1", dead_holder(), {"id": "p1", "ok": True}, ttl=TTL)
+        row = await store.claim("p1", me, {"id": "p1", "ok": True}, ttl=TTL)
+        assert row.claim["id"] == me.id
+
+
+async def test_a_request_the_ledger_never_saw_is_claimed_by_id_once(store_url):
+    async with open_store(store_url) as store:
+        me = Holder.here()
+        await store.claim("loose", me, {"id": "loose", "ok": True}, ttl=TTL)
+        await store.mark_applied("loose", me)
+        with pytest.raises(AnswerAlreadyApplied):
+            await store.claim("loose", Holder.here(), {"id": "loose", "ok": True}, ttl=TTL)
+
+
+async def test_client_conversations_are_saved_append_only_and_halts_open_requests(store_url):
+    async with open_store(store_url) as store:
+        assert await store.get("chat") is None
+        await store.save("chat", [{"role": "user", "content": "hi"}])
+        messages = await store.get("chat")
+        messages.append({"role": "assistant", "content": "yo"})
+        await store.save_halt("chat", messages, {"id": "h1", "kind": "input", "prompt": "more?"})
+        assert [p.run_id for p in await store.pending()] == ["conversation:chat"]
+        me = Holder.here()
+        await store.claim("h1", me, {"id": "h1", "ok": True}, ttl=TTL)
+        again = await store.get("chat")
+        await store.save_applied("chat", again + [{"role": "user", "content": "x"}], "h1", me)
+        assert [m["content"] for m in await store.get("chat")] == ["hi", "yo", "x"]
+        assert await store.pending() == []
+        assert {s.run_id: s.kind for s in await store.runs()} == {"conversation:chat": "conversation"}
+
+
+async def test_a_conversation_changed_by_another_writer_is_a_conflict_not_a_silent_overwrite(shared_store_url):
+    async with open_store(shared_store_url) as one, open_store(shared_store_url) as two:
+        await one.save("chat", [{"role": "user", "content": "a"}])
+        mine = await one.get("chat")
+        theirs = await two.get("chat")
+        await two.save("chat", theirs + [{"role": "assistant", "content": "b"}])
+        with pytest.raises(StoreConflict, match="changed by another writer"):
+            await one.save("chat", mine + [{"role": "assistant", "content": "c"}])
+        assert [m["content"] for m in await one.get("chat")] == ["a", "b"]
+
+
+async def test_delete_run_forgets_the_run_and_its_requests(store_url):
+    async with open_store(store_url) as store:
+        me = Holder.here()
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        await commit(store, "r1", me, pending=[pending_row("p1")], conversations={"c": ConversationOps(0, msgs("x"))})
+        await store.delete_run("r1")
+        assert await store.runs() == [] and await store.pending() == [] and await store.find_request("p1") is None
+
+
+async def test_the_store_survives_reopening_in_another_object(shared_store_url):
+    me = Holder.here()
+    async with open_store(shared_store_url) as store:
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("x", "y"))})
+    async with open_store(shared_store_url) as store:
+        assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["x", "y"]
+
+
+# -- versions ----------------------------------------------------------------------------------------
+
+
+def _write_newer_schema(url: str) -> None:
+    """Mark the store as written by a future toolnexus (schema version 999), as a newer release would."""
+    if url.startswith("file:"):
+        Path(url[5:], "store.json").write_text('{"format": "toolnexus-run-store", "schema": 999}')
+    elif url.startswith("sqlite:"):
+        import sqlite3
+
+        conn = sqlite3.connect(url[len("sqlite:///"):])
+        conn.execute("UPDATE tn_meta SET value = '999' WHERE key = 'schema'")
+        conn.commit()
+        conn.close()
+    else:
+        import psycopg
+
+        base, _, query = url.partition("?")
+        schema = dict(p.split("=") for p in query.split("&"))["schema"]
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'UPDATE "{schema}".tn_meta SET value = %s WHERE key = %s', ("999", "schema"))
+
+
+async def test_a_store_written_by_a_newer_version_fails_fast(shared_store_url):
+    async with open_store(shared_store_url) as store:
+        await store.runs()  # creates the schema
+    _write_newer_schema(shared_store_url)
+    with pytest.raises(StoreVersionError, match="newer toolnexus"):
+        async with open_store(shared_store_url) as store:
+            await store.runs()
+
+
+async def test_a_run_written_by_a_newer_version_fails_fast(store_url):
+    async with open_store(store_url) as store:
+        me = Holder.here()
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        if store_url == "memory:":
+            store._runs["r1"].format = 99
+        elif store_url.startswith("file:"):
+            import json
+
+            path = next(Path(store_url[5:], "runs").iterdir()) / "run.json"
+            row = json.loads(path.read_text())
+            row["doc"]["format"] = 99
+            path.write_text(json.dumps(row))
+        else:
+            await store._run(_set_format_steps("r1", 99))
+        with pytest.raises(StoreVersionError, match="run format 99"):
+            await store.load("r1")
+
+
+def _set_format_steps(run_id: str, value: int):
+    from toolnexus.stores.sql import Query
+
+    yield Query("UPDATE tn_runs SET format = ? WHERE run_id = ?", (value, run_id))
+
+
+# -- atomicity and failures ------------------------------------------------------------------------
+
+
+async def test_a_commit_that_fails_midway_writes_nothing(tmp_path):
+    """The SQL stores run a commit as one transaction: a failure after the transcript rewind but
+    before the handle row leaves both as they were."""
+    from toolnexus.stores.sqlite import SqliteStore
+
+    class FailOnHandles(SqliteStore):
+        fail = False
+
+        def _execute(self, conn, query):
+            if self.fail and query.sql.startswith("INSERT INTO tn_handles"):
+                raise RuntimeError("injected crash between the rewind and the state flip")
+            return super()._execute(conn, query)
+
+    store = FailOnHandles(str(tmp_path / "r.db"))
+    me = Holder.here()
+    async with store:
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a", "b", "c"))},
+                     handles={"h": {"state": "running"}})
+        store.fail = True
+        with pytest.raises(RuntimeError, match="injected"):
+            await commit(store, "r1", me, conversations={"c": ConversationOps(1, [])},
+                         handles={"h": {"state": "suspended"}})
+        store.fail = False
+        loaded = await store.load("r1")
+        assert [m["content"] for m in loaded.conversations["c"]] == ["a", "b", "c"]
+        assert loaded.handles["h"] == {"state": "running"}
+
+
+async def test_a_file_store_commit_cut_after_its_redo_log_is_completed_on_next_use(tmp_path):
+    from toolnexus.stores.file import FileStore
+
+    class CutAfterRedo(FileStore):
+        cut = False
+
+        def _apply_redo(self, redo):
+            if self.cut:
+                raise OSError("power cut after the redo log was written")
+            return super()._apply_redo(redo)
+
+    me = Holder.here()
+    store = CutAfterRedo(str(tmp_path / "fs"))
+    async with store:
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a"))})
+        store.cut = True
+        with pytest.raises(StoreUnavailable):
+            await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))})
+    async with open_store(f"file:{tmp_path / 'fs'}") as again:
+        assert [m["content"] for m in (await again.load("r1")).conversations["c"]] == ["a", "b"]
+
+
+async def test_an_unreachable_postgres_server_is_a_clear_error():
+    with pytest.raises(StoreUnavailable, match=r"cannot reach the PostgreSQL store postgresql://nobody:\*\*\*@127\.0\.0\.1:1/x"):
+        async with open_store("postgresql://nobody:s3cret@127.0.0.1:1/x?timeout=2") as store:
+            await store.runs()
+
+
+async def test_a_sqlite_store_in_a_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(StoreUnavailable, match="does not exist"):
+        async with open_store(f"sqlite:///{tmp_path / 'no' / 'such' / 'runs.db'}") as store:
+            await store.runs()
+
+
+async def test_a_locked_sqlite_database_is_reported_and_loses_nothing(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "r.db"
+    me = Holder.here()
+    async with open_store(f"sqlite:///{path}?timeout=0.2") as store:
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a"))})
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")
+        try:
+            with pytest.raises(StoreUnavailable, match="holds a write lock"):
+                await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))})
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))})
+        assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["a", "b"]
+
+
+def test_open_store_parses_urls_and_refuses_unknown_ones(tmp_path):
+    assert type(open_store("memory:")).__name__ == "MemoryStore"
+    assert open_store("sqlite:///rel.db").path == os.path.abspath("rel.db")
+    assert open_store("sqlite:////abs/runs.db").path == "/abs/runs.db"
+    assert open_store(f"file:{tmp_path}").directory == str(tmp_path)
+    assert "***" in repr(open_store("postgresql://u:pw@h/db")) and "pw" not in repr(open_store("postgresql://u:pw@h/db"))
+    for bad in ("", "redis://x", "sqlite:///:memory:", "sqlite:///x.db?bogus=1"):
+        with pytest.raises(ValueError, match="toolnexus"):
+            open_store(bad)
+
+
+def test_postgres_skip_message_says_how_to_enable():
+    if postgres_base() is None:
+        assert "TOOLNEXUS_TEST_POSTGRES" in SKIP_PG
+    else:
+        assert postgres_base().startswith("postgres")
+
+
+async def test_many_concurrent_commits_from_two_store_objects_serialise(shared_store_url):
+    """Two writers on one store (as two processes would be): each claim succeeds exactly once."""
+    async with open_store(shared_store_url) as one, open_store(shared_store_url) as two:
+        me = Holder.here()
+        await one.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        await commit(one, "r1", me, pending=[pending_row(f"p{i}") for i in range(8)])
+        holders = [Holder.here() for _ in range(16)]
+
+        async def try_claim(store, holder, i):
+            try:
+                await store.claim(f"p{i}", holder, {"id": f"p{i}", "ok": True}, ttl=TTL)
+                return True
+            except AnswerAlreadyApplied:
+                return False
+
+        wins = await asyncio.gather(*(try_claim(one if n % 2 else two, holders[n], n // 2) for n in range(16)))
+        assert sum(wins) == 8  # each of the 8 requests claimed once
