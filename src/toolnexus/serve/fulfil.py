@@ -121,7 +121,7 @@ class Fulfiller:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._contexts: dict[str, str] = {}
         self._settled: dict[str, asyncio.Event] = {}
-        self._saved_final: set[str] = set()
+        self._stopping = False
 
     # ------------------------------------------------------------------ entry points
 
@@ -177,7 +177,7 @@ class Fulfiller:
         if running is not None:
             running.cancel()
             await asyncio.wait({running})
-        if task_id not in self._saved_final:  # it never ran, or was waiting for input
+        if _state(await self.store.get(task_id)) not in FINISHED_STATES:  # never ran, or waiting for input
             await self._finish(task_id, self._canceled(task_id, context), "canceled", None)
         return await self.store.get(task_id) or self._canceled(task_id, context)
 
@@ -196,6 +196,7 @@ class Fulfiller:
 
     async def stop(self, drain_timeout: float) -> None:
         """Let runs finish for `drain_timeout` s, then cancel the rest; none is left `working`."""
+        self._stopping = True
         tasks = dict(self._running)
         if not tasks:
             return
@@ -205,14 +206,13 @@ class Fulfiller:
             task.cancel()
         await asyncio.wait(set(tasks.values()))
         for task_id in tasks:
-            if task_id not in self._saved_final:  # cancelled before it ever ran
+            if _state(await self.store.get(task_id)) in ("submitted", "working"):  # cancelled before it ran
                 context = self._contexts.get(task_id, "")
                 await self._finish(task_id, self._canceled(task_id, context, _STOPPED_TEXT), "canceled", None)
 
     # ------------------------------------------------------------------ running
 
     def _start(self, task_id: str, context: str, work: Awaitable[None]) -> "asyncio.Future[None]":
-        self._saved_final.discard(task_id)
         self._contexts[task_id] = context
         self._settled[task_id] = asyncio.Event()
         runner = asyncio.ensure_future(work)
@@ -244,7 +244,8 @@ class Fulfiller:
             final, state = self._outcome(task_id, context, result)
         except asyncio.CancelledError:
             stopping = True
-            await self._finish(task_id, self._canceled(task_id, context), "canceled", None)
+            why = _STOPPED_TEXT if self._stopping else None
+            await self._finish(task_id, self._canceled(task_id, context, why), "canceled", None)
             raise
         except Exception as exc:  # noqa: BLE001 - a failed run is a failed task, never a crash
             result, state = None, "failed"
@@ -295,7 +296,6 @@ class Fulfiller:
 
     async def _finish(self, task_id: str, final: A2ATask, state: str, result: Any) -> None:
         await self._save(final)
-        self._saved_final.add(task_id)
         event = self._settled.get(task_id)
         if event is not None:
             event.set()

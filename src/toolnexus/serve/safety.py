@@ -17,7 +17,7 @@ profile key `allow_unauthenticated_builtins: True`, which is logged at WARNING e
 Listening on a non-loopback address with a profile that has no token warns loudly (it may be
 intended, behind a proxy that authenticates). Failed-task text goes through a redaction hook:
 the default one replaces the server's own secrets (the client's API key and the provider keys in
-the environment, the profiles' tokens), bearer credentials and identifier fields with
+the environment, the profiles' tokens), bearer credentials, `sk-…`-shaped keys and identifier fields with
 `«redacted»`, and caps the text at `MAX_FAILURE_TEXT` characters.
 """
 
@@ -46,6 +46,7 @@ UNSAFE_BUILTINS: tuple[str, ...] = ("bash", "write", "edit", "apply_patch", "rea
 MAX_FAILURE_TEXT = 1000
 _PROVIDER_KEY_ENV = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
+_KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}")  # OpenAI / Anthropic / OpenRouter style keys
 _MIN_SECRET = 4  # shorter "secrets" would redact ordinary words
 
 
@@ -118,6 +119,7 @@ def make_redactor(user_hook: Optional[Callable[[str], str]], secrets: Iterable[O
 
     def default(text: str) -> str:
         text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+        text = _KEY_SHAPED.sub(REDACTED, text)
         text = redact_identifiers(text)
         return text if len(text) <= MAX_FAILURE_TEXT else text[:MAX_FAILURE_TEXT] + "…"
 
