@@ -300,3 +300,22 @@ async def test_a_bad_profile_fails_serve_before_binding() -> None:
         await toolkit.serve("127.0.0.1:0", a2a={"public_url": "agents.example"})
     with pytest.raises(ValueError, match='Unknown A2A store: "redis:x"'):
         await toolkit.serve("127.0.0.1:0", a2a={"store": "redis:x"})
+
+
+async def test_blocking_and_immediate_replies_per_generation() -> None:
+    v1 = {"A2A-Version": "1.0"}
+    v1_message = {"role": "ROLE_USER", "messageId": "a", "parts": [{"text": "now"}]}
+    async with served_agent() as h, httpx.AsyncClient() as http:
+        blocking = (await rpc(http, h.url, "SendMessage", {**_send("wait for it"),
+                                                           "configuration": {"blocking": True}}))["result"]
+        immediate = (await rpc(http, h.url, "SendMessage", {"message": v1_message,
+                                                            "configuration": {"returnImmediately": True}},
+                               headers=v1))["result"]
+        await wait_state(h.store, immediate["task"]["id"], {"completed"})
+        v03 = (await rpc(http, h.url, "message/send", {"message": {
+            "kind": "message", "role": "user", "messageId": "b", "parts": [{"kind": "text", "text": "old"}]}}))["result"]
+    assert blocking["status"] == {"state": "completed"}  # the existing form, asked to block: zero polls needed
+    assert blocking["artifacts"][0]["parts"] == [{"kind": "text", "text": "echo: wait for it"}]
+    assert set(immediate) == {"task"} and immediate["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert v03["kind"] == "task" and v03["status"]["state"] == "completed"  # 0.3 blocks unless told otherwise
+    assert v03["artifacts"][0]["parts"] == [{"kind": "text", "text": "echo: old"}] and v03["contextId"]
