@@ -175,3 +175,21 @@ async def test_the_round_trip_works_with_a_file_store_on_disk(tmp_path) -> None:
         done = await wait_state(h.store, task["id"], {"completed"})
     assert on_disk["status"]["state"] == "input-required" and on_disk["metadata"]["pending"]["kind"] == "input"
     assert done["artifacts"][0]["parts"][0]["text"] == "done: hello Kim"
+
+
+async def test_once_stop_begins_new_tasks_and_answers_are_refused() -> None:
+    from toolnexus.serve.fulfil import Fulfiller, ServerStopping
+    from toolnexus.serve import InMemoryTaskStore
+
+    async def run_task(text: str, context_id: str | None) -> ToolResult:
+        raise AssertionError("never started")
+
+    fulfiller = Fulfiller(InMemoryTaskStore(), run_task)
+    await fulfiller.stop(0)
+    for attempt in (fulfiller.submit("hi", None), fulfiller.follow_up("t-1", "answer")):
+        try:
+            await attempt
+        except ServerStopping:
+            continue
+        raise AssertionError("accepted work after stop()")
+    assert await fulfiller.store.list_tasks() == []

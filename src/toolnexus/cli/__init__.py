@@ -2,7 +2,8 @@
 
 Each subcommand is one module (`run`, `tools`, `serve`) exposing `NAME`, `SUMMARY`, `FLAGS`
 (`cli.flags.Flag`s) and `async execute(opts, console) -> int`; adding one is a new module plus
-one entry in `COMMANDS`. The dispatcher owns what every subcommand shares: usage and help text
+one entry in `COMMANDS` (a task-store command reuses `common.STORE_FLAG` and `common.open_store`,
+which accept every selector `toolnexus.serve.resolve_store` knows). The dispatcher owns what every subcommand shares: usage and help text
 (built from the modules' flags), `--version`, flag parsing, the exit codes, and the rule that no
 traceback and no secret ever reaches the terminal.
 

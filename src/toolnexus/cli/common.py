@@ -28,11 +28,13 @@ __all__ = [
     "Console",
     "MODEL_FLAGS",
     "NO_KEY_MESSAGE",
+    "STORE_FLAG",
     "TOOLKIT_FLAGS",
     "build_toolkit",
     "load_config",
     "load_object",
     "make_client",
+    "open_store",
     "require_key",
     "require_model",
 ]
@@ -57,6 +59,19 @@ MODEL_FLAGS = [
     Flag("system", "TEXT", "system prompt (the skills catalogue is appended by the client)"),
     Flag("api-key", "KEY", "API key; else OPENROUTER_API_KEY, then OPENAI_API_KEY or ANTHROPIC_API_KEY by style"),
 ]
+
+
+STORE_FLAG = Flag("store", "memory|file:DIR", "where A2A tasks are kept (default memory)")
+
+
+def open_store(selector: str) -> Any:
+    """The task store a `--store` value names; an unknown selector is a usage error (exit 2)."""
+    from ..serve import resolve_store
+
+    try:
+        return resolve_store(selector)
+    except ValueError as exc:
+        raise CliExit(2, f"error: {exc}") from None
 
 
 class CliExit(Exception):

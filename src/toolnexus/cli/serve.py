@@ -26,12 +26,14 @@ from typing import Any, Optional
 
 from .common import (
     MODEL_FLAGS,
+    STORE_FLAG,
     TOOLKIT_FLAGS,
     CliExit,
     Console,
     build_toolkit,
     load_config,
     make_client,
+    open_store,
     require_key,
     require_model,
 )
@@ -53,7 +55,7 @@ FLAGS = [
     Flag("description", "TEXT", "agent card description"),
     Flag("agent-version", "VERSION", "agent card version"),
     Flag("a2a-skill", "NAME", "list only this skill on the agent card", repeat=True),
-    Flag("store", "memory|file:DIR", "where A2A tasks are kept (default memory)"),
+    STORE_FLAG,
     Flag("public-url", "URL", "the endpoint URL the agent card advertises (behind a proxy)"),
     Flag("mcp-tool", "NAME", "serve only this tool over MCP", repeat=True),
     Flag("mcp-name", "NAME", "MCP server name"),
@@ -121,12 +123,7 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
         require_model(opts)
         require_key(opts, console)
         if opts.get("store"):
-            from ..serve import resolve_store
-
-            try:
-                a2a["store"] = resolve_store(opts["store"])
-            except ValueError as exc:
-                raise CliExit(2, f"error: {exc}") from None
+            a2a["store"] = open_store(opts["store"])
     toolkit = await build_toolkit(opts, config=config)
     client = None
     store = a2a.get("store") if a2a is not None else None

@@ -15,7 +15,7 @@ JSON-RPC: every reply is HTTP 200 `application/json`. Methods and errors:
     params not an object, no message, no text                    -32602 Invalid params: …
     a message to a running or finished task                      -32004 Task <id> is …
     an A2A-Version we do not speak                               -32009 Version not supported: <v>
-    a store failure              -32603 Internal error
+    a store failure              -32603 Internal error (also while the server is stopping)
 
 The caller's protocol generation (1.0, 0.3, or the existing toolnexus form) is read from each
 request and the task is written back in it (`toolnexus.serve.a2a_render`). A blocking
@@ -34,7 +34,7 @@ from ..mcp_serve.http import Receive, Send, send_text
 from .a2a_profile import blocking_timeout, max_body
 from .a2a_render import VersionError, message_in, negotiate, render_send_result, render_task
 from .card import CARD_PATH, build_agent_card
-from .fulfil import Fulfiller, TaskBusy, TaskFinished, TaskNotFound
+from .fulfil import Fulfiller, ServerStopping, TaskBusy, TaskFinished, TaskNotFound
 from .guard import BodyTooLarge, ClientGone, HostGuard, bearer_ok, header, read_body
 
 __all__ = ["A2AEndpoint"]
@@ -152,6 +152,8 @@ class A2AEndpoint:
                 result = render_task(await self._cancel(_task_id(params)), dialect)
         except _RpcError as exc:
             return _error(rid, exc.code, exc.message)
+        except ServerStopping:
+            return _error(rid, INTERNAL_ERROR, "Internal error: the server is stopping")
         except Exception:  # noqa: BLE001 - e.g. the store failed: an error reply, never a crash
             logger.warning("toolnexus: A2A request %r failed", method, exc_info=True)
             return _error(rid, INTERNAL_ERROR, "Internal error")

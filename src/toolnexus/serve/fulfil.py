@@ -45,6 +45,7 @@ __all__ = [
     "Redact",
     "ResumeTask",
     "RunTask",
+    "ServerStopping",
     "TaskBusy",
     "TaskFinished",
     "TaskNotFound",
@@ -73,6 +74,10 @@ class TaskFinished(Exception):
     def __init__(self, task_id: str, state: str) -> None:
         super().__init__(f"Task {task_id} is in terminal state: {state}")
         self.task_id, self.state = task_id, state
+
+
+class ServerStopping(Exception):
+    """`stop()` has begun: no new runs are started."""
 
 
 class TaskBusy(Exception):
@@ -127,6 +132,8 @@ class Fulfiller:
 
     async def submit(self, text: str, context_id: Optional[str]) -> A2ATask:
         """Save a new `submitted` task and start fulfilling it; returns the submitted task."""
+        if self._stopping:
+            raise ServerStopping()
         task_id = str(uuid.uuid4())
         context = context_id or str(uuid.uuid4())
         task = {"id": task_id, "contextId": context, "status": {"state": "submitted"}}
@@ -136,6 +143,8 @@ class Fulfiller:
 
     async def follow_up(self, task_id: str, text: str) -> A2ATask:
         """Answer an interrupted task with `text`; returns it as saved before the run resumes."""
+        if self._stopping:
+            raise ServerStopping()
         task = await self.store.get(task_id)
         if task is None:
             raise TaskNotFound(task_id)
@@ -195,7 +204,10 @@ class Fulfiller:
         return len(self._running)
 
     async def stop(self, drain_timeout: float) -> None:
-        """Let runs finish for `drain_timeout` s, then cancel the rest; none is left `working`."""
+        """Let runs finish for `drain_timeout` s, then cancel the rest; none is left `working`.
+
+        From the first moment of `stop()`, new tasks and answers are refused (`ServerStopping`).
+        """
         self._stopping = True
         tasks = dict(self._running)
         if not tasks:

@@ -17,7 +17,8 @@ way out (`toolnexus.serve.a2a_render`).
 - `resolve_store(selector)`: `None`/`"memory"` → a new `InMemoryTaskStore`, `"file:<dir>"` →
   `FileTaskStore(dir)`, a `TaskStore` (or any object with async `get`/`save`) → itself. Further
   schemes (a database, say) plug in with `register_store_scheme("sqlite", factory)`; the factory
-  gets the text after the colon.
+  gets the text after the colon. The CLI's `--store` goes through `resolve_store` too, so a
+  registered scheme works there as well.
 
 Not here: a task's life cycle (`toolnexus.serve.fulfil`), rendering, locking across processes.
 """
