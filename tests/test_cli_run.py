@@ -201,3 +201,15 @@ def test_on_a_terminal_a_progress_indicator_shows_while_waiting_and_ctrl_c_exits
         code = term.close()
     assert code == 130
     _no_key(term.seen)
+
+
+def test_anthropic_style_with_the_key_from_its_variable(llm: LlmServer) -> None:
+    from support.llm_server import anthropic_text
+
+    llm.add(Json(anthropic_text("bonjour")))
+    done = run_cli("run", "--no-builtins", "--style", "anthropic", "--base-url", llm.base_url, "--model", "claude-t",
+                   "--once", "salut", env=cli_env(ANTHROPIC_API_KEY=KEY))
+    assert (done.returncode, done.stdout) == (0, "bonjour\n")
+    sent = llm.requests[0]
+    assert sent.headers["x-api-key"] == KEY and sent.json["model"] == "claude-t"
+    _no_key(done.stdout, done.stderr)

@@ -131,3 +131,22 @@ def test_a_taken_port_is_exit_1() -> None:
         done = run_cli("serve", "--mcp", *TOOLS, "--addr", f"127.0.0.1:{port}")
     assert done.returncode == 1 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def _skill(root, name: str, description: str) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\nBody.\n")
+
+
+def test_the_card_lists_skills_from_skills_folders_filtered_by_a2a_skill(tmp_path) -> None:
+    _skill(tmp_path / "a", "triage", "Sort tickets")
+    _skill(tmp_path / "b", "summarise", "Summarise threads")
+    args = ("--a2a", *TOOLS, *ADDR, "--base-url", "http://127.0.0.1:9", "--model", "m", "--api-key", KEY,
+            "--skills", str(tmp_path / "a"), "--skills", str(tmp_path / "b"))
+    with ServeProcess(*args) as every:
+        all_skills = httpx.get(every.url + "/.well-known/agent-card.json").json()["skills"]
+    with ServeProcess(*args, "--a2a-skill", "summarise") as filtered:
+        some = httpx.get(filtered.url + "/.well-known/agent-card.json").json()["skills"]
+    assert [s["id"] for s in all_skills] == ["triage", "summarise"]
+    assert some == [{"id": "summarise", "name": "summarise", "description": "Summarise threads"}]
+    assert every.returncode == filtered.returncode == 0
