@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator, Optional
 import httpx
 
 from toolnexus import Tool, ToolContext, ToolResult, create_in_process_client, pending
+from toolnexus.serve import ServeLimits
 from toolnexus.toolkit import Toolkit
 
 __all__ = ["SECRET", "AgentRecorder", "agent_toolkit", "agent_toolkit_with_skill", "card_of", "generate", "rpc", "served_agent", "wait_state"]
@@ -113,6 +114,7 @@ async def served_agent(toolkit: Optional[Toolkit] = None, addr: str = "127.0.0.1
     """Serve `toolkit` (default: the agent toolkit) with A2A on and the scripted model."""
     toolkit = toolkit if toolkit is not None else agent_toolkit(AgentRecorder())
     options.setdefault("a2a", {})
+    options.setdefault("limits", ServeLimits(drain_timeout=0))  # tests leave blocked runs behind: cancel at once
     if "client" not in options:
         options["client"] = create_in_process_client(model="scripted", generate=model)
     handle = await toolkit.serve(addr, **options)
