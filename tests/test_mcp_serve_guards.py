@@ -116,11 +116,13 @@ async def test_a_taken_port_raises_oserror_from_serve() -> None:
             await make_toolkit(Recorder()).serve(f"127.0.0.1:{taken.getsockname()[1]}", mcp={})
 
 
-async def test_a2a_options_are_noted_and_mcp_is_still_served(caplog) -> None:
+async def test_a2a_and_mcp_are_served_on_one_app() -> None:
     async with served(make_toolkit(Recorder()), mcp={}, a2a={"name": "agent"}, client=object()) as h:
         async with mcp_session(h.url + "/mcp") as s:
             assert (await s.call_tool("echo", {"x": "a"})).content[0].text == "echo:a"
-    assert any("A2A routes are not available" in r.getMessage() for r in caplog.records)
+        async with httpx.AsyncClient() as http:
+            card = (await http.get(h.url + "/.well-known/agent-card.json")).json()
+    assert card["name"] == "agent"
 
 
 async def test_a_tool_provider_failure_at_request_time_is_500_mcp_error() -> None:

@@ -68,7 +68,11 @@ _register(
 )
 _register(".builtin", "BuiltinsConfig builtins_enabled create_builtin_tools select_builtins")
 _register(".a2a", "Agent AgentConfig AgentsConfig agent agent_tools parse_agents_config")
-_register(".serve", "ServeHandle")
+_register(
+    ".serve",
+    "A2AConfig FileTaskStore InMemoryTaskStore OnTask ServeHandle ServeLimits TaskStore build_agent_card "
+    "resolve_store start_a2a_server",
+)
 
 __all__ = [
     "Answer",

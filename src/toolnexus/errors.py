@@ -13,7 +13,12 @@ them and listed here):
     ├── RunTimeout               client: the run's deadline ran out (also TimeoutError)
     ├── RunCancelled             client: the run's cancel event was set
     ├── ContentPartError         client: an invalid or unsupported content part (also ValueError)
-    └── ResumeError              client/agents: a resume that cannot proceed (also ValueError)
+    ├── ResumeError              client/agents: a resume that cannot proceed (also ValueError)
+    └── ServeError               serve/mcp_serve: base of the serving errors (mcp_serve/errors.py)
+        ├── ServeConfigError     a bad serve profile, address or limit value (also ValueError)
+        │   ├── UnsafeServeError     shell/file built-ins served without a token: refused
+        │   └── UnknownStoreError    an unknown A2A task-store selector
+        └── ServeTypeError       a serve profile value of the wrong type (also TypeError)
 """
 
 from __future__ import annotations

@@ -230,11 +230,18 @@ class Toolkit:
         )
         return self.register(*(await agent_tools(ag)))
 
-    async def serve(self, addr: str, **options: Any) -> Any:
-        """Serve this toolkit over A2A and `/mcp` (see `toolnexus.serve`)."""
+    def skill_infos(self) -> list[Any]:
+        """The loaded skills (`SkillInfo`, after filters), in load order; `[]` without skills."""
+        return [] if self._skill is None else list(self._skill.skills.values())
+
+    async def serve(self, addr: str, *, client: Any = None, a2a: Optional[dict[str, Any]] = None,
+                    on_task: Any = None, mcp: Optional[dict[str, Any]] = None, on_call: Any = None,
+                    limits: Any = None) -> Any:
+        """Serve this toolkit over A2A and `/mcp` until `stop()` (see `toolnexus.serve`)."""
         from .serve import serve_toolkit
 
-        return await serve_toolkit(self, addr, **options)
+        return await serve_toolkit(self, addr, client=client, a2a=a2a, on_task=on_task, mcp=mcp, on_call=on_call,
+                                   limits=limits)
 
 
 async def _read_config_file(path: str) -> dict[str, Any]:

@@ -14,6 +14,10 @@ Replies are read by one reader that accepts every generation at once: a Task bar
 lowercase states (normalised to lowercase with dashes, `cancelled` → `canceled`), parts with or
 without `kind`, roles `agent`/`ROLE_AGENT`. The reader never raises on odd shapes: a missing piece
 reads as absent. Not here: HTTP, budgets, what a state means for the caller (`call.py`).
+
+For the serving side (`toolnexus.serve`) it also writes tasks in each generation's spelling:
+`v1_state` (`input-required` → `TASK_STATE_INPUT_REQUIRED`), `v1_part` / `v03_part` (a part in
+1.0 form — `{"text"}`, `{"url"}`, `{"data"}` — or in 0.3 `kind` form).
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ __all__ = [
     "status_text",
     "status_url",
     "completed_output",
+    "V1_AGENT_ROLE",
+    "V1_STATE_PREFIX",
+    "v1_state",
+    "v1_part",
+    "v03_part",
+    "DIALECTS_BY_METHOD",
 ]
 
 # Wire shapes are plain JSON objects; the aliases document intent at signatures.
@@ -214,3 +224,61 @@ def completed_output(task: A2ATask) -> str:
             if texts:
                 return "\n".join(texts)
     return status_text(task)
+
+
+# ---------------------------------------------------------------------------- writing (serving side)
+
+V1_STATE_PREFIX = "TASK_STATE_"
+V1_AGENT_ROLE = "ROLE_AGENT"
+
+# Which dialect's method names a JSON-RPC method belongs to (1.0 and the mixed form share names).
+DIALECTS_BY_METHOD: dict[str, str] = {
+    V1.send_method: "1.0", V1.get_method: "1.0", V1.cancel_method: "1.0",
+    V03.send_method: "0.3", V03.get_method: "0.3", V03.cancel_method: "0.3",
+}
+
+
+def v1_state(state: A2ATaskState) -> str:
+    """A lowercase state as A2A 1.0 spells it: `input-required` → `TASK_STATE_INPUT_REQUIRED`."""
+    return V1_STATE_PREFIX + str(state).upper().replace("-", "_")
+
+
+def v1_part(part: Any) -> A2APart:
+    """One part in 1.0 form: `{"text"}`, `{"url", "mediaType"?, "filename"?}` or `{"data"}`."""
+    if not isinstance(part, dict):
+        return {"text": str(part)}
+    if isinstance(part.get("text"), str):
+        return {"text": part["text"]}
+    file = part.get("file") if isinstance(part.get("file"), dict) else None
+    url = part.get("url") or (file.get("uri") if file else None)
+    if isinstance(url, str) and url:
+        out: A2APart = {"url": url}
+        media = part.get("mediaType") or (file.get("mimeType") if file else None)
+        name = part.get("filename") or (file.get("name") if file else None)
+        if isinstance(media, str) and media:
+            out["mediaType"] = media
+        if isinstance(name, str) and name:
+            out["filename"] = name
+        return out
+    if "data" in part:
+        return {"data": part["data"]}
+    return {"text": ""}
+
+
+def v03_part(part: Any) -> A2APart:
+    """One part in 0.3 `kind` form: `{"kind": "text"}`, `{"kind": "file", "file": {"uri"}}` or `{"kind": "data"}`."""
+    if not isinstance(part, dict):
+        return _kind_text_part(str(part))
+    if isinstance(part.get("text"), str):
+        return _kind_text_part(part["text"])
+    file = part.get("file") if isinstance(part.get("file"), dict) else None
+    url = part.get("url") or (file.get("uri") if file else None)
+    if isinstance(url, str) and url:
+        inner: dict[str, Any] = {"uri": url}
+        media = part.get("mediaType") or (file.get("mimeType") if file else None)
+        if isinstance(media, str) and media:
+            inner["mimeType"] = media
+        return {"kind": "file", "file": inner}
+    if isinstance(part.get("data"), dict):
+        return {"kind": "data", "data": part["data"]}
+    return _kind_text_part("")

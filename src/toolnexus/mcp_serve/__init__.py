@@ -5,6 +5,8 @@
   be a list or a zero-argument provider (e.g. `Toolkit.tools`), read on every request.
 - `serve_mcp_http_request(server, method, path, headers, body)`: one stateless streamable-HTTP
   exchange in memory → `(status, headers, body)`. `Toolkit.serve` mounts the same exchange at `/mcp`.
+- `serve_mcp_stdio(tools, cfg, on_call)`: the same server over stdin/stdout, for hosts that
+  launch MCP servers as a command (`toolnexus serve --mcp-stdio`).
 
 Choices where the spec is silent or where we fix known weaknesses (mcp-skills-builtins.md §5):
 - Tools are read per request, never snapshotted: a tool `register`ed after `serve()` is listed.
@@ -25,8 +27,9 @@ Choices where the spec is silent or where we fix known weaknesses (mcp-skills-bu
 - Tool names over 64 characters are warned about once (LLM providers reject them).
 - Extra profile keys, read by the `/mcp` endpoint: `max_body_bytes` (default 4 MiB ⇒ 413),
   `allowed_hosts` / `allowed_origins` (DNS-rebinding guard, see `toolnexus.serve.guard`),
-  `auth_token` (bearer auth ⇒ 401). Unknown keys are warned about once.
-Not here: stdio serving, sessions (`Mcp-Session-Id`), server-pushed notifications.
+  `auth_token` (bearer auth ⇒ 401), `allow_unauthenticated_builtins` (see `toolnexus.serve.safety`).
+  Unknown keys are warned about once.
+Not here: HTTP sessions (`Mcp-Session-Id`), server-pushed notifications.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from .config import (
 )
 from .http import serve_mcp_http_request
 from .server import ToolsLike, build_mcp_server
+from .stdio import serve_mcp_stdio
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -52,4 +56,5 @@ __all__ = [
     "build_mcp_server",
     "exposed_mcp_tools",
     "serve_mcp_http_request",
+    "serve_mcp_stdio",
 ]

@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable, Optional, Union
 
 from .._diag import warn_once
 from ..types import Tool
+from .errors import ServeConfigError, ServeTypeError
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -30,7 +31,7 @@ DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 _STR_KEYS = ("name", "version")
 _STR_LIST_KEYS = ("tools", "allowed_hosts", "allowed_origins")
-_KNOWN = {*_STR_KEYS, *_STR_LIST_KEYS, "max_body_bytes", "auth_token"}
+_KNOWN = {*_STR_KEYS, *_STR_LIST_KEYS, "max_body_bytes", "auth_token", "allow_unauthenticated_builtins"}
 
 
 def check_config(cfg: Any, *, where: str) -> None:
@@ -38,22 +39,25 @@ def check_config(cfg: Any, *, where: str) -> None:
     if cfg is None:
         return
     if not isinstance(cfg, Mapping):
-        raise TypeError(f"toolnexus: {where} must be a dict (MCPServeConfig), got {type(cfg).__name__}")
+        raise ServeTypeError(f"toolnexus: {where} must be a dict (MCPServeConfig), got {type(cfg).__name__}")
     for key in _STR_KEYS:
         if cfg.get(key) is not None and not isinstance(cfg[key], str):
-            raise TypeError(f'toolnexus: {where} "{key}" must be a string, got {type(cfg[key]).__name__}')
+            raise ServeTypeError(f'toolnexus: {where} "{key}" must be a string, got {type(cfg[key]).__name__}')
     for key in _STR_LIST_KEYS:
         value = cfg.get(key)
         if value is not None and (
             not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value)
         ):
-            raise TypeError(f'toolnexus: {where} "{key}" must be a list of strings, got {value!r}')
+            raise ServeTypeError(f'toolnexus: {where} "{key}" must be a list of strings, got {value!r}')
     limit = cfg.get("max_body_bytes")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
-        raise ValueError(f'toolnexus: {where} "max_body_bytes" must be a positive integer, got {limit!r}')
+        raise ServeConfigError(f'toolnexus: {where} "max_body_bytes" must be a positive integer, got {limit!r}')
     token = cfg.get("auth_token")
     if token is not None and (not isinstance(token, str) or not token):
-        raise ValueError(f'toolnexus: {where} "auth_token" must be a non-empty string')
+        raise ServeConfigError(f'toolnexus: {where} "auth_token" must be a non-empty string')
+    allow = cfg.get("allow_unauthenticated_builtins")
+    if allow is not None and not isinstance(allow, bool):
+        raise ServeTypeError(f'toolnexus: {where} "allow_unauthenticated_builtins" must be true or false, got {allow!r}')
     for key in sorted(set(cfg) - _KNOWN):
         warn_once(f"mcp-serve-key:{key}", f'[toolnexus] MCP serve profile key "{key}" is not recognised — ignored')
 

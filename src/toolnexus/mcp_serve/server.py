@@ -23,6 +23,7 @@ from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from . import bridge
 from .config import DEFAULT_NAME, DEFAULT_VERSION, MCPServeConfig, OnCall, check_config, exposed_mcp_tools
 from .content import call_tool_result, listed_tool
+from .errors import ServeTypeError
 
 __all__ = ["DISCONNECT_SCOPE_KEY", "ToolsLike", "build_mcp_server", "fresh_server"]
 
@@ -153,7 +154,7 @@ def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[O
     elif isinstance(tools, list):
         provider = lambda: tools  # noqa: E731 - the caller's list, read live
     else:
-        raise TypeError(
+        raise ServeTypeError(
             f"toolnexus: build_mcp_server tools must be a list of Tool or a provider, got {type(tools).__name__}"
         )
     name = cfg.get("name") if cfg else None

@@ -3,15 +3,18 @@
 The socket is bound before `start_listener` returns (a taken port raises `OSError` right there),
 and uvicorn runs as a background task on the calling event loop — no thread. uvicorn is kept out
 of the host process's business: no logging configuration, no signal handlers, no lifespan.
-`ServeHandle.stop()` runs its `on_stop` hooks, stops accepting, lets in-flight requests finish for up to
+`ServeHandle.stop()` stops accepting, runs its `on_stop` hooks (awaiting those that return an
+awaitable: e.g. draining A2A fulfilments), lets in-flight requests finish for up to
 `GRACEFUL_SHUTDOWN` seconds (then cancels them), frees the socket and reaps the server task; it is
-idempotent and safe to call concurrently.
+idempotent and safe to call concurrently. Connections are bounded by `ServeLimits`
+(`toolnexus.serve.limits`): header and body read time, keep-alive, and how many are open at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import ipaddress
 import socket
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +22,9 @@ from typing import Any, Optional
 
 import uvicorn
 
+from ..mcp_serve.errors import ServeConfigError, ServeTypeError
 from ..mcp_serve.http import reap_task
+from .limits import ServeLimits, guarded_protocol
 
 __all__ = ["GRACEFUL_SHUTDOWN", "ServeHandle", "parse_addr", "start_listener"]
 
@@ -30,7 +35,7 @@ _WILDCARDS = ("0.0.0.0", "::", "")
 def parse_addr(addr: str) -> tuple[str, int]:
     """`"host:port"` split at the last colon; no colon ⇒ port only; empty host ⇒ 127.0.0.1."""
     if not isinstance(addr, str):
-        raise TypeError(f"toolnexus: serve addr must be a string like \"127.0.0.1:8080\", got {type(addr).__name__}")
+        raise ServeTypeError(f"toolnexus: serve addr must be a string like \"127.0.0.1:8080\", got {type(addr).__name__}")
     host, sep, port_text = addr.rpartition(":")
     if not sep:
         host, port_text = "", addr
@@ -42,7 +47,7 @@ def parse_addr(addr: str) -> tuple[str, int]:
     except ValueError:
         port = -1
     if not 0 <= port <= 65535:
-        raise ValueError(f'toolnexus: serve addr must be "host:port" with a port 0-65535, got {addr!r}')
+        raise ServeConfigError(f'toolnexus: serve addr must be "host:port" with a port 0-65535, got {addr!r}')
     return host or "127.0.0.1", port
 
 
@@ -66,7 +71,7 @@ async def _bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(sockaddr)
-        sock.listen(128)
+        sock.listen(512)
         sock.setblocking(False)
     except BaseException:
         sock.close()
@@ -97,7 +102,10 @@ class _EmbeddedServer(uvicorn.Server):
 
 
 class ServeHandle:
-    """A running server: `url` (no trailing slash), `host`, `port`, `addr`; `stop()` / `close()`."""
+    """A running server: `url` (no trailing slash), `host`, `port`, `addr`; `stop()` / `close()`.
+
+    `store` is the A2A task store (None without A2A); `profiles` says which of `a2a` / `mcp` are on.
+    """
 
     def __init__(
         self,
@@ -105,7 +113,7 @@ class ServeHandle:
         task: "asyncio.Task[None]",
         sock: socket.socket,
         host: str,
-        on_stop: Sequence[Callable[[], None]] = (),
+        on_stop: Sequence[Callable[[], Any]] = (),
     ) -> None:
         self._server = server
         self._task = task
@@ -116,6 +124,8 @@ class ServeHandle:
         self.port: int = sock.getsockname()[1]
         self.addr = f"{_url_host(host)}:{self.port}"
         self.url = f"http://{self.addr}"
+        self.store: Any = None
+        self.profiles: dict[str, bool] = {}
 
     @property
     def running(self) -> bool:
@@ -133,8 +143,10 @@ class ServeHandle:
 
     async def _shutdown(self) -> None:
         self._server.should_exit = True
-        for hook in self._on_stop:  # e.g. tell in-flight tools to wrap up
-            hook()
+        for hook in self._on_stop:  # e.g. tell in-flight tools to wrap up, drain A2A tasks
+            outcome = hook()
+            if inspect.isawaitable(outcome):
+                await outcome
         await asyncio.wait({self._task}, timeout=GRACEFUL_SHUTDOWN + 1.0)
         if not self._task.done():  # uvicorn did not wind down in time: force it
             self._server.force_exit = True
@@ -151,20 +163,27 @@ class ServeHandle:
         return f"ServeHandle(url={self.url!r}, running={self.running})"
 
 
-async def start_listener(app: Any, addr: str, *, on_stop: Sequence[Callable[[], None]] = ()) -> ServeHandle:
+async def start_listener(app: Any, addr: str, *, on_stop: Sequence[Callable[[], Any]] = (),
+                         limits: Optional[ServeLimits] = None) -> ServeHandle:
     """Bind `addr` and serve the ASGI `app` on the running loop until `stop()`.
 
-    `on_stop` hooks run first thing in `stop()`, before in-flight requests are waited for.
+    `on_stop` hooks run first thing in `stop()` (awaited when they return an awaitable), before
+    in-flight requests are waited for. `limits` bounds connections (defaults: `ServeLimits()`).
     """
+    limits = limits if limits is not None else ServeLimits()
+    if not isinstance(limits, ServeLimits):
+        raise ServeTypeError(f"toolnexus: serve limits must be a ServeLimits, got {type(limits).__name__}")
     host, port = parse_addr(addr)
     sock = await _bind(host, port)
     config = uvicorn.Config(
         app,
+        http=guarded_protocol(limits),
         log_config=None,
         access_log=False,
         lifespan="off",
         ws="none",
         server_header=False,
+        timeout_keep_alive=limits.keep_alive,
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
     )
     loop = asyncio.get_running_loop()

@@ -1,0 +1,8 @@
+"""`python -m toolnexus` — the same as the `toolnexus` command."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The `toolnexus` command: `main(argv) -> exit code`, and the dispatcher over its subcommands.
+
+Each subcommand is one module (`run`, `tools`, `serve`) exposing `NAME`, `SUMMARY`, `FLAGS`
+(`cli.flags.Flag`s) and `async execute(opts, console) -> int`; adding one is a new module plus
+one entry in `COMMANDS` (a task-store command reuses `common.STORE_FLAG` and `common.open_store`,
+which accept every selector `toolnexus.serve.resolve_store` knows). The dispatcher owns what every subcommand shares: usage and help text
+(built from the modules' flags), `--version`, flag parsing, the exit codes, and the rule that no
+traceback and no secret ever reaches the terminal.
+
+Exit codes: 0 success / help / version / clean stop; 1 runtime failure (toolkit build, bind, a
+`--once` run that raised); 2 usage (no or unknown subcommand, bad flag or value, missing
+required flag or key, nothing to serve, unsafe exposure); 3 a `--once` run that ended `pending`
+or `incomplete`; 130 interrupted (Ctrl-C in `run`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from types import ModuleType
+from typing import Optional
+
+from . import run as _run
+from . import serve as _serve
+from . import tools as _tools
+from .common import API_KEY_ENV, MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console
+from .flags import Flag, UsageError, parse
+
+__all__ = ["COMMANDS", "main", "usage"]
+
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve)}
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _flag_lines(flags: list[Flag]) -> list[str]:
+    width = max(len(f.spelled) for f in flags)
+    return [f"  {f.spelled.ljust(width)}  {f.help}" for f in flags]
+
+
+def command_help(module: ModuleType) -> str:
+    lines = [f"usage: toolnexus {module.NAME} [flags]", "", module.SUMMARY, "", "flags:", *_flag_lines(module.FLAGS)]
+    lines += ["", "Flags take --flag value or --flag=value; -flag works too. The API key is read from --api-key, else",
+              "the environment: " + ", ".join(API_KEY_ENV) + "."]
+    return "\n".join(lines)
+
+
+def usage() -> str:
+    """The top-level usage text: every subcommand and its flags, and the API-key variables."""
+    lines = ["usage: toolnexus <command> [flags]", "       toolnexus --help | --version", "", "commands:"]
+    width = max(len(name) for name in COMMANDS)
+    lines += [f"  {name.ljust(width)}  {m.SUMMARY}" for name, m in COMMANDS.items()]
+    shared = {f.name for f in TOOLKIT_FLAGS + MODEL_FLAGS}
+    for title, group in (("toolkit flags (run, tools, serve)", TOOLKIT_FLAGS), ("model flags (run, serve)", MODEL_FLAGS)):
+        lines += ["", title + ":", *_flag_lines(group)]
+    for name, module in COMMANDS.items():
+        own = [f for f in module.FLAGS if f.name not in shared]
+        lines += ["", f"{name} flags:", *_flag_lines(own)]
+    lines += [
+        "",
+        "Flags take --flag value or --flag=value; -flag works too; repeatable flags add up.",
+        "API key: --api-key KEY, else " + API_KEY_ENV[0] + ", then " + API_KEY_ENV[1] + " (--style openai) or "
+        + API_KEY_ENV[2] + " (--style anthropic), then the other of the two. It is never printed.",
+        'Run "toolnexus <command> --help" for one command.',
+    ]
+    return "\n".join(lines)
+
+
+def _dispatch(module: ModuleType, argv: list[str], console: Console) -> int:
+    try:
+        opts = parse(module.FLAGS, argv, command=module.NAME)
+    except UsageError as exc:
+        console.err(f"error: {exc}")
+        console.err(f'run "toolnexus {module.NAME} --help" to see its flags')
+        return EXIT_USAGE
+    if opts.get("help"):
+        console.out(command_help(module))
+        return 0
+    console.add_secret(opts.get("api_key"))
+    try:
+        return asyncio.run(module.execute(opts, console))
+    except CliExit as exc:
+        if exc.message:
+            console.err(exc.message)
+        return exc.code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        console.err(f"error: {type(exc).__name__}: {exc}")
+        return 1
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Run the command line `argv` (default `sys.argv[1:]`); returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    console = Console()
+    if not args:
+        console.out(usage())
+        return EXIT_USAGE
+    head = args[0]
+    if head in ("--help", "-h", "-help", "help"):
+        console.out(usage())
+        return 0
+    if head in ("--version", "-version"):
+        console.out(f"toolnexus {_version()}")
+        return 0
+    module = COMMANDS.get(head)
+    if module is None:
+        console.err(f'unknown command "{head}"')
+        console.err()
+        console.out(usage())
+        return EXIT_USAGE
+    return _dispatch(module, args[1:], console)

@@ -1,0 +1,146 @@
+"""Terminal niceties for `toolnexus run`: reading lines, a progress indicator, answering prompts.
+
+- `LineReader` reads stdin lines on a daemon thread and hands them to the loop, so waiting for
+  input never blocks the event loop and Ctrl-C never waits for a pending `readline`. The REPL and
+  the suspension prompts share it, so no line is read twice or lost.
+- `Progress` shows `⠋ waiting for the model… 3s` on stderr while a model call is in flight, and
+  only when stderr is a terminal (a redirected stderr stays clean for scripts). It is driven by
+  the client's `before_llm` / `after_llm` hooks and always cleared before anything is printed.
+- `TtyAnswerer` is the client's `wait_for` in an interactive REPL: it shows a suspended tool's
+  request on stderr and reads the answer. `approval` takes y/n; `authorization` shows the link
+  and waits for Enter; anything else (`input`, `question`, …) takes one line of text, sent as
+  `{"text": ...}` (or under the schema's single property name when the request has a one-field
+  schema). `/decline` declines any request. Never used when stdin or stderr is not a terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+from typing import Any, Optional
+
+from ..types import Answer, Request
+from .common import Console
+
+__all__ = ["LineReader", "Progress", "TtyAnswerer", "is_interactive"]
+
+_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+DECLINE = "/decline"
+
+
+def is_interactive() -> bool:
+    try:
+        return sys.stdin.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class LineReader:
+    """stdin lines through an `asyncio.Queue`; `None` at end of input."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self._stream = stream if stream is not None else sys.stdin
+        self._queue: asyncio.Queue[Optional[str]] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._pump, name="toolnexus-stdin", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        while True:
+            try:
+                line = self._stream.readline()
+            except (OSError, ValueError):
+                line = ""
+            try:
+                self._loop.call_soon_threadsafe(self._queue.put_nowait, line if line else None)
+            except RuntimeError:  # the loop is gone: the program is exiting
+                return
+            if not line:
+                return
+
+    async def readline(self) -> Optional[str]:
+        """The next line without its newline, or None at end of input."""
+        line = await self._queue.get()
+        if line is None:
+            self._queue.put_nowait(None)  # stay at EOF for later readers
+            return None
+        return line.rstrip("\r\n")
+
+
+class Progress:
+    """A spinner on stderr while the model is working (a no-op when stderr is not a terminal)."""
+
+    def __init__(self, console: Console, enabled: Optional[bool] = None) -> None:
+        self._console = console
+        try:
+            tty = console.stderr.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        self.enabled = tty if enabled is None else enabled
+        self._task: Optional[asyncio.Task[None]] = None
+
+    def hooks(self) -> dict[str, Any]:
+        if not self.enabled:
+            return {}
+        return {"before_llm": lambda _event: self.start(), "after_llm": lambda _event: self.stop()}
+
+    def start(self) -> None:
+        if self.enabled and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._spin())
+
+    def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            self._console.stderr.write("\r\033[K")
+            self._console.stderr.flush()
+
+    async def _spin(self) -> None:
+        started = time.monotonic()
+        i = 0
+        while True:
+            elapsed = int(time.monotonic() - started)
+            self._console.stderr.write(f"\r{_FRAMES[i % len(_FRAMES)]} waiting for the model… {elapsed}s")
+            self._console.stderr.flush()
+            i += 1
+            await asyncio.sleep(0.1)
+
+
+def _single_field(req: Request) -> Optional[str]:
+    schema = (req.data or {}).get("schema") if isinstance(req.data, dict) else None
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return next(iter(props)) if isinstance(props, dict) and len(props) == 1 else None
+
+
+class TtyAnswerer:
+    """The REPL's `wait_for`: ask the person at the terminal (see the module docstring)."""
+
+    def __init__(self, console: Console, lines: LineReader, progress: Optional[Progress] = None) -> None:
+        self._console, self._lines, self._progress = console, lines, progress
+
+    async def __call__(self, req: Request) -> Optional[Answer]:
+        if self._progress is not None:
+            self._progress.stop()
+        c = self._console
+        c.err(f"? {req.prompt}")
+        if req.url:
+            c.err(f"  {req.url}")
+        if req.kind == "approval":
+            c.err("  approve? [y/N] ", end="")
+        elif req.kind == "authorization":
+            c.err(f"  press Enter when done ({DECLINE} to decline) ", end="")
+        else:
+            c.err(f"  answer ({DECLINE} to decline): ", end="")
+        line = await self._lines.readline()
+        if line is None or line.strip() == DECLINE:
+            return Answer(id=req.id, ok=False, reason="declined")
+        text = line.strip()
+        if req.kind == "approval":
+            ok = text.lower() in ("y", "yes")
+            return Answer(id=req.id, ok=ok, reason=None if ok else "declined")
+        if req.kind == "authorization":
+            return Answer(id=req.id, ok=True)
+        field = _single_field(req)
+        return Answer(id=req.id, ok=True, data={field or "text": text})

@@ -1,0 +1,40 @@
+"""`toolnexus tools`: what the toolkit the flags describe holds.
+
+stdout: one line per configured MCP server, in config order, `# mcp <server>: <status>`
+(`connected`, `failed` or `disabled`), then one line per tool in toolkit order,
+`<name>\\t(<source>)` — built-ins included, as they are on by default. `--json` prints
+`{"mcp": {<server>: <status>}, "tools": [{"name", "source", "description"}]}` instead. No model
+is needed; the toolkit is closed before exiting.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .common import TOOLKIT_FLAGS, Console, build_toolkit
+from .flags import Flag
+
+NAME = "tools"
+SUMMARY = "list the tools (and MCP server status) the configuration gives the agent"
+FLAGS = [*TOOLKIT_FLAGS, Flag("json", None, "print one JSON object instead of lines")]
+
+
+async def execute(opts: dict[str, Any], console: Console) -> int:
+    toolkit = await build_toolkit(opts)
+    try:
+        status = toolkit.mcp_status()
+        tools = toolkit.tools()
+        if opts.get("json"):
+            console.out(json.dumps({
+                "mcp": dict(status),
+                "tools": [{"name": t.name, "source": t.source, "description": t.description} for t in tools],
+            }))
+            return 0
+        for server, state in status.items():
+            console.out(f"# mcp {server}: {state}")
+        for t in tools:
+            console.out(f"{t.name}\t({t.source})")
+        return 0
+    finally:
+        await toolkit.close()

@@ -1,0 +1,235 @@
+"""Where served A2A tasks live: the `TaskStore` interface, an in-memory and a file store, selectors.
+
+Every read and write of a served task goes through a store, so a host can keep tasks across a
+restart by choosing a durable one. Tasks are plain JSON objects in our stored form (lowercase
+states, `kind` parts); the wire shape each protocol generation wants is rendered from it on the
+way out (`toolnexus.serve.a2a_render`).
+
+- `InMemoryTaskStore` is bounded: at most `max_tasks` tasks (the least recently saved finished
+  task goes first, then the least recently saved task of any state), and a finished task
+  (`completed`, `failed`, `canceled`, `rejected`) is forgotten `terminal_ttl` seconds after its
+  last save. A task waiting for input is never expired by time: its human may answer late.
+- `FileTaskStore` keeps one `<dir>/<sanitize(id)>.json` per task. A save writes a temp file with a
+  unique name in the same directory, fsyncs it, `os.replace`s it over the target and fsyncs the
+  directory, so a reader never sees half a file and concurrent saves of one id never collide.
+  File work runs in a worker thread, never on the event loop. A file whose task id differs from
+  the one asked for (two ids that sanitise alike) reads as missing.
+- `resolve_store(selector)`: `None`/`"memory"` → a new `InMemoryTaskStore`, `"file:<dir>"` →
+  `FileTaskStore(dir)`, a `TaskStore` (or any object with async `get`/`save`) → itself. Further
+  schemes (a database, say) plug in with `register_store_scheme("sqlite", factory)`; the factory
+  gets the text after the colon. The CLI's `--store` goes through `resolve_store` too, so a
+  registered scheme works there as well.
+
+Not here: a task's life cycle (`toolnexus.serve.fulfil`), rendering, locking across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any, Optional, Union
+
+from ..mcp_serve.errors import UnknownStoreError
+from ..types import sanitize
+
+__all__ = [
+    "DEFAULT_MAX_TASKS",
+    "DEFAULT_TERMINAL_TTL",
+    "FINISHED_STATES",
+    "FileTaskStore",
+    "InMemoryTaskStore",
+    "StoreFactory",
+    "TaskStore",
+    "register_store_scheme",
+    "resolve_store",
+]
+
+A2ATask = dict[str, Any]
+StoreFactory = Callable[[str], "TaskStore"]
+
+DEFAULT_MAX_TASKS = 10_000
+DEFAULT_TERMINAL_TTL = 3600.0  # seconds
+FINISHED_STATES = frozenset({"completed", "failed", "canceled", "rejected"})
+
+
+def _state(task: A2ATask) -> Optional[str]:
+    status = task.get("status")
+    return status.get("state") if isinstance(status, dict) else None
+
+
+def _matches(task: A2ATask, states: Optional[Iterable[str]]) -> bool:
+    return states is None or _state(task) in set(states)
+
+
+class TaskStore(ABC):
+    """Async storage of served tasks by id. `save` is an upsert keyed by `task["id"]`."""
+
+    @abstractmethod
+    async def get(self, id: str) -> Optional[A2ATask]:  # noqa: A002 - the wire's name
+        """The stored task, or None when unknown."""
+
+    @abstractmethod
+    async def save(self, task: A2ATask) -> None:
+        """Insert or replace the task with this `task["id"]`."""
+
+    async def list_tasks(self, *, states: Optional[Iterable[str]] = None) -> list[A2ATask]:
+        """Stored tasks, optionally only those in `states` (e.g. the ones waiting for input)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list its tasks")
+
+    async def close(self) -> None:
+        """Release what the store holds (connections, files). The built-in stores hold nothing."""
+
+
+class InMemoryTaskStore(TaskStore):
+    """Tasks in a dict for the life of the process, bounded by count and by age once finished."""
+
+    def __init__(self, *, max_tasks: Optional[int] = DEFAULT_MAX_TASKS,
+                 terminal_ttl: Optional[float] = DEFAULT_TERMINAL_TTL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if max_tasks is not None and (isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or max_tasks < 1):
+            raise ValueError(f"toolnexus: InMemoryTaskStore max_tasks must be a positive integer or None, got {max_tasks!r}")
+        self.max_tasks = max_tasks
+        self.terminal_ttl = terminal_ttl
+        self._clock = clock
+        self._tasks: OrderedDict[str, tuple[float, str]] = OrderedDict()  # id -> (saved at, JSON)
+
+    def _expired(self, saved_at: float, task_json: str) -> bool:
+        if self.terminal_ttl is None or self._clock() - saved_at < self.terminal_ttl:
+            return False
+        return _state(json.loads(task_json)) in FINISHED_STATES
+
+    def _sweep(self) -> None:
+        for key in [k for k, (at, raw) in self._tasks.items() if self._expired(at, raw)]:
+            del self._tasks[key]
+        while self.max_tasks is not None and len(self._tasks) > self.max_tasks:
+            finished = next((k for k, (_, raw) in self._tasks.items() if _state(json.loads(raw)) in FINISHED_STATES), None)
+            self._tasks.pop(finished if finished is not None else next(iter(self._tasks)))
+
+    async def get(self, id: str) -> Optional[A2ATask]:  # noqa: A002
+        entry = self._tasks.get(id)
+        if entry is None:
+            return None
+        if self._expired(*entry):
+            del self._tasks[id]
+            return None
+        return json.loads(entry[1])  # a copy: callers cannot change what is stored
+
+    async def save(self, task: A2ATask) -> None:
+        self._tasks[str(task["id"])] = (self._clock(), json.dumps(task))
+        self._tasks.move_to_end(str(task["id"]))
+        self._sweep()
+
+    async def list_tasks(self, *, states: Optional[Iterable[str]] = None) -> list[A2ATask]:
+        self._sweep()
+        tasks = [json.loads(raw) for _, raw in self._tasks.values()]
+        return [t for t in tasks if _matches(t, states)]
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # e.g. a platform without directory handles
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class FileTaskStore(TaskStore):
+    """One JSON file per task under `dir`, written atomically (see the module docstring)."""
+
+    def __init__(self, dir: str) -> None:  # noqa: A002 - the spec's name
+        if not isinstance(dir, str) or not dir:
+            raise ValueError(f"toolnexus: FileTaskStore needs a directory path, got {dir!r}")
+        self.dir = dir
+        os.makedirs(dir, exist_ok=True)
+
+    def path_for(self, id: str) -> str:  # noqa: A002
+        return os.path.join(self.dir, sanitize(str(id)) + ".json")
+
+    def _read(self, path: str) -> Optional[A2ATask]:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                task = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        return task if isinstance(task, dict) else None
+
+    def _get(self, id: str) -> Optional[A2ATask]:  # noqa: A002
+        task = self._read(self.path_for(id))
+        return task if task is not None and str(task.get("id")) == str(id) else None
+
+    def _save(self, task: A2ATask) -> None:
+        target = self.path_for(task["id"])
+        data = json.dumps(task).encode("utf-8")
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        _fsync_dir(self.dir)
+
+    def _list(self, states: Optional[Iterable[str]]) -> list[A2ATask]:
+        out = []
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith(".json") and not name.startswith("."):
+                task = self._read(os.path.join(self.dir, name))
+                if task is not None and _matches(task, states):
+                    out.append(task)
+        return out
+
+    async def get(self, id: str) -> Optional[A2ATask]:  # noqa: A002
+        return await asyncio.to_thread(self._get, id)
+
+    async def save(self, task: A2ATask) -> None:
+        await asyncio.to_thread(self._save, dict(task))
+
+    async def list_tasks(self, *, states: Optional[Iterable[str]] = None) -> list[A2ATask]:
+        wanted = None if states is None else list(states)
+        return await asyncio.to_thread(self._list, wanted)
+
+    def __repr__(self) -> str:
+        return f"FileTaskStore(dir={self.dir!r})"
+
+
+_SCHEMES: dict[str, StoreFactory] = {"file": FileTaskStore}
+
+
+def register_store_scheme(scheme: str, factory: StoreFactory) -> None:
+    """Let `resolve_store("<scheme>:<rest>")` build a store with `factory(<rest>)`."""
+    if not scheme or not scheme.isidentifier():
+        raise ValueError(f"toolnexus: a store scheme must be a plain word, got {scheme!r}")
+    _SCHEMES[scheme] = factory
+
+
+def resolve_store(store: Union[TaskStore, str, None] = None) -> TaskStore:
+    """A store from a selector (see the module docstring); an unknown string raises `UnknownStoreError`."""
+    if store is None or store == "memory":
+        return InMemoryTaskStore()
+    if isinstance(store, str):
+        scheme, sep, rest = store.partition(":")
+        factory = _SCHEMES.get(scheme) if sep else None
+        if factory is None or (scheme == "file" and not rest):
+            raise UnknownStoreError(f'Unknown A2A store: "{store}" (expected "memory" or "file:<dir>")')
+        return factory(rest)
+    return store  # duck-typed: anything with async get/save
