@@ -49,8 +49,7 @@ _register(
     ".client",
     "Client ClientStyle Conversation ConversationStore ErrorClassifier ErrorInfo ErrorTier Hooks "
     "HttpTransport InMemoryConversationStore InProcessTransport MetricEvent OnMetric RunCancelled "
-    "RunResult RunTimeout UrllibTransport WaitFor create_client create_in_process_client ResumeError "
-    "ContentPartError",
+    "RunResult RunTimeout UrllibTransport WaitFor create_client create_in_process_client ResumeError",
 )
 _register(".translate", "TranslateResult TranslatedToolCall")
 _register(".relay", "RELAY_KIND RelayCall RelayResult relay_tool is_relay_request relay_calls_of relay_answer")
@@ -69,6 +68,11 @@ _register(
 _register(".builtin", "BuiltinsConfig builtins_enabled create_builtin_tools select_builtins")
 _register(".a2a", "Agent AgentConfig AgentsConfig agent agent_tools parse_agents_config")
 _register(".serve", "ServeHandle")
+_register(
+    ".content",
+    "MEDIA_TYPES ContentPartError UnsupportedPartError ContentPart text image file audio part set_max_part_bytes "
+    "get_max_part_bytes encode_part summarize estimate_tokens",
+)
 
 __all__ = [
     "Answer",

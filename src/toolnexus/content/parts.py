@@ -160,6 +160,8 @@ def placeholder_text(p: PartLike) -> str:
 
 def _check_base64(kind: str, data: str) -> None:
     try:
+        if len(data) % 4:
+            raise ValueError(f"length {len(data)} is not a multiple of 4")
         base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as e:
         raise ContentPartError(f"a {kind} part's data is not valid padded base64 ({e})") from None

@@ -197,8 +197,8 @@ class OpenAIWire(DialectBase):
         for e in entries:
             msg: dict[str, Any] = {"role": "tool", "tool_call_id": e.call.id, "content": e.output}
             if e.parts:
-                msg["name"] = e.call.name
                 msg["parts"] = e.parts
+                msg["name"] = e.call.name
             out.append(msg)
         return out
 
