@@ -243,7 +243,7 @@ class RunLoop:
         todo = [c for i, c in enumerate(calls) if i not in settled]
         for c in todo:
             yield {"type": "tool_call", "id": c.id, "name": c.name, "args": c.args}
-        runner = ToolRunner(self.client, self.toolkit, turn_index)
+        runner = ToolRunner(self.client, self.toolkit, turn_index, self.model)
         ran = iter(await self._bounded(runner.run_all(todo)) if todo else [])
         outcomes = [settled[i] if i in settled else next(ran) for i in range(len(calls))]
         for o in outcomes:

@@ -57,10 +57,11 @@ def first_leaf(group: BaseExceptionGroup) -> BaseException:
 class ToolRunner:
     """Runs tool calls for one turn of one run (hooks, toolkit, metrics)."""
 
-    def __init__(self, client: Any, toolkit: Any, turn: int) -> None:
+    def __init__(self, client: Any, toolkit: Any, turn: int, model: Optional[str] = None) -> None:
         self.client = client
         self.toolkit = toolkit
         self.turn = turn
+        self.model = client.model if model is None else model  # the run's model this turn (metric `model`)
 
     def source_of(self, name: str) -> str:
         tool = self.toolkit.get(name) if self.toolkit is not None else None
@@ -78,7 +79,7 @@ class ToolRunner:
         suspended = pending_of(result) is not None
         event: dict[str, Any] = {"event": "tool", "tool": name, "source": self.source_of(name),
                                  "is_error": False if suspended else bool(result.is_error),
-                                 "ms": (time.monotonic() - started) * 1000}
+                                 "ms": (time.monotonic() - started) * 1000, "model": self.model}
         if suspended:
             event["pending"] = True
         self.client._emit(event)
