@@ -69,6 +69,13 @@ _register(".builtin", "BuiltinsConfig builtins_enabled create_builtin_tools sele
 _register(".a2a", "Agent AgentConfig AgentsConfig agent agent_tools parse_agents_config")
 _register(".serve", "ServeHandle")
 _register(
+    ".classifier",
+    "ClassifierStyle ClassifierError NoulCriteria NoulQuestion ChoiceQuestion ScoreQuestion Question NoulAnswer "
+    "ChoiceAnswer ScoreAnswer DecisionAnswer ClassifierUsage Decision RecordedDecision ClassifierResponse "
+    "ClassifierTransport choice_over question_wire questions_wire canonical_json canonical_request near_uniform "
+    "create_classifier Classifier",
+)
+_register(
     ".content",
     "MEDIA_TYPES ContentPartError UnsupportedPartError ContentPart text image file audio part set_max_part_bytes "
     "get_max_part_bytes encode_part summarize estimate_tokens",
