@@ -76,6 +76,18 @@ _register(
     "create_classifier Classifier",
 )
 _register(
+    ".judge",
+    "Bands noul choice score questions state context JudgeAnswer ask Rule Policy Outcome decide gate "
+    "static_classifier decision_wire question_from_wire Tape",
+)
+_register(
+    ".judge_batteries",
+    "ToolGuardClassifier ToolRelevanceClassifier SkillRelevanceClassifier ToolResultFilterClassifier "
+    "IsCompleteClassifier AgentRouterClassifier ContentGuardClassifier ModelRouterClassifier ToolGuardVerdict "
+    "RelevanceVerdict FilterVerdict CompleteVerdict AgentVerdict ContentVerdict ModelVerdict ContentGuardBlocked "
+    "latest_user_text",
+)
+_register(
     ".content",
     "MEDIA_TYPES ContentPartError UnsupportedPartError ContentPart text image file audio part set_max_part_bytes "
     "get_max_part_bytes encode_part summarize estimate_tokens",
