@@ -87,6 +87,7 @@ _register(
     "RelevanceVerdict FilterVerdict CompleteVerdict AgentVerdict ContentVerdict ModelVerdict ContentGuardBlocked "
     "latest_user_text",
 )
+_register(".acp", "ACPClient ACPError ACPOptions ACPPermissionTimeoutError load_acp")
 _register(
     ".content",
     "MEDIA_TYPES ContentPartError UnsupportedPartError ContentPart text image file audio part set_max_part_bytes "

@@ -12,8 +12,14 @@ them and listed here):
     ├── ProviderResponseError    client: a 2xx body of the wrong shape (also ValueError)
     ├── RunTimeout               client: the run's deadline ran out (also TimeoutError)
     ├── RunCancelled             client: the run's cancel event was set
-    ├── ContentPartError         client: an invalid or unsupported content part (also ValueError)
-    └── ResumeError              client/agents: a resume that cannot proceed (also ValueError)
+    ├── ContentPartError         content/client: an invalid, oversize or unreadable content part (also ValueError)
+    ├── UnsupportedPartError     content/client: a part a provider wire has no block for (also ValueError)
+    ├── ResumeError              client/agents: a resume that cannot proceed (also ValueError)
+    ├── ClassifierError          classifier/judge: bad questions or input, a failed call, a bad answer
+    │   ├── BatteryConfigError   judge_batteries: a battery built without a usable option (also ValueError)
+    │   └── ContentGuardBlocked  judge_batteries: the content guard hook blocked the latest user text
+    └── ACPError                 acp: the agent failed, timed out or replied with an error (also RuntimeError)
+        └── ACPPermissionTimeoutError  acp: a turn got no reply within its timeout
 """
 
 from __future__ import annotations
