@@ -115,3 +115,30 @@ async def test_compactor_bounds_a_tool_loop_in_a_later_user_turn_after_an_earlie
     assert result[:3] == [msgs[0], msgs[2], {"role": "system", "content": "[Summary of earlier conversation]\n11 earlier"}]
     assert result[3:] == msgs[-2:]
     assert estimate_tokens(result) <= 600
+
+
+def test_021_module_imports_work_and_construct_nothing():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from toolnexus.classifier import create_classifier, NoulQuestion, Decision, ClassifierError\n"
+        "from toolnexus.judge import noul, ask, gate, Rule, Policy, Tape\n"
+        "from toolnexus.judge_batteries import ToolGuardClassifier, ContentGuardBlocked, ROLE_TOOL_GUARD\n"
+        "from toolnexus.content import image, file, audio, text, encode_part\n"
+        "from toolnexus.acp import load_acp, ACPOptions, ACPError\n"
+        "import toolnexus\n"
+        "assert toolnexus.create_classifier is create_classifier and toolnexus.ToolGuardClassifier is ToolGuardClassifier\n"
+        "print(sorted(m for m in ('httpx', 'mcp', 'toolnexus.client', 'urllib.request') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_client_has_no_classifier_parameter():
+    import inspect
+
+    from toolnexus.client import Client
+
+    assert "classifier" not in inspect.signature(Client.__init__).parameters

@@ -27,8 +27,6 @@ import asyncio
 import os
 import re
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
@@ -48,6 +46,9 @@ class UrllibClassifierTransport:
     """The default transport: one stdlib `urllib` POST per attempt (synchronous; runs on a worker thread)."""
 
     def post(self, url: str, headers: dict[str, str], body: bytes, timeout: float) -> ClassifierResponse:
+        import urllib.error
+        import urllib.request  # loaded on the first call: importing the classifier stays cheap
+
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - caller-chosen endpoint

@@ -24,7 +24,7 @@ from .common import (DEFAULT_DIMENSIONS, RISK_RUBRIC, ROLE_AGENT_ROUTER, ROLE_CO
                      ROLE_TOOL_RESULT_FILTER, BatteryConfigError, ContentGuardBlocked, Hook, latest_user_text)
 from .complete import CompleteVerdict, IsCompleteClassifier
 from .content_guard import ContentGuardClassifier, ContentVerdict
-from .filter import FilterVerdict, ToolResultFilterClassifier
+from .result_filter import FilterVerdict, ToolResultFilterClassifier
 from .guard import ToolGuardClassifier, ToolGuardVerdict
 from .relevance import RelevanceVerdict, SkillRelevanceClassifier, ToolRelevanceClassifier
 from .routers import AgentRouterClassifier, AgentVerdict, ModelRouterClassifier, ModelVerdict
