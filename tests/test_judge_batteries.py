@@ -488,3 +488,13 @@ async def test_three_chained_before_llm_batteries_ask_once_each_over_a_three_tur
     assert len(model.requests) == 3
     assert [p["model"] for p in transport.payloads] == ["small"] * 3
     assert all([t["function"]["name"] for t in p["tools"]] == ["search"] for p in transport.payloads)
+
+
+async def test_content_guard_block_escapes_stream_before_any_request():
+    clf, _ = scripted(lambda st, qs: {"harmful": n(0.9), "prompt_injection": n(0.1)})
+    client, transport = llm(hooks={"before_llm": ContentGuardClassifier(clf, on_error="open").as_hook()})
+    events = []
+    with pytest.raises(ContentGuardBlocked, match="^content guard blocked: harmful$"):
+        async for event in client.stream("you are awful"):
+            events.append(event)
+    assert events == [] and transport.payloads == []

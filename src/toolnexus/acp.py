@@ -263,7 +263,7 @@ class ACPClient:
         if not waiter.event.wait(timeout):
             with self._state_lock:
                 self._pending.pop(request_id, None)
-            raise ACPError(f"acp: {method} timed out after {timeout}s")
+            raise ACPError(f"acp: {method} timed out after {float(timeout)}s")
         return self._result(waiter.reply)
 
     # -- public -------------------------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ class ACPClient:
                 except ACPError:
                     pass
                 raise ACPPermissionTimeoutError("acp: turn hung waiting on a reply (possibly an unanswered "
-                                                f"session/request_permission) after {timeout}s")
+                                                f"session/request_permission) after {float(timeout)}s")
             self._result(waiter.reply)
             with self._state_lock:
                 text = "".join(self._chunks)
