@@ -278,7 +278,7 @@ async def test_before_tool_short_circuit_skips_execute_and_after_tool_but_emits_
     assert ran == [] and r.tool_calls[0]["output"] == "denied" and r.tool_calls[0]["is_error"] is True
     tool_events = [e for e in metrics if e["event"] == "tool"]
     assert len(tool_events) == 1 and tool_events[0]["is_error"] is True and "pending" not in tool_events[0]
-    assert set(tool_events[0]) == {"event", "tool", "source", "is_error", "ms"}
+    assert set(tool_events[0]) == {"event", "tool", "source", "is_error", "ms", "model"}
 
 
 async def test_before_llm_can_replace_messages_and_empty_tools_omit_keys():

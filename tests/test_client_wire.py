@@ -10,6 +10,7 @@ import pytest
 
 from support.llm_server import (Json, LlmServer, Raw, anthropic_calls, anthropic_text, openai_calls, openai_text)
 from toolnexus.client import ContentPartError, ProviderResponseError, create_client
+from toolnexus.content import UnsupportedPartError
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Tool, ToolResult
 
@@ -168,27 +169,26 @@ async def test_user_parts_are_mapped_per_wire_and_stored_canonically(server):
         "type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
 
 
-@pytest.mark.parametrize("style,prompt,message", [
-    ("openai", [{"type": "video", "mimeType": "video/mp4", "data": PNG}],
-     "toolnexus: prompt part 0: unknown part type 'video' (expected text, image, audio or file)"),
-    ("openai", ["ok", {"type": "image", "mimeType": "image/png", "data": "***"}],
-     "toolnexus: prompt part 1: image part `data` is not valid base64"),
-    ("openai", [{"type": "image", "data": PNG}],
-     "toolnexus: prompt part 0: image part needs a `mimeType` like 'image/png'"),
-    ("openai", [3], "toolnexus: prompt part 0: expected a str or a part dict, got int"),
-    ("anthropic", [{"type": "audio", "mimeType": "audio/wav", "data": PNG}],
-     "toolnexus: user-attached audio part (audio/wav) cannot be sent on the anthropic wire: not supported by this wire"),
+@pytest.mark.parametrize("style,prompt,error,message", [
+    ("openai", [{"type": "video", "mimeType": "video/mp4", "data": PNG}], ContentPartError,
+     'unknown content part type "video"'),
+    ("openai", ["ok", {"type": "image", "mimeType": "image/png", "data": "***"}], ContentPartError,
+     "a image part's data is not valid padded base64"),
+    ("openai", [{"type": "image", "data": PNG}], ContentPartError, "a image part needs a mimeType"),
+    ("openai", [3], ContentPartError, "not a content part: int"),
+    ("anthropic", [{"type": "audio", "mimeType": "audio/wav", "data": PNG}], UnsupportedPartError,
+     'no "anthropic" block shape for a audio part (audio/wav)'),
 ])
-async def test_invalid_user_parts_fail_before_any_http(server, style, prompt, message):
+async def test_invalid_user_parts_fail_before_any_http(server, style, prompt, error, message):
     async with llm(server, style) as c:
-        with pytest.raises(ContentPartError) as e:
+        with pytest.raises(error) as e:
             await c.run(prompt)
-    assert str(e.value) == message and server.requests == []
+    assert str(e.value).startswith(message) and server.requests == []
 
 
 async def test_oversize_user_part_raises(server):
     async with llm(server, "openai", max_part_bytes=4) as c:
-        with pytest.raises(ContentPartError, match="exceeds max_part_bytes 4"):
+        with pytest.raises(ContentPartError, match="over the maxPartBytes limit of 4"):
             await c.run([{"type": "image", "mimeType": "image/png", "data": PNG}])
     assert server.requests == []
 
@@ -199,7 +199,7 @@ async def test_part_policy_set_after_a_run_applies_to_the_next_run(server):
     async with llm(server, "openai") as c:
         await c.run(image)
         c.max_part_bytes = 4  # construction keywords are plain attributes
-        with pytest.raises(ContentPartError, match="exceeds max_part_bytes 4"):
+        with pytest.raises(ContentPartError, match="over the maxPartBytes limit of 4"):
             await c.run(image)
     assert len(server.requests) == 1
 
@@ -237,14 +237,15 @@ async def test_unsupported_tool_part_degrades_to_placeholder_with_warning(server
     with caplog.at_level(logging.WARNING, logger="toolnexus"):
         async with llm(server, "anthropic") as c:
             await c.run("x", kit(make_tool("rec", clip)))
-    placeholder = "[audio part (audio/ogg) omitted: not supported by this wire]"
+    placeholder = f"[unsupported audio part (audio/ogg, {len(base64.b64decode(PNG))} bytes)]"
     assert server.requests[1].json["messages"][-1]["content"][0]["content"] == [
         {"type": "text", "text": "clip"}, {"type": "text", "text": placeholder}]
-    assert f"[toolnexus] {placeholder}" in [r.getMessage() for r in caplog.records]
+    assert ('[toolnexus] no "anthropic" block shape for a audio part (audio/ogg) — sent as a text placeholder'
+            in [r.getMessage() for r in caplog.records])
 
 
 async def test_on_unsupported_part_text_degrades_user_parts_too(server):
     server.add(Json(anthropic_text("ok")))
     async with llm(server, "anthropic", on_unsupported_part="text") as c:
         await c.run([{"type": "audio", "mimeType": "audio/wav", "data": PNG}])
-    assert json.dumps(server.requests[0].json["messages"][0]["content"]).count("omitted") == 1
+    assert json.dumps(server.requests[0].json["messages"][0]["content"]).count("[unsupported audio part") == 1

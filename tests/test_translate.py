@@ -201,25 +201,26 @@ def test_part_to_anthropic_text_part_stays_text():
 
 
 @pytest.mark.parametrize(
-    ("part", "names"),
+    ("part", "placeholder"),
     [
-        ({"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="}, "audio part (audio/wav)"),
-        ({"type": "input_audio", "input_audio": {"data": "SUQz", "format": "mp3"}}, "audio part (audio/mpeg)"),
-        ({"type": "file", "mimeType": "application/zip", "data": "UEsDBA=="}, "file part (application/zip)"),
-        ({"type": "file", "file": {"file_id": "file-123"}}, "file part ("),
-        ({"type": "image", "mimeType": "image/png"}, "image part (image/png)"),
+        ({"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="}, "[unsupported audio part (audio/wav, 4 bytes)]"),
+        ({"type": "input_audio", "input_audio": {"data": "SUQz", "format": "mp3"}},
+         "[unsupported audio part (audio/mpeg, 3 bytes)]"),
+        ({"type": "file", "mimeType": "application/zip", "data": "UEsDBA=="},
+         "[unsupported file part (application/zip, 4 bytes)]"),
+        ({"type": "file", "file": {"file_id": "file-123"}}, "[unsupported file part (, 0 bytes)]"),
+        ({"type": "image", "mimeType": "image/png"}, "[unsupported image part (image/png, 0 bytes)]"),
     ],
 )
-def test_part_to_anthropic_degrades_what_anthropic_cannot_carry_to_a_named_placeholder(part, names):
-    block = part_to_anthropic(part)
-    assert block["type"] == "text"
-    assert names in block["text"] and "omitted" in block["text"]
+def test_part_to_anthropic_degrades_what_anthropic_cannot_carry_to_a_named_placeholder(part, placeholder):
+    assert part_to_anthropic(part) == {"type": "text", "text": placeholder}
 
 
 def test_part_to_anthropic_warns_when_it_degrades_a_part(caplog):
     with caplog.at_level(logging.WARNING, logger="toolnexus"):
         part_to_anthropic({"type": "audio", "mimeType": "audio/x-translate-test", "data": "AAAA"})
-    assert any("audio part (audio/x-translate-test) omitted" in r.getMessage() for r in caplog.records)
+    assert ('[toolnexus] no "anthropic" block shape for a audio part (audio/x-translate-test) — sent as a text '
+            "placeholder") in [r.getMessage() for r in caplog.records]
 
 
 def test_part_to_anthropic_passes_unknown_and_native_blocks_through_verbatim():

@@ -49,8 +49,7 @@ _register(
     ".client",
     "Client ClientStyle Conversation ConversationStore ErrorClassifier ErrorInfo ErrorTier Hooks "
     "HttpTransport InMemoryConversationStore InProcessTransport MetricEvent OnMetric RunCancelled "
-    "RunResult RunTimeout UrllibTransport WaitFor create_client create_in_process_client ResumeError "
-    "ContentPartError",
+    "RunResult RunTimeout UrllibTransport WaitFor create_client create_in_process_client ResumeError",
 )
 _register(".translate", "TranslateResult TranslatedToolCall")
 _register(".relay", "RELAY_KIND RelayCall RelayResult relay_tool is_relay_request relay_calls_of relay_answer")
@@ -72,6 +71,30 @@ _register(
     ".serve",
     "A2AConfig FileTaskStore InMemoryTaskStore OnTask ServeHandle ServeLimits TaskStore build_agent_card "
     "resolve_store start_a2a_server",
+_register(
+    ".classifier",
+    "ClassifierStyle ClassifierError NoulCriteria NoulQuestion ChoiceQuestion ScoreQuestion Question NoulAnswer "
+    "ChoiceAnswer ScoreAnswer DecisionAnswer ClassifierUsage Decision RecordedDecision ClassifierResponse "
+    "ClassifierTransport choice_over question_wire questions_wire canonical_json canonical_request near_uniform "
+    "create_classifier Classifier",
+)
+_register(
+    ".judge",
+    "Bands noul choice score questions state context JudgeAnswer ask Rule Policy Outcome decide gate "
+    "static_classifier decision_wire question_from_wire Tape",
+)
+_register(
+    ".judge_batteries",
+    "ToolGuardClassifier ToolRelevanceClassifier SkillRelevanceClassifier ToolResultFilterClassifier "
+    "IsCompleteClassifier AgentRouterClassifier ContentGuardClassifier ModelRouterClassifier ToolGuardVerdict "
+    "RelevanceVerdict FilterVerdict CompleteVerdict AgentVerdict ContentVerdict ModelVerdict ContentGuardBlocked "
+    "latest_user_text",
+)
+_register(".acp", "ACPClient ACPError ACPOptions ACPPermissionTimeoutError load_acp")
+_register(
+    ".content",
+    "MEDIA_TYPES ContentPartError UnsupportedPartError ContentPart text image file audio part set_max_part_bytes "
+    "get_max_part_bytes encode_part summarize estimate_tokens",
 )
 
 __all__ = [

@@ -15,6 +15,16 @@ the replay compacts again).
 Choices where the spec is silent: a missing or non-list `ev["messages"]` counts as empty (no-op);
 with the default estimator the tail scan sums per-message estimates instead of re-serializing
 every suffix, which gives the same numbers.
+
+Long tool loops: one user turn followed by many tool rounds has no user turn to split at, so the
+rule above would keep the whole loop (and, with nothing older than that turn, never compact at
+all — 0.21 programs that attach `compactor(...)` as the client's `before_llm` expect it to keep a
+long run bounded). When no real user turn fits the tail budget, the cut may also fall between tool
+rounds of the most recent turn: at the first assistant message carrying tool calls (other than
+the turn's first one) whose suffix fits `keep_tail`, else at the last such message. That user
+turn is kept verbatim, the summary follows it, and the tail starts at an assistant tool-call
+message — so, again, no tool result is separated from its call. A turn with a single tool round
+has no such cut point and is handled exactly as before.
 """
 
 from __future__ import annotations
@@ -77,6 +87,25 @@ def _find_split(msgs: Messages, head0: int, keep_tail: int, suffix: Callable[[in
     return boundaries[-1] if boundaries else len(msgs)
 
 
+def _calls_tools(message: Any) -> bool:
+    """An assistant message that opens a tool round (OpenAI `tool_calls` or Anthropic `tool_use` blocks)."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return False
+    if message.get("tool_calls"):
+        return True
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
+
+
+def _find_round_split(msgs: Messages, turn: int, keep_tail: int, suffix: Callable[[int], int]) -> Optional[int]:
+    """A cut between the tool rounds after the user turn at `turn` (see the module docstring), or None."""
+    rounds = [i for i in range(turn + 2, len(msgs)) if _calls_tools(msgs[i])]
+    if not rounds:
+        return None
+    fitting = [i for i in rounds if suffix(i) <= keep_tail]
+    return fitting[0] if fitting else rounds[-1]
+
+
 def compactor(
     *,
     max_tokens: int,
@@ -99,8 +128,15 @@ def compactor(
         if not isinstance(msgs, list) or count(msgs) <= max_tokens:
             return None
         head0 = 1 if msgs and isinstance(msgs[0], dict) and msgs[0].get("role") == "system" else 0
-        split = _find_split(msgs, head0, tail_budget, _suffix_counter(msgs, count_tokens))
-        older = msgs[head0:split]
+        suffix = _suffix_counter(msgs, count_tokens)
+        split = _find_split(msgs, head0, tail_budget, suffix)
+        kept_turn: Messages = []
+        tail_start = split
+        if split < len(msgs) and suffix(split) > tail_budget:  # no user turn fits: try between tool rounds
+            cut = _find_round_split(msgs, split, tail_budget, suffix)
+            if cut is not None:
+                kept_turn, tail_start = [msgs[split]], cut
+        older = msgs[head0:split] + msgs[split + 1 : tail_start] if kept_turn else msgs[head0:split]
         if not older:
             return None
         summary = summarize(older)
@@ -110,9 +146,10 @@ def compactor(
         return {
             "messages": [
                 *msgs[:head0],
+                *kept_turn,
                 {"role": "system", "content": SUMMARY_PREFIX + str(summary)},
                 *flush,
-                *msgs[split:],
+                *msgs[tail_start:],
             ]
         }
 

@@ -143,7 +143,7 @@ class Client:
     @property
     def _dialect(self) -> WireDialect:
         """The wire for `style` (built per use, so it always reflects the current attributes)."""
-        return dialect_for(self.style, PartPolicy(self.on_unsupported_part, self.max_part_bytes))
+        return dialect_for(self.style, PartPolicy(self.on_unsupported_part, self.max_part_bytes, self._instance))
 
     def _resolve_api_key(self, dialect: WireDialect) -> str:
         if self.api_key:

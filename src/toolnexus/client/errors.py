@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from ..content.errors import ContentPartError  # the content-part model's error, re-exported here
 from ..errors import ToolnexusError
 
 __all__ = [
@@ -100,10 +101,6 @@ class RunCancelled(ToolnexusError):
 
     def __init__(self, message: str = "run cancelled") -> None:
         super().__init__(message)
-
-
-class ContentPartError(ToolnexusError, ValueError):
-    """A user-attached content part is invalid, unsupported by the wire, or too large."""
 
 
 class ResumeError(ToolnexusError, ValueError):

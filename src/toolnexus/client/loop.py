@@ -261,7 +261,7 @@ class RunLoop:
 
     def runner(self, turn_index: int) -> ToolRunner:
         """The tool runner of one turn (with the run's journal, if any)."""
-        return ToolRunner(self.client, self.toolkit, turn_index, self.journal, lambda: self.messages)
+        return ToolRunner(self.client, self.toolkit, turn_index, self.model, self.journal, lambda: self.messages)
 
     def _journaled(self, write: Callable[[list[ResultEntry]], None]) -> Callable[[list[ResultEntry]], None]:
         """`write`, then tell the journal those calls' results are in the transcript."""

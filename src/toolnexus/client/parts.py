@@ -1,142 +1,141 @@
-"""Canonical content parts: normalising a user prompt list and policing unsupported/oversize parts.
+"""Content parts inside the client: prompt lists, tool-result parts, and the per-turn part policy.
 
-The canonical part dict (what transcripts store; wire dialects map it per turn):
+The part model itself (constructors, validation, the canonical dict form, provider blocks) is
+`toolnexus.content`; this module is the client's use of it:
 
-    {"type": "text", "text": str}
-    {"type": "image" | "audio" | "file", "mimeType": str, "data": <base64 str>, "url": str?, "name": str?}
+- `normalize_prompt`: a `str` prompt stays a string; a list (`ContentPart`s, part dicts, bare
+  strings) becomes canonical part dicts, validated before any HTTP.
+- `tool_result_parts`: the parts a tool returned, normalised when the result is recorded
+  (`ContentPart` objects become dicts); an invalid one becomes a text placeholder with a warning,
+  so a bad tool part can neither crash the run nor reach the provider as `data:None;base64,None`.
+- `PartPolicy.encode`: one part for one wire, per turn. The size limit comes first
+  (`Client.max_part_bytes`, else the process-wide `toolnexus.content` limit, else none): a part
+  the user attached raises `ContentPartError`, a tool-derived one becomes a placeholder. Then the
+  wire's block allowlist: a refused part raises `UnsupportedPartError` when the mode
+  (`on_unsupported_part`, else "error" for attached and "text" for tool-derived parts) is
+  "error", else it becomes a placeholder. Each degradation is announced once per client and key
+  as `[toolnexus] {message} — sent as a text placeholder`.
+- `media_parts_summary`: `{type, mimeType, bytes}` of every non-text part of a transcript (the
+  `llm` metric's `parts`).
 
-A non-text part carries `data` (base64) or `url` (or both). The transcript keeps parts in this
-form; `wire/openai.py` and `wire/anthropic.py` translate them for their wire each turn.
+Placeholders use the pinned `[unsupported {type} part ({mimeType}, {bytes} bytes)]`; an invalid
+tool part (which has no trustworthy mime type or size) reads `[invalid {type} part: {why}]`.
 
-Policy (`on_unsupported_part` / `max_part_bytes`): by default a part the user attached that the
-wire cannot carry, or that is larger than `max_part_bytes`, raises `ContentPartError` before any
-HTTP; the same problem in a tool-derived part degrades to a placeholder text (warned once).
-`"error"` makes both raise, `"text"` makes both degrade.
-
-Not here: encoders from files/bytes (core content-part API) and the wire shapes themselves.
+Not here: where parts sit in each wire's messages (`wire/openai.py`, `wire/anthropic.py`).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._diag import warn_once
-from .errors import ContentPartError
+from ..content.blocks import encode_part
+from ..content.errors import ContentPartError, UnsupportedPartError
+from ..content.parts import (MEDIA_PART_TYPES, ContentPart, _validate, get_max_part_bytes, is_part_dict,
+                             normalize_parts, part_bytes, placeholder_text, summarize, to_dict)
 
 __all__ = [
-    "MEDIA_TYPES",
-    "DEFAULT_MAX_PART_BYTES",
+    "MEDIA_PART_TYPES",
     "PartPolicy",
     "normalize_prompt",
-    "part_bytes",
-    "placeholder_text",
+    "tool_result_parts",
+    "placeholder_block",
+    "degrade_notice",
     "media_parts_summary",
+    "part_bytes",
 ]
 
-MEDIA_TYPES = ("image", "audio", "file")
-DEFAULT_MAX_PART_BYTES = 20 * 1024 * 1024
-
-
-def _check_part(part: dict[str, Any], where: str) -> dict[str, Any]:
-    kind = part.get("type")
-    if kind == "text":
-        if not isinstance(part.get("text"), str):
-            raise ContentPartError(f"toolnexus: {where}: text part needs a string `text`")
-        return {"type": "text", "text": part["text"]}
-    if kind not in MEDIA_TYPES:
-        raise ContentPartError(
-            f"toolnexus: {where}: unknown part type {kind!r} (expected text, image, audio or file)"
-        )
-    mime = part.get("mimeType")
-    if not isinstance(mime, str) or "/" not in mime:
-        raise ContentPartError(f"toolnexus: {where}: {kind} part needs a `mimeType` like 'image/png'")
-    data, url = part.get("data"), part.get("url")
-    if data is None and not url:
-        raise ContentPartError(f"toolnexus: {where}: {kind} part needs base64 `data` or a `url`")
-    if data is not None:
-        if not isinstance(data, str):
-            raise ContentPartError(f"toolnexus: {where}: {kind} part `data` must be a base64 string")
-        try:
-            base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            raise ContentPartError(f"toolnexus: {where}: {kind} part `data` is not valid base64") from None
-    out = {"type": kind, "mimeType": mime}
-    for key in ("data", "url", "name"):
-        if part.get(key) is not None:
-            out[key] = part[key]
-    return out
+_SUFFIX = " — sent as a text placeholder"
 
 
 def normalize_prompt(prompt: Any) -> Any:
-    """A `str` prompt unchanged; a list of strings/part dicts as canonical part dicts, order kept."""
+    """A `str` prompt unchanged; a list of strings / parts as canonical part dicts, order kept."""
     if isinstance(prompt, str):
         return prompt
     if not isinstance(prompt, (list, tuple)):
         raise ContentPartError(f"toolnexus: prompt must be a str or a list of content parts, got {type(prompt).__name__}")
-    parts = []
-    for i, item in enumerate(prompt):
-        where = f"prompt part {i}"
+    return normalize_parts(list(prompt))
+
+
+def placeholder_block(part: Any) -> dict[str, Any]:
+    """The text block sent instead of `part`."""
+    return {"type": "text", "text": placeholder_text(part)}
+
+
+def degrade_notice(key: str, message: str) -> None:
+    """`[toolnexus] {message} — sent as a text placeholder`, once per `key`."""
+    warn_once(f"part:{key}", f"[toolnexus] {message}{_SUFFIX}")
+
+
+def tool_result_parts(parts: Any, tool: str) -> Optional[list[dict[str, Any]]]:
+    """A tool's `ToolResult.parts` as canonical dicts (None when empty); invalid ones as placeholders."""
+    if not parts:
+        return None
+    items = parts if isinstance(parts, (list, tuple)) else [parts]
+    out: list[dict[str, Any]] = []
+    for item in items:
         if isinstance(item, str):
-            parts.append({"type": "text", "text": item})
-        elif isinstance(item, dict):
-            parts.append(_check_part(item, where))
-        elif hasattr(item, "to_dict"):
-            parts.append(_check_part(item.to_dict(), where))
-        else:
-            raise ContentPartError(f"toolnexus: {where}: expected a str or a part dict, got {type(item).__name__}")
-    return parts
-
-
-def part_bytes(part: dict[str, Any]) -> int:
-    """Decoded size of a part's base64 `data` (0 for URL-only parts)."""
-    data = part.get("data")
-    if not isinstance(data, str):
-        return 0
-    return len(data) * 3 // 4 - data[-2:].count("=")
-
-
-def placeholder_text(part: dict[str, Any], why: str) -> str:
-    """What replaces a part the wire cannot carry."""
-    return f"[{part.get('type')} part ({part.get('mimeType')}) omitted: {why}]"
+            out.append({"type": "text", "text": item})
+            continue
+        try:
+            out.append(to_dict(_validate(item)))
+        except ContentPartError as e:
+            kind = item.type if isinstance(item, ContentPart) else item.get("type") if isinstance(item, dict) else None
+            label = kind if isinstance(kind, str) and kind else type(item).__name__
+            degrade_notice(f"invalid:{tool}:{e}", f"tool {tool!r} returned an invalid content part: {e}")
+            out.append({"type": "text", "text": f"[invalid {label} part: {e}]"})
+    return out
 
 
 @dataclass
 class PartPolicy:
-    """How a dialect treats parts it cannot send. See the module docstring."""
+    """How one client's wire treats parts (see the module docstring). `owner` scopes the warnings."""
 
     on_unsupported: Optional[str] = None
     max_bytes: Optional[int] = None
+    owner: Any = None
 
-    def check_size(self, part: dict[str, Any]) -> Optional[str]:
-        """A reason string when the part is too large, else None."""
-        limit = self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_PART_BYTES
+    def limit(self) -> Optional[int]:
+        return self.max_bytes if self.max_bytes is not None else get_max_part_bytes()
+
+    def _degrade(self, key: str, message: str, part: Any) -> dict[str, Any]:
+        degrade_notice(f"{self.owner}:{key}", message)
+        return placeholder_block(part)
+
+    def encode(self, part: dict[str, Any], style: str, *, attached: bool) -> dict[str, Any]:
+        """The wire block for one canonical part, a placeholder block, or an error (attached parts)."""
+        try:
+            _validate(part, check_data=False)
+        except ContentPartError as e:
+            if attached:
+                raise
+            return self._degrade(f"invalid:{part.get('type')}:{e}", str(e), part)
+        limit = self.limit()
         size = part_bytes(part)
-        return f"{size} bytes exceeds max_part_bytes {limit}" if size > limit else None
+        if limit is not None and size > limit:
+            error = ContentPartError(f"content part is {size} decoded bytes, over the maxPartBytes limit of {limit}")
+            if attached:
+                raise error
+            return self._degrade(f"toolarge:{part.get('type')}:{part.get('mimeType')}", str(error), part)
+        try:
+            return encode_part(part, style)
+        except UnsupportedPartError as e:
+            mode = self.on_unsupported or ("error" if attached else "text")
+            if mode == "error":
+                raise
+            return self._degrade(f"{part.get('type')}:{style}", str(e), part)
 
-    def reject(self, part: dict[str, Any], why: str, *, user: bool, wire: str) -> dict[str, Any]:
-        """Raise for a user part (or policy "error"), else a placeholder text part (warn once)."""
-        raises = self.on_unsupported == "error" or (user and self.on_unsupported != "text")
-        if raises:
-            origin = "user-attached" if user else "tool-derived"
-            raise ContentPartError(f"toolnexus: {origin} {part.get('type')} part ({part.get('mimeType')}) "
-                                   f"cannot be sent on the {wire} wire: {why}")
-        text = placeholder_text(part, why)
-        warn_once(f"part:{wire}:{part.get('type')}:{part.get('mimeType')}:{why}", f"[toolnexus] {text}")
-        return {"type": "text", "text": text}
 
-
-def media_parts_summary(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def media_parts_summary(messages: list[Any]) -> list[dict[str, Any]]:
     """`{type, mimeType, bytes}` for every non-text part in a canonical transcript (llm metric)."""
     out: list[dict[str, Any]] = []
 
     def visit(parts: Any) -> None:
         if isinstance(parts, list):
             for p in parts:
-                if isinstance(p, dict) and p.get("type") in MEDIA_TYPES and "mimeType" in p:
-                    out.append({"type": p["type"], "mimeType": p["mimeType"], "bytes": part_bytes(p)})
+                if is_part_dict(p) and p.get("type") in MEDIA_PART_TYPES:
+                    out.append(summarize(p))
 
     for m in messages:
         if not isinstance(m, dict):

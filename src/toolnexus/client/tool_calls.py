@@ -59,14 +59,16 @@ class ToolRunner:
 
     With a `journal` (a durable store's), each execution is bracketed by `call_started` (committed
     before the tool runs) and `call_finished` (committed before its outcome is used); `transcript`
-    gives the loop's messages so the store can write the turn the call belongs to.
+    gives the loop's messages so the store can write the turn the call belongs to. `model` is the
+    run's model this turn (the `tool` metric's `model`).
     """
 
-    def __init__(self, client: Any, toolkit: Any, turn: int, journal: Any = None,
+    def __init__(self, client: Any, toolkit: Any, turn: int, model: Optional[str] = None, journal: Any = None,
                  transcript: Optional[Callable[[], list[dict[str, Any]]]] = None) -> None:
         self.client = client
         self.toolkit = toolkit
         self.turn = turn
+        self.model = client.model if model is None else model
         self.journal = journal
         self.transcript = transcript
 
@@ -94,7 +96,7 @@ class ToolRunner:
         suspended = pending_of(result) is not None
         event: dict[str, Any] = {"event": "tool", "tool": name, "source": self.source_of(name),
                                  "is_error": False if suspended else bool(result.is_error),
-                                 "ms": (time.monotonic() - started) * 1000}
+                                 "ms": (time.monotonic() - started) * 1000, "model": self.model}
         if suspended:
             event["pending"] = True
         self.client._emit(event)

@@ -1,11 +1,11 @@
 """The Anthropic messages wire: URL, headers, bodies, replies and streams as neutral turns.
 
-Content parts (canonical form in `client/parts.py`) on this wire:
-- user messages: `text` → text block, `image` → `{"type":"image","source":{base64 | url}}`,
-  `file` with `application/pdf` (or `text/plain`) → `{"type":"document","source":…}`; audio and other
-  files are unsupported.
+Content parts (canonical dicts, `toolnexus.content`; blocks from `content.encode_part` — images,
+PDF documents — under the client's part policy in `client/parts.py`) on this wire:
+- list contents: canonical non-text parts are encoded — as attached parts in a user message, as
+  tool-derived ones elsewhere; other blocks pass through.
 - tool results: a `tool_result` block holding stored `parts` is sent with
-  `content = [{"type":"text","text": output}, *mapped parts]`; the stored `parts` key is stripped.
+  `content = [{"type":"text","text": output}, *encoded parts]`; the stored `parts` key is stripped.
 
 Streamed replies are assembled in `anthropic_reply.py` (blocks kept verbatim, final usage).
 
@@ -14,10 +14,10 @@ converted (`openai_messages_to_anthropic`, `openai_tools_to_anthropic`,
 `openai_tool_choice_to_anthropic`; public through `toolnexus.translate`), the system text is the
 `system` argument, else the client's `system_prompt`, else the hoisted system messages (key omitted
 when empty), and the reply's `stop_reason` is mapped with `finish_reason_for`. Parts in converted
-messages go through this wire's own part mapping with a lenient policy: what Anthropic cannot carry
-(audio, other file types, a `file_id` reference, an oversize part) becomes a text placeholder,
-warned once — a pure converter has no run to fail, and a silent drop would lose data; a part with
-neither data nor url becomes a placeholder too. A dict part of an unknown type passes through
+messages go through this wire's own block allowlist with a lenient policy: what Anthropic cannot
+carry (audio, other file types, a `file_id` reference) becomes a text placeholder, warned once — a
+pure converter has no run to fail, and a silent drop would lose data; a part with neither data nor
+url becomes a placeholder too. A dict part of an unknown type passes through
 verbatim (it may already be an Anthropic block); a `tool_result` with media but no text gets no
 empty text block.
 
@@ -29,7 +29,9 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Optional
 
-from ..parts import PartPolicy, placeholder_text
+from ...content.blocks import encode_part
+from ...content.errors import UnsupportedPartError
+from ..parts import degrade_notice, placeholder_block
 from .anthropic_reply import AnthropicStream, reply_text, reply_usage
 from .base import DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, malformed
 from .openai import canonical_part, content_text, message_calls
@@ -41,13 +43,6 @@ __all__ = ["AnthropicWire", "ANTHROPIC_VERSION", "MAX_TOKENS", "finish_reason_fo
 WIRE = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 MAX_TOKENS = 4096
-_DOCUMENT_TYPES = ("application/pdf", "text/plain")
-
-
-def _source(part: dict[str, Any]) -> dict[str, Any]:
-    if part.get("data"):
-        return {"type": "base64", "media_type": part["mimeType"], "data": part["data"]}
-    return {"type": "url", "url": part["url"]}
 
 
 class AnthropicWire(DialectBase):
@@ -83,29 +78,12 @@ class AnthropicWire(DialectBase):
             body["tools"] = tools
         return body
 
-    def map_media(self, part: dict[str, Any]) -> Optional[dict[str, Any]]:
-        if part["type"] == "image":
-            return {"type": "image", "source": _source(part)}
-        if part["type"] == "file" and part["mimeType"] in _DOCUMENT_TYPES:
-            return {"type": "document", "source": _source(part)}
-        return None
-
-    def _wire_block(self, block: Any) -> Any:
-        if isinstance(block, dict) and block.get("type") == "tool_result" and "parts" in block:
-            mapped = [self.map_part(p, user=False) for p in block.get("parts") or []
-                      if isinstance(p, dict) and p.get("type") != "text"]
-            out = {k: v for k, v in block.items() if k != "parts"}
-            if mapped:
-                out["content"] = [{"type": "text", "text": block.get("content", "")}, *mapped]
-            return out
-        return self.map_part(block, user=True)
-
     def wire_messages(self, messages: list[dict]) -> list[dict]:
-        """The canonical transcript as sent (parts mapped; unchanged messages reused as-is)."""
+        """The canonical transcript as sent (list contents mapped; unchanged messages reused as-is)."""
         out = []
         for m in messages:
-            if isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), list):
-                m = {**m, "content": [self._wire_block(b) for b in m["content"]]}
+            if isinstance(m, dict) and isinstance(m.get("content"), list):
+                m = {**m, "content": self.map_content(m["content"], m.get("role"))}
             out.append(m)
         return out
 
@@ -234,8 +212,7 @@ class AnthropicWire(DialectBase):
 # -- OpenAI-shaped input as Anthropic (translate; public through `toolnexus.translate`) -------------
 
 # Pure conversion has no run to fail: a part Anthropic cannot carry degrades to a placeholder
-# (warned once), through the very mapping the run loop uses.
-_LENIENT = AnthropicWire(PartPolicy(on_unsupported="text"))
+# (warned once), through the very block allowlist the run loop uses; no size rule applies.
 
 
 def finish_reason_for(has_calls: bool, stop: Optional[str] = None) -> str:
@@ -262,8 +239,14 @@ def part_to_anthropic(part: dict[str, Any]) -> dict[str, Any]:
     if canonical is None:
         return part
     if not _has_payload(canonical):
-        return {"type": "text", "text": placeholder_text(canonical, "it has no data or url")}
-    return _LENIENT.map_part(canonical, user=False)
+        degrade_notice(f"translate:nopayload:{canonical.get('type')}",
+                       f"a {canonical.get('type')} part carries neither data nor url")
+        return placeholder_block(canonical)
+    try:
+        return encode_part(canonical, WIRE)
+    except UnsupportedPartError as e:
+        degrade_notice(f"translate:{e}", str(e))
+        return placeholder_block(canonical)
 
 
 def anthropic_blocks(content: Any) -> list[dict[str, Any]]:

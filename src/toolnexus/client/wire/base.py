@@ -15,7 +15,8 @@ from typing import Any, Callable, Optional, Protocol
 
 from ...types import ToolResult
 from ..errors import ProviderResponseError
-from ..parts import MEDIA_TYPES, PartPolicy
+from ..parts import PartPolicy, tool_result_parts
+from ...content.parts import MEDIA_PART_TYPES, is_part_dict
 from ..result import zero_usage
 from ..sse import SseEvent
 
@@ -69,7 +70,8 @@ class ResultEntry:
 
     @classmethod
     def of(cls, call: ToolCall, result: ToolResult) -> "ResultEntry":
-        return cls(call, result.output, bool(result.is_error), result.parts or None)
+        """The entry for a tool's result; its parts are normalised (and invalid ones replaced) here."""
+        return cls(call, result.output, bool(result.is_error), tool_result_parts(result.parts, call.name))
 
 
 @dataclass
@@ -195,21 +197,30 @@ class DialectBase:
     def __init__(self, policy: Optional[PartPolicy] = None) -> None:
         self.policy = policy or PartPolicy()
 
-    def map_media(self, part: dict[str, Any]) -> Optional[dict[str, Any]]:
-        """The wire form of a canonical media part, or None when this wire cannot carry it."""
-        raise NotImplementedError
+    def encode_part(self, part: dict[str, Any], *, attached: bool) -> dict[str, Any]:
+        """One canonical part as this wire's block, under the client's part policy."""
+        return self.policy.encode(part, self.name, attached=attached)
 
-    def map_part(self, part: Any, *, user: bool) -> Any:
-        """One canonical part for this wire (non-canonical dicts pass through unchanged)."""
-        if not isinstance(part, dict) or part.get("type") not in MEDIA_TYPES or "mimeType" not in part:
-            return part
-        too_big = self.policy.check_size(part)
-        if too_big:
-            return self.policy.reject(part, too_big, user=user, wire=self.name)
-        mapped = self.map_media(part)
-        if mapped is None:
-            return self.policy.reject(part, "not supported by this wire", user=user, wire=self.name)
-        return mapped
+    def map_content(self, content: list[Any], role: Any) -> list[Any]:
+        """A list `content` for the wire: `tool_result` blocks with `parts` get
+        `[{"type":"text","text": content}, *blocks]` (their `parts` key dropped); other non-text
+        part dicts are encoded — attached when the message is the user's, else tool-derived;
+        everything else passes through."""
+        out: list[Any] = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result" and "parts" in block:
+                mapped = {k: v for k, v in block.items() if k != "parts"}
+                if block["parts"]:
+                    inner = block.get("content")
+                    head = inner if isinstance(inner, list) else [{"type": "text", "text": inner}]
+                    mapped["content"] = [*head, *(self.encode_part(p, attached=False)
+                                                  for p in block["parts"] if is_part_dict(p))]
+                out.append(mapped)
+            elif is_part_dict(block) and block.get("type") in MEDIA_PART_TYPES:
+                out.append(self.encode_part(block, attached=role == "user"))
+            else:
+                out.append(block)
+        return out
 
     def assistant_calls(self, message: Any) -> list[ToolCall]:
         raise NotImplementedError

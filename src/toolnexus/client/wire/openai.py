@@ -1,18 +1,20 @@
 """The OpenAI chat-completions wire: URL, headers, bodies, replies and streams as neutral turns.
 
-Content parts (canonical form in `client/parts.py`) on this wire:
-- user messages: `text` → `{"type":"text"}`, `image` → `{"type":"image_url","image_url":{"url"}}`
-  (the part's `url`, else a `data:` URL), `audio` (wav/mp3 data only) → `input_audio`, `file` →
-  `{"type":"file","file":{"filename","file_data": data URL}}`; anything else is unsupported.
-- tool results: the `tool` message keeps only the text; the stored `parts`/`name` are stripped and
-  the non-text parts move into ONE synthetic user message right after the run of tool messages,
-  each tool's parts preceded by `Output of tool {name} ({tool_call_id}):`. That message is built
+Content parts (canonical dicts, `toolnexus.content`; blocks from `content.encode_part`, under the
+client's part policy in `client/parts.py`) on this wire:
+- list contents: canonical non-text parts are encoded — as attached parts in a user message, as
+  tool-derived ones elsewhere; other blocks pass through.
+- tool results: the `tool` message keeps its text (plus its text parts); the stored `parts`/`name`
+  are stripped and each non-text part moves into ONE synthetic user message right after the run
+  of tool messages, preceded by `Output of tool {name} ({tool_call_id}):`. That message is built
   per request and never stored.
 
 Translate (client.md §14) on this wire: its own URL rule (`/v1` added unless present or a `/chat/`
-path), lowercase headers, the caller's messages verbatim (the system text prepended only when no
-`system`/`developer` message exists) and a lenient reply reader (no choices ⇒ empty result; the
-provider's `finish_reason` passed through unless there are tool calls). The OpenAI-shaped readers
+path), lowercase headers, the caller's messages as given except that canonical part dicts in them
+are encoded exactly as the run loop does (so a part the provider rejects is never forwarded), the
+system text prepended only when no `system`/`developer` message exists, and a lenient reply reader
+(no choices ⇒ empty result; the provider's `finish_reason` passed through unless there are tool
+calls). The OpenAI-shaped readers
 translate's input needs on every wire live here too: `content_text`, `args_string`,
 `has_system_message`, `message_calls` and `canonical_part` (an OpenAI-native part as a canonical
 one, the inverse of this wire's part mapping).
@@ -26,7 +28,7 @@ import json
 import re
 from typing import Any, Callable, Optional
 
-from ..parts import MEDIA_TYPES
+from ...content.parts import MEDIA_PART_TYPES, is_part_dict
 from ..sse import SseEvent, json_payloads
 from .base import (DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, add_usage,
                    malformed, parse_arguments, usage_of, zero_usage)
@@ -34,13 +36,8 @@ from .base import (DialectBase, ResultEntry, ToolCall, TranslateReply, Translate
 __all__ = ["OpenAIWire", "content_text", "args_string", "has_system_message", "message_calls", "canonical_part"]
 
 WIRE = "openai"
-_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 _AUDIO_MIME = {"mp3": "audio/mpeg", "wav": "audio/wav"}  # the inverse, for reading `input_audio`
 _DATA_URL = re.compile(r"^data:([^;,]*)(?:;[^,]*)?;base64,(.*)$", re.DOTALL)
-
-
-def _data_url(part: dict[str, Any]) -> str:
-    return f"data:{part['mimeType']};base64,{part['data']}"
 
 
 def _usage(u: Any) -> dict[str, int]:
@@ -121,7 +118,7 @@ def canonical_part(part: dict[str, Any]) -> Optional[dict[str, Any]]:
         if ref.get("filename"):
             out["name"] = ref["filename"]
         return out
-    if kind in MEDIA_TYPES and "source" not in part:
+    if kind in MEDIA_PART_TYPES and "source" not in part:
         return {"mimeType": "", **part}
     return None
 
@@ -162,34 +159,34 @@ class OpenAIWire(DialectBase):
             body["tool_choice"] = "auto"
         return body
 
-    def map_media(self, part: dict[str, Any]) -> Optional[dict[str, Any]]:
-        kind, data = part["type"], part.get("data")
-        if kind == "image":
-            return {"type": "image_url", "image_url": {"url": part.get("url") or _data_url(part)}}
-        if kind == "audio" and data and part["mimeType"] in _AUDIO_FORMATS:
-            return {"type": "input_audio", "input_audio": {"data": data, "format": _AUDIO_FORMATS[part["mimeType"]]}}
-        if kind == "file" and data:
-            return {"type": "file", "file": {"filename": part.get("name") or "file", "file_data": _data_url(part)}}
-        return None
+    def wire_messages(self, messages: list[Any]) -> list[Any]:
+        """The canonical transcript as sent: parts encoded, the synthetic tool-output message inserted.
 
-    def wire_messages(self, messages: list[dict]) -> list[dict]:
-        """The canonical transcript as sent: parts mapped, synthetic tool-output message inserted."""
-        out: list[dict] = []
-        synthetic: list[dict] = []
+        A `tool` message loses `parts`/`name`; its text parts extend its content
+        (`[{"type":"text","text": content}, *texts]`) and each other part moves, preceded by
+        `Output of tool {name} ({tool_call_id}):`, into ONE user message right after the run of
+        tool messages. Unchanged messages are reused as they are.
+        """
+        out: list[Any] = []
+        synthetic: list[dict[str, Any]] = []
         for m in messages:
             role = m.get("role") if isinstance(m, dict) else None
             if synthetic and role != "tool":
                 out.append({"role": "user", "content": synthetic})
                 synthetic = []
             if role == "tool" and ("parts" in m or "name" in m):
-                parts = m.get("parts") or []
-                media = [self.map_part(p, user=False) for p in parts if isinstance(p, dict) and p.get("type") != "text"]
-                if media:
-                    synthetic.append({"type": "text", "text": f"Output of tool {m.get('name')} ({m.get('tool_call_id')}):"})
-                    synthetic.extend(media)
+                parts = [p for p in m.get("parts") or [] if is_part_dict(p)]
+                texts = [self.encode_part(p, attached=False) for p in parts if p.get("type") == "text"]
+                for p in parts:
+                    if p.get("type") != "text":
+                        synthetic.append({"type": "text",
+                                          "text": f"Output of tool {m.get('name')} ({m.get('tool_call_id')}):"})
+                        synthetic.append(self.encode_part(p, attached=False))
                 m = {k: v for k, v in m.items() if k not in ("parts", "name")}
-            elif role == "user" and isinstance(m.get("content"), list):
-                m = {**m, "content": [self.map_part(p, user=True) for p in m["content"]]}
+                if texts:
+                    m["content"] = [{"type": "text", "text": m.get("content")}, *texts]
+            elif isinstance(m, dict) and isinstance(m.get("content"), list):
+                m = {**m, "content": self.map_content(m["content"], role)}
             out.append(m)
         if synthetic:
             out.append({"role": "user", "content": synthetic})
@@ -200,8 +197,8 @@ class OpenAIWire(DialectBase):
         for e in entries:
             msg: dict[str, Any] = {"role": "tool", "tool_call_id": e.call.id, "content": e.output}
             if e.parts:
-                msg["name"] = e.call.name
                 msg["parts"] = e.parts
+                msg["name"] = e.call.name
             out.append(msg)
         return out
 
@@ -287,7 +284,7 @@ class OpenAIWire(DialectBase):
 
     def translate_request(self, messages: list[Any], tools: list[Any], toolkit: Any, system: Optional[str],
                           system_prompt: Optional[str]) -> TranslateRequest:
-        wire = list(messages)
+        wire = self.wire_messages(list(messages))  # canonical parts: the loop's allowlist and provenance rule
         text = system if system is not None else system_prompt
         if text and not has_system_message(wire):
             wire.insert(0, {"role": "system", "content": text})
