@@ -71,6 +71,7 @@ _register(
     ".serve",
     "A2AConfig FileTaskStore InMemoryTaskStore OnTask ServeHandle ServeLimits TaskStore build_agent_card "
     "resolve_store start_a2a_server",
+)
 _register(
     ".classifier",
     "ClassifierStyle ClassifierError NoulCriteria NoulQuestion ChoiceQuestion ScoreQuestion Question NoulAnswer "
