@@ -90,6 +90,8 @@ async def apply_answer(core: "RuntimeCore", answer: Answer, *, claimed: bool = F
     earlier = core.resumes.get(answer.id)
     if earlier is not None and durable is None:  # already applied (or being applied): change nothing
         return await asyncio.shield(earlier)
+    if durable is not None and not _held(core, answer.id):
+        await durable.refuse_unheld(answer.id)  # the store's ledger says why (answered, withdrawn)
     leaf = route(core, answer)
     assert leaf.suspension is not None
     answer = checked_answer(leaf.suspension.request, answer)
@@ -112,6 +114,10 @@ async def apply_answer(core: "RuntimeCore", answer: Answer, *, claimed: bool = F
     done.set_result(result)
     core.maybe_park()
     return result
+
+
+def _held(core: "RuntimeCore", request_id: str) -> bool:
+    return any(h.pending_req is not None and h.pending_req.id == request_id for h in durably_suspended(core))
 
 
 def durably_suspended(core: "RuntimeCore", h: Optional["Handle"] = None) -> list["Handle"]:

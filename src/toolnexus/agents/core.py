@@ -398,10 +398,14 @@ class RuntimeCore:
         (`final`: and give the lease up)."""
         await self.reap_background()
         if self.durable is not None:
+            from ..durable import LeaseLost
+
             try:
                 if final or not self.busy():
                     self.durable.park()
                 await self.durable.flush()
+            except LeaseLost as exc:  # another process owns the run now: nothing here may be written
+                warn(f"[toolnexus] agents: {exc}")
             finally:
                 await self.durable.close()
         if self.owns_transport:

@@ -132,6 +132,7 @@ class DurableRun:
         self._scheduled: Optional[asyncio.Task[None]] = None
         self._renewer: Optional[asyncio.Task[None]] = None
         self.failure: Optional[BaseException] = None  # the last background commit's error
+        self.abandoned = False  # a refused restore: this runtime never writes the run
 
     def bind(self, core: Any) -> None:
         """Attach to the runtime core whose state this run commits."""
@@ -140,6 +141,7 @@ class DurableRun:
         self._core = core
         self._run_status = core.run_status
         self.state = {"registry": registry_fingerprint(core.registry)}
+        self.touch(core.root)  # a new run's first commit writes its root
 
     def record_of(self, h: "Handle") -> dict[str, Any]:
         """A handle's record as stored: its `to_record()` plus its age on the wall clock, so a
@@ -202,6 +204,10 @@ class DurableRun:
         self._calls[key] = entry
         if entry is not None:
             self._live_calls.add(key)
+
+    def forget_staged_handles(self) -> None:
+        """The tree was replaced by a restored one: drop records staged from the old objects."""
+        self._handles.clear()
 
     def load_calls(self, rows: dict[tuple[str, str], dict[str, Any]]) -> None:
         """The journal rows as committed (restore)."""
@@ -267,8 +273,15 @@ class DurableRun:
             self.failure = exc
             warn(f"[toolnexus] agents: committing run {self.run_id!r} failed: {exc}")
 
+    def abandon(self) -> None:
+        """Never write this run from here (a restore that was refused half-way)."""
+        self.abandoned = True
+        self.held = False
+
     async def flush(self) -> None:
         """Commit everything staged, in one transaction (no-op when nothing is)."""
+        if self.abandoned:
+            return
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -376,6 +389,14 @@ class DurableRun:
         except BaseException:
             await self.unclaim(answer.id)
             raise
+
+    async def refuse_unheld(self, request_id: str) -> None:
+        """No handle here holds `request_id`: raise what the ledger knows (answered, withdrawn)."""
+        from ..durable.rules import check_claim
+
+        row = await self.store.find_request(request_id)
+        if row is not None and row.run_id == self.run_id:
+            check_claim(row, Holder("nobody", "", -1, None), epoch(), self.lease_ttl)
 
     async def unclaim(self, request_id: str) -> None:
         try:

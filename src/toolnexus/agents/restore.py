@@ -117,6 +117,7 @@ def _rebuild(core: "RuntimeCore", loaded: LoadedRun) -> None:
             h.spawned_at = now - max(0.0, wall - born)
         h.running_children = 0
     core.root = by_id["root"]
+    durable.forget_staged_handles()
     core.trace.extend(loaded.trace)
     for conv, messages in loaded.conversations.items():
         durable.load_conversation(conv, messages)
@@ -227,7 +228,7 @@ async def restore_run(cls: type["AgentRuntime"], store: RunStore, run_id: str, *
                 await store.release(run_id, durable.holder)
             except Exception:
                 pass
-        durable.held = False
+        durable.abandon()
         await rt.aclose()
         raise
     _recover(core, loaded)

@@ -57,7 +57,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, AsyncGenerator, Iterator, Optional, Union
 
 from ..durable import DEFAULT_LEASE_TTL, is_run_store
-from ..durable.model import CONVERSATION_PREFIX
+from ..durable.model import CONVERSATION_PREFIX, epoch
+from ..durable.rules import check_claim
 from ..relay import is_relay_request, relay_calls_of, relay_declined_text, relay_output_of
 from ..types import Answer, Request, ToolResult
 from .errors import ResumeError
@@ -338,9 +339,20 @@ def _durable(client: Any) -> bool:
     return is_run_store(client.store)
 
 
+async def _ledger_check(client: Any, pending: RequestLike) -> None:
+    """With a durable store, a request its ledger knows as answered is refused before anything else
+    (`AnswerAlreadyApplied` tells the host more than "the transcript is closed")."""
+    request: Request = _coerce(pending, Request, "pending request")
+    row = await client.store.find_request(request.id)
+    if row is not None:
+        check_claim(row, client._holder, epoch(), DEFAULT_LEASE_TTL)
+
+
 async def run_with_answer(client: Any, toolkit: Any, history: list[dict[str, Any]], pending: RequestLike,
                           answer: AnswerLike, *, cancel: Optional[asyncio.Event] = None) -> RunResult:
     """Resume `history` (halted on `pending`) with `answer`; see the module docstring."""
+    if _durable(client):
+        await _ledger_check(client, pending)
     plan = _prepare(client, toolkit, history, pending, answer)
     if _durable(client):
         store, holder = client.store, client._holder
@@ -368,6 +380,8 @@ async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLi
     if not id:
         raise ValueError(NEEDS_ID)
     async with client._conversation_lock(id):
+        if _durable(client):
+            await _ledger_check(client, pending)
         history = await client.store.get(id) or []
         plan = _prepare(client, toolkit, history, pending, answer)
         if _durable(client):
