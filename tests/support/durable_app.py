@@ -57,8 +57,13 @@ class SeedModel:
         raise NotImplementedError
 
 
+EFFECTS = {"path": os.devnull}  # where the resumed gate records that it ran (`--effects`)
+
+
 async def gate(args: Any = None, ctx: Any = None) -> ToolResult:
     if ctx is not None and ctx.answer is not None and ctx.answer.ok:
+        with open(EFFECTS["path"], "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"pid": os.getpid(), "gate": "opened"}) + "\n")
         return ToolResult(output="through the gate", is_error=False)
     return pending(kind="approval", prompt="let it through?")
 
@@ -107,19 +112,18 @@ def team_model() -> MockLLM:
 
 
 def payer(effects: str, hang: bool, idempotent: bool) -> Any:
-    async def refund(args: Any = None, ctx: Any = None) -> ToolResult:
+    async def refund(order: str, amount: float) -> str:
+        """Refund an order."""
         with open(effects, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"pid": os.getpid(), "args": args}) + "\n")
+            fh.write(json.dumps({"pid": os.getpid(), "order": order, "amount": amount}) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         if hang:
             print("IN_TOOL", flush=True)
             await asyncio.Event().wait()  # until SIGKILLed
-        return ToolResult(f"refunded {args['order']}", False)
+        return f"refunded {order}"
 
-    schema = {"type": "object", "properties": {"order": {"type": "string"}, "amount": {"type": "number"}}}
-    tool = define_tool(refund, name="refund", description="Refund an order.", input_schema=schema,
-                       idempotent=idempotent)
+    tool = define_tool(refund, name="refund", idempotent=idempotent)
     return agent("payer", does="issues refunds", model="m-pay", uses={"tools": [tool]})
 
 
@@ -158,6 +162,7 @@ def tree(rt: AgentRuntime) -> list[str]:
 
 
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
+    EFFECTS["path"] = opts.effects
     team, transport, llm = setup(opts)
     options: dict[str, Any] = {"llm": llm}
     if transport is not None:
