@@ -26,7 +26,7 @@ them and listed here):
     │   ├── RunNotFound          no run with this id (also KeyError)
     │   ├── RunExists            a run id used twice
     │   ├── RunInProgress        another live process holds the run's lease
-    │   ├── RunChanged           another process wrote the run since this runtime did (agents/durable.py)
+    │   ├── RunChanged           another process wrote the run since this runtime did
     │   ├── LeaseLost            the lease was taken over: this runtime stopped writing
     │   ├── AnswerAlreadyApplied the request was answered already (or is being answered now)
     │   ├── RequestWithdrawn     the request was cancelled by an interrupt

@@ -36,8 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .._diag import warn
 from ..client.journal import FINISHED, QUEUED, STARTED, call_entry
 from ..client.memory import IdLocks
-from ..durable import (DEFAULT_LEASE_TTL, Changes, ConversationOps, Holder, LeaseLost, PendingRow, RunStore,
-                       StoreError)
+from ..durable import DEFAULT_LEASE_TTL, Changes, ConversationOps, Holder, LeaseLost, PendingRow, RunStore
 from ..durable.model import KIND_AGENTS, dumps, epoch, loads
 from ..durable.rules import expires_at_epoch
 from ..types import Answer, Request, ToolResult, pending_of
@@ -46,11 +45,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..client.wire.base import ToolCall
     from .handle import Handle
 
-__all__ = ["DurableRun", "ConversationView", "TurnJournal", "TurnStore", "RunChanged"]
+__all__ = ["DurableRun", "ConversationView", "TurnJournal", "TurnStore", "BACKGROUND_COMMIT_DELAY"]
 
-
-class RunChanged(StoreError):
-    """Another process wrote this run since this runtime last did: its in-memory tree is stale."""
+# A checkpoint that need not precede a side effect (a finished call's result, a run's start) is
+# written within this many seconds, or sooner with the next commit that must be awaited: a fast
+# model's next tool call takes it along (one commit per turn instead of two); a slow one's LLM call
+# overlaps it. A crash inside the window only makes recovery more careful, never wrong.
+BACKGROUND_COMMIT_DELAY = 0.005
 
 
 @dataclass
@@ -130,6 +131,7 @@ class DurableRun:
         self._release = False
         self._lock: Optional[asyncio.Lock] = None
         self._scheduled: Optional[asyncio.Task[None]] = None
+        self._due = 0.0
         self._renewer: Optional[asyncio.Task[None]] = None
         self.failure: Optional[BaseException] = None  # the last background commit's error
         self.abandoned = False  # a refused restore: this runtime never writes the run
@@ -253,19 +255,26 @@ class DurableRun:
 
     # -- committing --------------------------------------------------------------------------------
 
-    def schedule(self) -> None:
-        """Commit soon, in the background (for the synchronous verbs). A failure is kept in
-        `failure` and raised by the next `flush()`."""
-        if self._scheduled is not None and not self._scheduled.done():
-            return
+    def schedule(self, delay: float = 0.0) -> None:
+        """Commit in the background, within `delay` seconds — sooner if an awaited commit comes
+        first and takes the staged changes along. A failure is kept in `failure`; the changes stay
+        staged and the next commit writes them."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop (a verb called from sync code): the next awaited flush writes it
-        self._scheduled = loop.create_task(self._background_flush())
+        due = loop.time() + delay
+        if self._scheduled is not None and not self._scheduled.done() and self._due <= due:
+            return
+        if self._scheduled is not None and not self._scheduled.done():
+            self._scheduled.cancel()
+        self._due = due
+        self._scheduled = loop.create_task(self._background_flush(delay))
 
-    async def _background_flush(self) -> None:
+    async def _background_flush(self, delay: float) -> None:
         try:
+            if delay > 0:
+                await asyncio.sleep(delay)
             await self.flush()
         except asyncio.CancelledError:
             raise
@@ -278,16 +287,30 @@ class DurableRun:
         self.abandoned = True
         self.held = False
 
-    async def flush(self) -> None:
-        """Commit everything staged, in one transaction (no-op when nothing is)."""
+    async def flush(self, *, hold: bool = False) -> None:
+        """Commit everything staged, in one transaction (no-op when nothing is).
+
+        The first commit creates the run; a commit while the lease is not held takes it in the
+        same transaction (refused if a live holder has it, or if another process wrote the run
+        since this runtime did). `hold`: make sure the lease is held afterwards, even with nothing
+        to write (before work starts)."""
         if self.abandoned:
             return
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            await self._ensure()
+            if not self.created:
+                await self._create()
+            if hold:
+                self._release = False
             changes, taken = self._take()
-            if changes.empty():
+            if not self.held:
+                if _only_release(changes) and not hold:
+                    self._put_back(taken)
+                    return  # nothing to write, and no lease to give up
+                changes.take_lease, changes.expect_version = True, self.version or None
+                changes.release = self._release and not hold and not self._core_busy()
+            elif changes.empty():
                 return
             try:
                 self.version = await self.store.commit(self.run_id, self.holder, changes, lease_ttl=self.lease_ttl)
@@ -302,38 +325,29 @@ class DurableRun:
                     self._live_calls.discard(key)
             if changes.release:
                 self._lease_gone()
+            elif changes.take_lease:
+                self.held = True
+                self._start_renewing()
 
-    async def _ensure(self) -> None:
-        if not self.created:
-            root = self._core.root if self._core is not None else None
-            if self.entry_agent is None and root is not None and root.children:
-                self.entry_agent = root.children[0].defn.name
-            await self.store.create_run(self.run_id, kind=KIND_AGENTS, entry_agent=self.entry_agent,
-                                        holder=self.holder, lease_ttl=self.lease_ttl, state=self.state)
-            self.created = self.held = True
-            self._state_dirty = False
-            self.version = 1
-            self._start_renewing()
-        elif not self.held and not (self._release and self._nothing_staged()):
-            version = await self.store.acquire(self.run_id, self.holder, lease_ttl=self.lease_ttl)
-            if self.version and version != self.version:
-                await self.store.release(self.run_id, self.holder)
-                raise RunChanged(
-                    f"toolnexus: run {self.run_id!r} was changed by another process since this runtime last wrote "
-                    f"it (version {self.version}, store has {version}); restore it with AgentRuntime.restore")
-            self.held = True
-            self._start_renewing()
+    def _core_busy(self) -> bool:
+        return bool(self._core is not None and self._core.busy())
+
+    async def _create(self) -> None:
+        root = self._core.root if self._core is not None else None
+        if self.entry_agent is None and root is not None and root.children:
+            self.entry_agent = root.children[0].defn.name
+        await self.store.create_run(self.run_id, kind=KIND_AGENTS, entry_agent=self.entry_agent,
+                                    holder=self.holder, lease_ttl=self.lease_ttl, state=self.state)
+        self.created = self.held = True
+        self._state_dirty = False
+        self.version = 1
+        self._start_renewing()
 
     def adopt(self, version: int) -> None:
         """The runtime holds the lease of an existing run (acquired by restore)."""
         self.created = self.held = True
         self.version = version
         self._start_renewing()
-
-    def _nothing_staged(self) -> bool:
-        return not (self._handles or self._calls or self._pending or self._applied or self._cancelled
-                    or self._trace or self._state_dirty or any(c.dirty() for c in self._conversations.values())
-                    or self._run_status() != self._status_written)
 
     def _take(self) -> tuple[Changes, _Taken]:
         changes = Changes()
@@ -342,7 +356,7 @@ class DurableRun:
         changes.handles = {hid: self.record_of(h) for hid, h in self._handles.items()}
         for conv, c in self._conversations.items():
             if c.dirty():
-                changes.conversations[conv] = ConversationOps(c.dirty_from, c.texts[c.dirty_from:])
+                changes.conversations[conv] = ConversationOps(c.dirty_from, c.texts[c.dirty_from:], c.committed)
                 taken.conversations[conv] = (c.dirty_from, c.committed)
                 c.committed = c.dirty_from = len(c.texts)
         changes.calls = dict(self._calls)
@@ -385,7 +399,7 @@ class DurableRun:
         if not ours_already:
             await self.store.claim(answer.id, self.holder, asdict(answer), ttl=self.lease_ttl, run_id=self.run_id)
         try:
-            await self.flush()
+            await self.flush(hold=True)
         except BaseException:
             await self.unclaim(answer.id)
             raise
@@ -440,6 +454,12 @@ class DurableRun:
         self._scheduled = self._renewer = None
 
 
+def _only_release(changes: Changes) -> bool:
+    """`changes` would only give the lease up (and maybe restate the status)."""
+    return not (changes.handles or changes.conversations or changes.pending or changes.applied or changes.cancelled
+                or changes.calls or changes.trace or changes.state is not None or changes.result is not None)
+
+
 class TurnJournal:
     """The run journal of one turn's client (see `toolnexus.client.journal`).
 
@@ -447,23 +467,31 @@ class TurnJournal:
     stages the transcript and the call's row and commits before the loop goes on.
     """
 
-    def __init__(self, durable: Optional[DurableRun], h: "Handle", on_checkpoint: Callable[[], None]) -> None:
+    def __init__(self, durable: Optional[DurableRun], h: "Handle", on_checkpoint: Callable[[], None],
+                 idempotent: Callable[[str], bool] = lambda name: False) -> None:
         self._durable = durable
         self._conv = h.id
         self._handle = h
         self._on_checkpoint = on_checkpoint
+        self._idempotent = idempotent
         self.halted: dict[str, "ToolCall"] = {}  # request id → the call that minted it
 
     def journal(self, conv: str) -> Optional["TurnJournal"]:
         return self if conv == self._conv else None
 
-    async def _commit(self, messages: Optional[list[dict[str, Any]]]) -> None:
+    async def _commit(self, messages: Optional[list[dict[str, Any]]], *, wait: bool) -> None:
+        """Stage, then commit: awaited before a side effect (`wait`), otherwise in the background,
+        overlapping the LLM call that follows — a crash that beats such a commit only makes the
+        recovery more careful (the LLM asked again, a finished call asked about), never wrong."""
         durable = self._durable
         assert durable is not None
         if messages is not None:
             durable.stage_conversation(self._conv, messages)
         self._on_checkpoint()
-        await durable.flush()
+        if wait:
+            await durable.flush()
+        else:
+            durable.schedule(BACKGROUND_COMMIT_DELAY)
 
     async def run_started(self, messages: list[dict[str, Any]]) -> None:
         if self._durable is None:
@@ -471,7 +499,7 @@ class TurnJournal:
         if self._handle.turn_info is not None:
             self._handle.turn_info["started"] = True
         self._durable.touch(self._handle)
-        await self._commit(messages)
+        await self._commit(messages, wait=False)
 
     async def call_queued(self, messages: list[dict[str, Any]], call: "ToolCall", request: Request,
                           answer: Answer) -> None:
@@ -479,13 +507,15 @@ class TurnJournal:
             return
         self._durable.stage_call(self._conv, call.id, call_entry(QUEUED, call, call.args, answer=answer,
                                                                  request=request))
-        await self._commit(messages)
+        await self._commit(messages, wait=True)
 
     async def call_started(self, messages: list[dict[str, Any]], call: "ToolCall", args: dict[str, Any]) -> None:
         if self._durable is None:
             return
         self._durable.stage_call(self._conv, call.id, call_entry(STARTED, call, args))
-        await self._commit(messages)
+        # Only a call that must not run twice needs its start on disk before it runs; an idempotent
+        # one found without a result after a crash simply runs again.
+        await self._commit(messages, wait=not self._idempotent(call.name))
 
     async def call_finished(self, call: "ToolCall", result: ToolResult) -> None:
         request = pending_of(result)
@@ -494,7 +524,7 @@ class TurnJournal:
         if self._durable is None:
             return
         self._durable.stage_call(self._conv, call.id, call_entry(FINISHED, call, call.args, result=result))
-        await self._commit(None)
+        await self._commit(None, wait=False)
 
     def results_written(self, messages: list[dict[str, Any]], call_ids: list[str]) -> None:
         if self._durable is None:
@@ -502,6 +532,7 @@ class TurnJournal:
         self._durable.stage_conversation(self._conv, messages)
         for call_id in call_ids:
             self._durable.stage_call(self._conv, call_id, None)
+        self._durable.schedule(BACKGROUND_COMMIT_DELAY)
 
 
 class TurnStore:

@@ -234,7 +234,8 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         toolkit = await create_toolkit(builtins=False, extra_tools=watch_tools(tools, turn))
         llm = core.llm
         hooks, on_metric = resolved_seams(core, h)
-        turn.journal = TurnJournal(core.durable, h, lambda: _checkpoint(core, h, turn))
+        turn.journal = TurnJournal(core.durable, h, lambda: _checkpoint(core, h, turn),
+                                   lambda name: bool(getattr(toolkit.get(name), "idempotent", False)))
         store = TurnStore(core.store, turn.journal, hold=_holder(turn) if core.durable is not None else None)
         client = create_client(
             base_url=llm["base_url"],

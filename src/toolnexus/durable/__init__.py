@@ -7,8 +7,8 @@ Nothing here does I/O; the backends are in `toolnexus.stores`.
 
 from __future__ import annotations
 
-from .errors import (AnswerAlreadyApplied, LeaseLost, RequestWithdrawn, RestoreError, RunExists, RunInProgress,
-                     RunNotFound, StoreConflict, StoreError, StoreUnavailable, StoreVersionError)
+from .errors import (AnswerAlreadyApplied, LeaseLost, RequestWithdrawn, RestoreError, RunChanged, RunExists,
+                     RunInProgress, RunNotFound, StoreConflict, StoreError, StoreUnavailable, StoreVersionError)
 from .model import (Changes, ConversationOps, Holder, LoadedRun, PendingRow, PendingRun, RunSummary)
 from .protocol import DEFAULT_LEASE_TTL, RunStore, is_run_store
 
@@ -30,6 +30,7 @@ __all__ = [
     "RunExists",
     "RunInProgress",
     "LeaseLost",
+    "RunChanged",
     "AnswerAlreadyApplied",
     "RequestWithdrawn",
     "StoreConflict",

@@ -9,6 +9,7 @@ family; the ones a host reacts to differently get their own class:
 - `RunNotFound`, `RunExists`: an unknown run id; a run id that is already taken.
 - `RunInProgress`: another live process holds the run's lease.
 - `LeaseLost`: this process's lease was taken over; it must stop writing.
+- `RunChanged`: another process wrote the run since this runtime last did (its tree is stale).
 - `AnswerAlreadyApplied`: the request was already answered (or is being answered right now).
 - `RequestWithdrawn`: the request was cancelled (its handle was interrupted) and cannot be answered.
 - `StoreConflict`: a conversation changed under a client since it was loaded.
@@ -29,6 +30,7 @@ __all__ = [
     "RunExists",
     "RunInProgress",
     "LeaseLost",
+    "RunChanged",
     "AnswerAlreadyApplied",
     "RequestWithdrawn",
     "StoreConflict",
@@ -95,6 +97,16 @@ class LeaseLost(StoreError):
             f"toolnexus: lost the lease on run {run_id!r} (taken over{by}); this runtime stopped writing — "
             "restore the run where it is running now"
         )
+
+
+class RunChanged(StoreError):
+    """Another process wrote this run since this runtime last did: its in-memory tree is stale."""
+
+    def __init__(self, run_id: str, ours: int, stored: int) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"toolnexus: run {run_id!r} was changed by another process since this runtime last wrote it (version "
+            f"{ours}, store has {stored}); restore it with AgentRuntime.restore")
 
 
 class AnswerAlreadyApplied(StoreError):

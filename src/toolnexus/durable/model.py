@@ -189,6 +189,7 @@ class ConversationOps:
 
     start: int
     append: list[str] = field(default_factory=list)
+    stored: Optional[int] = None  # how many messages the writer knows are stored (None: unknown)
 
 
 @dataclass
@@ -236,11 +237,13 @@ class Changes:
     calls: dict[tuple[str, str], Optional[dict[str, Any]]] = field(default_factory=dict)  # None deletes
     trace: list[str] = field(default_factory=list)
     release: bool = False  # give the lease up in the same transaction
+    take_lease: bool = False  # take the lease in the same transaction (it must be free, expired or dead)
+    expect_version: Optional[int] = None  # with `take_lease`: refuse (RunChanged) unless the run is at it
 
     def empty(self) -> bool:
         return not (self.status or self.entry_agent or self.state is not None or self.result is not None
                     or self.handles or self.conversations or self.pending or self.applied or self.cancelled
-                    or self.calls or self.trace or self.release)
+                    or self.calls or self.trace or self.release or self.take_lease)
 
 
 @dataclass

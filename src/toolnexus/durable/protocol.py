@@ -92,7 +92,9 @@ class RunStore(abc.ABC):
     @abc.abstractmethod
     async def commit(self, run_id: str, holder: Holder, changes: Changes, *, lease_ttl: float) -> int:
         """Apply `changes` in one transaction if `holder` holds the lease (renewing it); the new
-        version. `LeaseLost` when the lease is someone else's; nothing is written then."""
+        version. `LeaseLost` when the lease is someone else's; nothing is written then. With
+        `changes.take_lease` the lease is taken in the same transaction instead (`RunInProgress`
+        if a live holder has it, `RunChanged` if the run is not at `changes.expect_version`)."""
 
     # -- the answer ledger -------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ suite; they are async context managers and never block the event loop.
 from __future__ import annotations
 
 from ..durable import (DEFAULT_LEASE_TTL, AnswerAlreadyApplied, LeaseLost, PendingRun, RequestWithdrawn,
-                       RestoreError, RunExists, RunInProgress, RunNotFound, RunStore, RunSummary, StoreConflict,
+                       RestoreError, RunChanged, RunExists, RunInProgress, RunNotFound, RunStore, RunSummary, StoreConflict,
                        StoreError, StoreUnavailable, StoreVersionError, is_run_store)
 from .url import open_store
 
@@ -28,6 +28,7 @@ __all__ = [
     "RunExists",
     "RunInProgress",
     "LeaseLost",
+    "RunChanged",
     "AnswerAlreadyApplied",
     "RequestWithdrawn",
     "StoreConflict",

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..client.memory import IdLocks
-from ..durable import (Changes, ConversationOps, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunExists, RunNotFound,
+from ..durable import (Changes, ConversationOps, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged,
+                       RunExists, RunNotFound,
                        RunStore, RunSummary, StoreConflict, StoreVersionError)
 from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN,
                              RUN_FORMAT, dumps, epoch, loads, to_datetime)
@@ -266,9 +267,14 @@ class DocumentStore(RunStore):
         await self.open()
         async with self._locked():
             doc = await self._must(run_id, messages=False)
-            if not lease_is_ours(doc.lease, holder):
-                raise LeaseLost(run_id, _describe(doc.lease))
             now = epoch()
+            if changes.take_lease:
+                check_lease(run_id, doc.lease, doc.lease_expires, holder, now, False)
+                if changes.expect_version is not None and doc.version != changes.expect_version:
+                    raise RunChanged(run_id, changes.expect_version, doc.version)
+                doc.lease = holder.to_dict()
+            elif not lease_is_ours(doc.lease, holder):
+                raise LeaseLost(run_id, _describe(doc.lease))
             edits = _apply(doc, changes, now)
             doc.lease_expires = now + lease_ttl
             if changes.release:

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Generator, Optional, TypeVar
 
 from ..client.memory import IdLocks
-from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunExists, RunNotFound,
+from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged, RunExists,
+                       RunNotFound,
                        RunStore, RunSummary, StoreConflict, StoreVersionError)
 from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN, RUN_FORMAT,
                              SCHEMA_VERSION, dumps, epoch, loads, to_datetime)
@@ -64,13 +65,12 @@ def schema_statements(dialect: str) -> list[str]:
             run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, entry_agent TEXT, status TEXT NOT NULL,
             created_at {real} NOT NULL, updated_at {real} NOT NULL, version {big} NOT NULL,
             format INTEGER NOT NULL, state TEXT, result TEXT, lease TEXT, lease_expires {real},
-            trace_seq {big} NOT NULL DEFAULT 0)""",
+            trace_seq {big} NOT NULL DEFAULT 0, lease_id TEXT)""",
         f"""CREATE TABLE IF NOT EXISTS tn_handles (
             run_id TEXT NOT NULL, handle_id TEXT NOT NULL, record TEXT NOT NULL,
             PRIMARY KEY (run_id, handle_id)){no_rowid}""",
         f"""CREATE TABLE IF NOT EXISTS tn_convs (
-            cid {identity}, run_id TEXT NOT NULL, conv_id TEXT NOT NULL, count {big} NOT NULL DEFAULT 0,
-            UNIQUE (run_id, conv_id))""",
+            cid {identity}, run_id TEXT NOT NULL, conv_id TEXT NOT NULL, UNIQUE (run_id, conv_id))""",
         f"""CREATE TABLE IF NOT EXISTS tn_messages (
             cid {big} NOT NULL, idx {big} NOT NULL, message TEXT NOT NULL, PRIMARY KEY (cid, idx)){no_rowid}""",
         f"""CREATE TABLE IF NOT EXISTS tn_calls (
@@ -151,9 +151,9 @@ def create_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, t
                  state: Optional[dict[str, Any]]) -> Steps[None]:
     now = epoch()
     inserted = yield Query(
-        f"INSERT INTO tn_runs ({_RUN_COLS}) VALUES ({', '.join('?' * 13)}) ON CONFLICT (run_id) DO NOTHING",
+        f"INSERT INTO tn_runs ({_RUN_COLS}, lease_id) VALUES ({', '.join('?' * 14)}) ON CONFLICT (run_id) DO NOTHING",
         (run_id, kind, entry, "running", now, now, 1, RUN_FORMAT, dumps(state) if state is not None else None, None,
-         dumps(holder.to_dict()), now + ttl, 0), "rowcount")
+         dumps(holder.to_dict()), now + ttl, 0, holder.id), "rowcount")
     if not inserted:
         raise RunExists(run_id)
 
@@ -162,8 +162,8 @@ def acquire_steps(run_id: str, holder: Holder, ttl: float, takeover: bool, url: 
     row = yield from _must_run(run_id, url)
     now = epoch()
     check_lease(run_id, loads(row[10]), row[11], holder, now, takeover)
-    yield Query("UPDATE tn_runs SET lease = ?, lease_expires = ? WHERE run_id = ?",
-                (dumps(holder.to_dict()), now + ttl, run_id))
+    yield Query("UPDATE tn_runs SET lease = ?, lease_id = ?, lease_expires = ? WHERE run_id = ?",
+                (dumps(holder.to_dict()), holder.id, now + ttl, run_id))
     return int(row[6])
 
 
@@ -178,7 +178,7 @@ def renew_steps(run_id: str, holder: Holder, ttl: float, url: str) -> Steps[None
 def release_steps(run_id: str, holder: Holder) -> Steps[None]:
     row = yield from _run_row(run_id, lock=True)
     if row is not None and lease_is_ours(loads(row[10]), holder):
-        yield Query("UPDATE tn_runs SET lease = NULL, lease_expires = NULL WHERE run_id = ?", (run_id,))
+        yield Query("UPDATE tn_runs SET lease = NULL, lease_id = NULL, lease_expires = NULL WHERE run_id = ?", (run_id,))
 
 
 def _describe(lease: Any) -> Optional[str]:
@@ -186,24 +186,30 @@ def _describe(lease: Any) -> Optional[str]:
     return holder.describe() if holder is not None else None
 
 
-def _conv_key(run_id: str, conv_id: str) -> Steps[tuple[int, int]]:
-    """(cid, stored count) of a conversation, creating its row on first use."""
-    found = yield Query("SELECT cid, count FROM tn_convs WHERE run_id = ? AND conv_id = ?", (run_id, conv_id), "one")
+def _conv_key(run_id: str, conv_id: str, cids: dict[tuple[str, str], int]) -> Steps[int]:
+    """The small integer key of a conversation, created on first use (remembered in `cids`: a key
+    never changes once made)."""
+    cid = cids.get((run_id, conv_id))
+    if cid is not None:
+        return cid
+    found = yield Query("SELECT cid FROM tn_convs WHERE run_id = ? AND conv_id = ?", (run_id, conv_id), "one")
     if found is None:
-        yield Query("INSERT INTO tn_convs (run_id, conv_id, count) VALUES (?, ?, 0)", (run_id, conv_id))
-        found = yield Query("SELECT cid, count FROM tn_convs WHERE run_id = ? AND conv_id = ?", (run_id, conv_id), "one")
-    return int(found[0]), int(found[1])
+        yield Query("INSERT INTO tn_convs (run_id, conv_id) VALUES (?, ?)", (run_id, conv_id))
+        found = yield Query("SELECT cid FROM tn_convs WHERE run_id = ? AND conv_id = ?", (run_id, conv_id), "one")
+    cids[(run_id, conv_id)] = int(found[0])
+    return int(found[0])
 
 
-def _write_conversation(run_id: str, conv_id: str, start: int, texts: list[str]) -> Steps[None]:
-    cid, count = yield from _conv_key(run_id, conv_id)
-    start = min(start, count)
-    if start < count:
+def _write_conversation(run_id: str, conv_id: str, start: int, texts: list[str], cids: dict[tuple[str, str], int],
+                        *, drop: bool = True) -> Steps[None]:
+    """Keep messages before `start`, write `texts` from there. `drop=False`: nothing is stored at
+    or after `start` (the writer knows: a plain append), so nothing is deleted."""
+    cid = yield from _conv_key(run_id, conv_id, cids)
+    if drop:
         yield Query("DELETE FROM tn_messages WHERE cid = ? AND idx >= ?", (cid, start))
     if texts:
         yield Query("INSERT INTO tn_messages (cid, idx, message) VALUES (?, ?, ?)",
                     [(cid, start + i, text) for i, text in enumerate(texts)], many=True)
-    yield Query("UPDATE tn_convs SET count = ? WHERE cid = ?", (start + len(texts), cid))
 
 
 def _ledger_rows(run_id: str, changes: Changes, now: float) -> Steps[list[PendingRow]]:
@@ -226,42 +232,35 @@ def _ledger_rows(run_id: str, changes: Changes, now: float) -> Steps[list[Pendin
     return rows
 
 
-def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url: str) -> Steps[int]:
+def _lease_steps(run_id: str, holder: Holder, changes: Changes, url: str) -> Steps[None]:
+    """The slow path of a commit: lock the run's row and take the lease, or say why not."""
     row = yield from _must_run(run_id, url)
     lease = loads(row[10])
-    if not lease_is_ours(lease, holder):
+    if changes.take_lease:
+        check_lease(run_id, lease, row[11], holder, epoch(), False)
+        if changes.expect_version is not None and int(row[6]) != changes.expect_version:
+            raise RunChanged(run_id, changes.expect_version, int(row[6]))
+    elif not lease_is_ours(lease, holder):
         raise LeaseLost(run_id, _describe(lease))
+
+
+def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url: str,
+                 cids: dict[tuple[str, str], int]) -> Steps[int]:
+    """One commit. The run's row is updated first — `WHERE lease_id` is both the lease check and
+    (on PostgreSQL) the row lock — so the usual commit costs one statement per kind of change."""
     now = epoch()
-    if changes.handles:
-        yield Query("INSERT INTO tn_handles (run_id, handle_id, record) VALUES (?, ?, ?) "
-                    "ON CONFLICT (run_id, handle_id) DO UPDATE SET record = excluded.record",
-                    [(run_id, hid, dumps(rec)) for hid, rec in changes.handles.items()], many=True)
-    for conv_id, ops in changes.conversations.items():
-        yield from _write_conversation(run_id, conv_id, ops.start, ops.append)
-    drops = [(run_id, c, k) for (c, k), entry in changes.calls.items() if entry is None]
-    puts = [(run_id, c, k, dumps(entry)) for (c, k), entry in changes.calls.items() if entry is not None]
-    if drops:
-        yield Query("DELETE FROM tn_calls WHERE run_id = ? AND conv_id = ? AND call_id = ?", drops, many=True)
-    if puts:
-        yield Query("INSERT INTO tn_calls (run_id, conv_id, call_id, entry) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (run_id, conv_id, call_id) DO UPDATE SET entry = excluded.entry", puts, many=True)
-    for ledger_row in (yield from _ledger_rows(run_id, changes, now)):
-        yield _put_pending(ledger_row)
-    trace_seq = int(row[12])
-    if changes.trace:
-        yield Query("INSERT INTO tn_trace (run_id, seq, line) VALUES (?, ?, ?)",
-                    [(run_id, trace_seq + 1 + i, line) for i, line in enumerate(changes.trace)], many=True)
-        old = trace_seq
-        trace_seq += len(changes.trace)
-        if trace_seq - TRACE_KEEP > max(0, old - TRACE_KEEP):
-            yield Query("DELETE FROM tn_trace WHERE run_id = ? AND seq <= ?", (run_id, trace_seq - TRACE_KEEP))
-    sets = ["version = version + 1", "updated_at = ?", "trace_seq = ?"]
-    params: list[Any] = [now, trace_seq]
+    if changes.take_lease:
+        yield from _lease_steps(run_id, holder, changes, url)
+    sets = ["version = version + 1", "updated_at = ?", "trace_seq = trace_seq + ?"]
+    params: list[Any] = [now, len(changes.trace)]
     if changes.release:
-        sets += ["lease = NULL", "lease_expires = NULL"]
+        sets += ["lease = NULL", "lease_id = NULL", "lease_expires = NULL"]
     else:
         sets.append("lease_expires = ?")
         params.append(now + ttl)
+        if changes.take_lease:
+            sets += ["lease = ?", "lease_id = ?"]
+            params += [dumps(holder.to_dict()), holder.id]
     for column, value in (("status", changes.status), ("entry_agent", changes.entry_agent)):
         if value:
             sets.append(f"{column} = ?")
@@ -270,8 +269,41 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         if value is not None:
             sets.append(f"{column} = ?")
             params.append(dumps(value))
-    yield Query(f"UPDATE tn_runs SET {', '.join(sets)} WHERE run_id = ?", (*params, run_id))
-    return int(row[6]) + 1
+    who = "" if changes.take_lease else " AND lease_id = ?"
+    row = yield Query(f"UPDATE tn_runs SET {', '.join(sets)} WHERE run_id = ?{who} RETURNING version, trace_seq, format",
+                      (*params, run_id) if changes.take_lease else (*params, run_id, holder.id), "one")
+    if row is None:
+        yield from _lease_steps(run_id, holder, changes, url)  # raises: not found, or not ours
+        raise LeaseLost(run_id, None)
+    if row[2] > RUN_FORMAT:
+        raise StoreVersionError(
+            f"toolnexus: run {run_id!r} in {url} was written by a newer toolnexus (run format {row[2]}; this "
+            f"version reads {RUN_FORMAT}) — upgrade toolnexus to restore it")
+    if changes.handles:
+        yield Query("INSERT INTO tn_handles (run_id, handle_id, record) VALUES (?, ?, ?) "
+                    "ON CONFLICT (run_id, handle_id) DO UPDATE SET record = excluded.record",
+                    [(run_id, hid, dumps(rec)) for hid, rec in changes.handles.items()], many=True)
+    for conv_id, ops in changes.conversations.items():
+        yield from _write_conversation(run_id, conv_id, ops.start, ops.append, cids,
+                                       drop=ops.stored is None or ops.start < ops.stored)
+    drops = [(run_id, c, k) for (c, k), entry in changes.calls.items() if entry is None]
+    puts = [(run_id, c, k, dumps(entry)) for (c, k), entry in changes.calls.items() if entry is not None]
+    if drops:
+        yield Query("DELETE FROM tn_calls WHERE run_id = ? AND conv_id = ? AND call_id = ?", drops, many=True)
+    if puts:
+        yield Query("INSERT INTO tn_calls (run_id, conv_id, call_id, entry) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (run_id, conv_id, call_id) DO UPDATE SET entry = excluded.entry", puts, many=True)
+    if changes.pending or changes.applied or changes.cancelled:
+        for ledger_row in (yield from _ledger_rows(run_id, changes, now)):
+            yield _put_pending(ledger_row)
+    if changes.trace:
+        last = int(row[1])
+        first = last - len(changes.trace) + 1
+        yield Query("INSERT INTO tn_trace (run_id, seq, line) VALUES (?, ?, ?)",
+                    [(run_id, first + i, line) for i, line in enumerate(changes.trace)], many=True)
+        if last // 1000 != (first - 1) // 1000 and last > TRACE_KEEP:  # trim now and then, not every commit
+            yield Query("DELETE FROM tn_trace WHERE run_id = ? AND seq <= ?", (run_id, last - TRACE_KEEP))
+    return int(row[0])
 
 
 def _get_pending(request_id: str, *, lock: bool = False) -> Steps[Optional[PendingRow]]:
@@ -361,7 +393,8 @@ def conversation_get_steps(conv: str) -> Steps[Optional[tuple[int, list[Any]]]]:
 
 
 def conversation_save_steps(conv: str, messages: list[Any], seen: Optional[tuple[int, list[Any]]], url: str,
-                            opened: Optional[PendingRow], applied: Optional[str]) -> Steps[int]:
+                            opened: Optional[PendingRow], applied: Optional[str],
+                            cids: dict[tuple[str, str], int]) -> Steps[int]:
     run_id = CONVERSATION_PREFIX + conv
     now = epoch()
     yield Query(f"INSERT INTO tn_runs ({_RUN_COLS}) VALUES ({', '.join('?' * 13)}) ON CONFLICT (run_id) DO NOTHING",
@@ -372,7 +405,9 @@ def conversation_save_steps(conv: str, messages: list[Any], seen: Optional[tuple
         raise StoreConflict(
             f"toolnexus: conversation {conv!r} in {url} was changed by another writer since it was loaded "
             f"(version {seen[0]} → {version}); load it again and retry")
-    cid, count = yield from _conv_key(run_id, conv)
+    cid = yield from _conv_key(run_id, conv, cids)
+    counted = yield Query("SELECT count(*) FROM tn_messages WHERE cid = ?", (cid,), "one")
+    count = int(counted[0])
     if seen is not None and len(seen[1]) == count:
         start = 0
         for a, b in zip(seen[1], messages):
@@ -386,7 +421,7 @@ def conversation_save_steps(conv: str, messages: list[Any], seen: Optional[tuple
             if dumps(message) != text:
                 break
             start += 1
-    yield from _write_conversation(run_id, conv, start, [dumps(m) for m in messages[start:]])
+    yield from _write_conversation(run_id, conv, start, [dumps(m) for m in messages[start:]], cids)
     if opened is not None:
         yield _put_pending(opened)
     if applied is not None:
@@ -409,6 +444,7 @@ class SqlStore(RunStore):
     def __init__(self) -> None:
         self._conv_locks = IdLocks()
         self._loaded_ids: dict[str, tuple[int, list[Any]]] = {}
+        self._cids: dict[tuple[str, str], int] = {}
 
     @abc.abstractmethod
     async def _run(self, steps: Steps[T], *, write: bool = True) -> T:
@@ -422,6 +458,7 @@ class SqlStore(RunStore):
 
     async def delete_run(self, run_id: str) -> None:
         await self._run(delete_steps(run_id))
+        self._cids = {k: v for k, v in self._cids.items() if k[0] != run_id}
 
     async def create_run(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
                          lease_ttl: float, state: Optional[dict[str, Any]] = None) -> None:
@@ -440,7 +477,7 @@ class SqlStore(RunStore):
         return await self._run(load_steps(run_id, self.url), write=False)
 
     async def commit(self, run_id: str, holder: Holder, changes: Changes, *, lease_ttl: float) -> int:
-        return await self._run(commit_steps(run_id, holder, changes, lease_ttl, self.url))
+        return await self._run(commit_steps(run_id, holder, changes, lease_ttl, self.url, self._cids))
 
     async def find_request(self, request_id: str) -> Optional[PendingRow]:
         return await self._run(find_steps(request_id), write=False)
@@ -470,7 +507,7 @@ class SqlStore(RunStore):
                     applied: Optional[str]) -> None:
         messages = list(messages)
         version = await self._run(conversation_save_steps(id, messages, self._loaded_ids.get(id), self.url,
-                                                          opened, applied))
+                                                          opened, applied, self._cids))
         self._loaded_ids[id] = (version, messages)
 
     async def save(self, id: str, messages: list[dict[str, Any]]) -> None:  # noqa: A002
