@@ -150,3 +150,45 @@ def test_the_card_lists_skills_from_skills_folders_filtered_by_a2a_skill(tmp_pat
     assert [s["id"] for s in all_skills] == ["triage", "summarise"]
     assert some == [{"id": "summarise", "name": "summarise", "description": "Summarise threads"}]
     assert every.returncode == filtered.returncode == 0
+
+
+def _send_message(url: str, headers: dict[str, str], text: str, task_id: str | None = None) -> dict:
+    message = {"role": "user", "messageId": f"m-{text}", "parts": [{"kind": "text", "text": text}]}
+    if task_id:
+        message["taskId"] = task_id
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message,
+                                                                          "configuration": {"blocking": False}}}
+    return httpx.post(url + "/", content=json.dumps(body), headers=headers).json()["result"]
+
+
+def _wait_task(url: str, task_id: str, headers: dict[str, str], states: set[str]) -> dict:
+    deadline = time.monotonic() + 30
+    while True:
+        body = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
+        task = httpx.post(url + "/", content=json.dumps(body), headers=headers).json()["result"]
+        if task["status"]["state"] in states or time.monotonic() > deadline:
+            return task
+        time.sleep(0.02)  # polling a real condition, bounded above
+
+
+def test_an_input_required_task_survives_a_server_restart_with_a_sqlite_store(llm: LlmServer, tmp_path) -> None:
+    from support.llm_server import openai_calls
+
+    llm.add(Json(openai_calls(("c1", "approve", {}))), Json(openai_text("all deployed")))
+    args = ("--a2a", *TOOLS, *ADDR, *_model(llm), "--auth-token", TOKEN, "--store", f"sqlite:///{tmp_path / 'a2a.db'}")
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    with ServeProcess(*args, stop_signal=signal.SIGKILL) as first:  # the server dies, nothing is drained
+        task = _send_message(first.url, auth, "deploy please")
+        asked = _wait_task(first.url, task["id"], auth, {"input-required"})
+    assert asked["status"]["state"] == "input-required"
+    assert asked["status"]["message"]["parts"] == [{"kind": "text", "text": "Deploy to production?"}]
+    with ServeProcess(*args) as second:  # a new process on the same store
+        again = _wait_task(second.url, task["id"], auth, {"input-required"})
+        _send_message(second.url, auth, "yes", task_id=task["id"])
+        done = _wait_task(second.url, task["id"], auth, {"completed", "failed"})
+    assert again["status"]["state"] == "input-required" and again["contextId"] == task["contextId"]
+    assert done["status"]["state"] == "completed", done
+    assert done["artifacts"][0]["parts"][0]["text"] == "all deployed"
+    sent = [r.json["messages"] for r in llm.requests if r.method == "POST"]
+    assert len(sent) == 2 and sent[1][-2]["tool_calls"][0]["function"]["name"] == "approve"
+    assert sent[1][-1] == {"role": "tool", "tool_call_id": "c1", "content": "deployed"}

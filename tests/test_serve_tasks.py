@@ -154,3 +154,19 @@ def test_a_registered_scheme_resolves_through_its_factory() -> None:
     assert made == ["/var/db"]
     with pytest.raises(ValueError, match="plain word"):
         register_store_scheme("bad scheme", factory)
+
+
+async def test_database_selectors_give_a_durable_task_store_that_outlives_its_object(tmp_path) -> None:
+    from toolnexus.serve import DurableTaskStore, resolve_store
+
+    for selector in (f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:{tmp_path / 'b.db'}"):
+        store = resolve_store(selector)
+        assert isinstance(store, DurableTaskStore)
+        await store.save({"id": "t1", "status": {"state": "input-required"}})
+        await store.save({"id": "t2", "status": {"state": "completed"}})
+        await store.close()
+        again = resolve_store(selector)
+        assert (await again.get("t1"))["status"]["state"] == "input-required"
+        assert [t["id"] for t in await again.list_tasks(states={"input-required"})] == ["t1"]
+        await again.close()
+    assert isinstance(resolve_store("postgresql://nobody@127.0.0.1:1/x"), DurableTaskStore)  # lazy: no connect yet

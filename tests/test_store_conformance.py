@@ -375,3 +375,15 @@ async def test_many_concurrent_commits_from_two_store_objects_serialise(shared_s
 
         wins = await asyncio.gather(*(try_claim(one if n % 2 else two, holders[n], n // 2) for n in range(16)))
         assert sum(wins) == 8  # each of the 8 requests claimed once
+
+
+async def test_plain_records_are_kept_per_namespace_in_write_order(store_url):
+    async with open_store(store_url) as store:
+        assert await store.get_record("tasks", "t1") is None
+        await store.put_record("tasks", "t1", {"id": "t1", "n": 1})
+        await store.put_record("tasks", "t2", {"id": "t2", "n": 2})
+        await store.put_record("tasks", "t1", {"id": "t1", "n": 3})
+        await store.put_record("other", "t1", {"id": "x"})
+        assert await store.get_record("tasks", "t1") == {"id": "t1", "n": 3}
+        assert [r["id"] for r in await store.list_records("tasks")] == ["t2", "t1"]
+        assert await store.list_records("none") == []

@@ -9,8 +9,9 @@ traceback and no secret ever reaches the terminal.
 
 Exit codes: 0 success / help / version / clean stop; 1 runtime failure (toolkit build, bind, a
 `--once` run that raised); 2 usage (no or unknown subcommand, bad flag or value, missing
-required flag or key, nothing to serve, unsafe exposure); 3 a `--once` run that ended `pending`
-or `incomplete`; 130 interrupted (Ctrl-C in `run`).
+required flag or key, nothing to serve, unsafe exposure); 3 a `--once` run (or an answered
+durable run) that ended `pending` or `incomplete`; 4 `answer` of a request already answered;
+130 interrupted (Ctrl-C in `run`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import sys
 from types import ModuleType
 from typing import Optional
 
+from . import answer as _answer
+from . import pending as _pending
 from . import run as _run
 from . import serve as _serve
 from . import tools as _tools
@@ -28,7 +31,7 @@ from .flags import Flag, UsageError, parse
 
 __all__ = ["COMMANDS", "main", "usage"]
 
-COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve)}
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer)}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -57,7 +60,7 @@ def usage() -> str:
     width = max(len(name) for name in COMMANDS)
     lines += [f"  {name.ljust(width)}  {m.SUMMARY}" for name, m in COMMANDS.items()]
     shared = {f.name for f in TOOLKIT_FLAGS + MODEL_FLAGS}
-    for title, group in (("toolkit flags (run, tools, serve)", TOOLKIT_FLAGS), ("model flags (run, serve)", MODEL_FLAGS)):
+    for title, group in (("toolkit flags (run, tools, serve)", TOOLKIT_FLAGS), ("model flags (run, serve, answer)", MODEL_FLAGS)):
         lines += ["", title + ":", *_flag_lines(group)]
     for name, module in COMMANDS.items():
         own = [f for f in module.FLAGS if f.name not in shared]

@@ -61,7 +61,8 @@ MODEL_FLAGS = [
 ]
 
 
-STORE_FLAG = Flag("store", "memory|file:DIR", "where A2A tasks are kept (default memory)")
+STORE_FLAG = Flag("store", "memory|file:DIR|sqlite:PATH|postgresql://…",
+                  "where A2A tasks (and, with a database, conversations) are kept (default memory)")
 
 
 def open_store(selector: str) -> Any:

@@ -130,9 +130,13 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     try:
         if a2a is not None:
             from ..client import InMemoryConversationStore
+            from ..serve import DurableTaskStore
 
-            client = make_client(opts, store=InMemoryConversationStore(max_conversations=_CONVERSATIONS,
-                                                                       ttl_seconds=_CONVERSATION_TTL))
+            # A durable task store keeps the conversations too, so an input-required task can be
+            # answered after a restart; otherwise conversations live (bounded) in memory.
+            conversations = store.run_store if isinstance(store, DurableTaskStore) else InMemoryConversationStore(
+                max_conversations=_CONVERSATIONS, ttl_seconds=_CONVERSATION_TTL)
+            client = make_client(opts, store=conversations)
         return await _serve_http(opts, console, toolkit, client, a2a, mcp)
     finally:
         if client is not None:

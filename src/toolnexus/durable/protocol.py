@@ -120,6 +120,20 @@ class RunStore(abc.ABC):
     async def mark_applied(self, request_id: str, holder: Holder) -> None:
         """Our claimed request is done: later answers to it get `AnswerAlreadyApplied`."""
 
+    # -- plain records (what else a host keeps next to its runs: served A2A tasks, ...) -------------
+
+    @abc.abstractmethod
+    async def get_record(self, namespace: str, key: str) -> Optional[dict[str, Any]]:
+        """The JSON object stored under (`namespace`, `key`), or None."""
+
+    @abc.abstractmethod
+    async def put_record(self, namespace: str, key: str, value: dict[str, Any]) -> None:
+        """Insert or replace the JSON object under (`namespace`, `key`), atomically."""
+
+    @abc.abstractmethod
+    async def list_records(self, namespace: str) -> list[dict[str, Any]]:
+        """Every object of `namespace`, oldest write first."""
+
     # -- client conversations (ConversationStore) --------------------------------------------------
 
     @abc.abstractmethod

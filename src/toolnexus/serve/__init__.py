@@ -23,7 +23,7 @@ from .limits import ServeLimits
 from .listener import ServeHandle, parse_addr
 from .safety import UNSAFE_BUILTINS
 from .server import serve_toolkit, start_a2a_server
-from .tasks import FileTaskStore, InMemoryTaskStore, TaskStore, register_store_scheme, resolve_store
+from .tasks import DurableTaskStore, FileTaskStore, InMemoryTaskStore, TaskStore, register_store_scheme, resolve_store
 
 __all__ = [
     "A2AConfig",
@@ -43,6 +43,7 @@ __all__ = [
     "parse_addr",
     "register_store_scheme",
     "resolve_store",
+    "DurableTaskStore",
     "serve_toolkit",
     "start_a2a_server",
 ]

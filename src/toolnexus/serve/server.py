@@ -42,7 +42,8 @@ from .limits import ServeLimits
 from .listener import ServeHandle, parse_addr, start_listener
 from .mcp_app import McpEndpoint
 from .safety import check_exposure, make_redactor, unsafe_tools, warn_open_network
-from .tasks import TaskStore, resolve_store
+from ..durable import is_run_store
+from .tasks import DurableTaskStore, TaskStore, resolve_store
 
 __all__ = ["serve_toolkit", "start_a2a_server"]
 
@@ -154,6 +155,11 @@ async def serve_toolkit(
         if client is None:
             warn_once("serve-a2a-no-client",
                       "[toolnexus] serve: A2A is on but no client= was given — every A2A task will fail")
+        elif _durable_tasks(a2a_profile) and not is_run_store(getattr(client, "store", None)):
+            warn_once("serve-a2a-volatile-conversations",
+                      "[toolnexus] serve: A2A tasks are kept in a durable store, but the client keeps its "
+                      "conversations in memory — after a restart an input-required task cannot be resumed; "
+                      "give the client the same store (create_client(store=...))")
 
     async def run_task(text: str, context_id: Optional[str] = None) -> Any:
         if client is None:
@@ -174,6 +180,13 @@ async def serve_toolkit(
         mcp=mcp_profile, mcp_tools=tools_of, on_call=on_call, limits=limits,
         secrets=[getattr(client, "api_key", None)],
     )
+
+
+def _durable_tasks(a2a: Any) -> bool:
+    store = (a2a or {}).get("store")
+    if isinstance(store, str):
+        return store.split(":", 1)[0] in ("sqlite", "postgresql", "postgres")
+    return isinstance(store, DurableTaskStore)
 
 
 async def start_a2a_server(

@@ -14,11 +14,16 @@ way out (`toolnexus.serve.a2a_render`).
   directory, so a reader never sees half a file and concurrent saves of one id never collide.
   File work runs in a worker thread, never on the event loop. A file whose task id differs from
   the one asked for (two ids that sanitise alike) reads as missing.
+- `DurableTaskStore` keeps tasks in a durable run store (`toolnexus.stores`: SQLite, PostgreSQL)
+  as plain records, so they survive a restart and are shared by every server on that store.
+  `run_store` is the store itself: give the serving client the same one as its conversation store
+  (`create_client(store=...)`), so an `input-required` task can still be answered after a restart
+  — the halted conversation is in it too.
 - `resolve_store(selector)`: `None`/`"memory"` → a new `InMemoryTaskStore`, `"file:<dir>"` →
-  `FileTaskStore(dir)`, a `TaskStore` (or any object with async `get`/`save`) → itself. Further
-  schemes (a database, say) plug in with `register_store_scheme("sqlite", factory)`; the factory
-  gets the text after the colon. The CLI's `--store` goes through `resolve_store` too, so a
-  registered scheme works there as well.
+  `FileTaskStore(dir)`, `"sqlite:<path>"` / `"sqlite:///<path>"` / `"postgresql://…"` →
+  `DurableTaskStore`, a `TaskStore` (or any object with async `get`/`save`) → itself. Further
+  schemes plug in with `register_store_scheme("name", factory)`; the factory gets the text after
+  the colon. The CLI's `--store` goes through `resolve_store` too.
 
 Not here: a task's life cycle (`toolnexus.serve.fulfil`), rendering, locking across processes.
 """
@@ -41,6 +46,7 @@ from ..types import sanitize
 __all__ = [
     "DEFAULT_MAX_TASKS",
     "DEFAULT_TERMINAL_TTL",
+    "DurableTaskStore",
     "FINISHED_STATES",
     "FileTaskStore",
     "InMemoryTaskStore",
@@ -212,7 +218,43 @@ class FileTaskStore(TaskStore):
         return f"FileTaskStore(dir={self.dir!r})"
 
 
-_SCHEMES: dict[str, StoreFactory] = {"file": FileTaskStore}
+class DurableTaskStore(TaskStore):
+    """Tasks as records of a durable run store (see the module docstring)."""
+
+    NAMESPACE = "a2a-task"
+
+    def __init__(self, run_store: Any, *, owns: bool = False) -> None:
+        self.run_store = run_store
+        self._owns = owns
+
+    async def get(self, id: str) -> Optional[A2ATask]:  # noqa: A002
+        return await self.run_store.get_record(self.NAMESPACE, id)
+
+    async def save(self, task: A2ATask) -> None:
+        await self.run_store.put_record(self.NAMESPACE, str(task["id"]), dict(task))
+
+    async def list_tasks(self, *, states: Optional[Iterable[str]] = None) -> list[A2ATask]:
+        return [t for t in await self.run_store.list_records(self.NAMESPACE) if _matches(t, states)]
+
+    async def close(self) -> None:
+        if self._owns:
+            await self.run_store.aclose()
+
+    def __repr__(self) -> str:
+        return f"DurableTaskStore({self.run_store!r})"
+
+
+def _durable(scheme: str) -> StoreFactory:
+    def build(rest: str) -> TaskStore:
+        from ..stores import open_store
+
+        return DurableTaskStore(open_store(f"{scheme}:{rest}"), owns=True)
+
+    return build
+
+
+_SCHEMES: dict[str, StoreFactory] = {"file": FileTaskStore, "sqlite": _durable("sqlite"),
+                                     "postgresql": _durable("postgresql"), "postgres": _durable("postgres")}
 
 
 def register_store_scheme(scheme: str, factory: StoreFactory) -> None:

@@ -174,6 +174,36 @@ class DocumentStore(RunStore):
     async def _forget(self, run_id: str, request_ids: list[str]) -> None:
         """Delete a run and its ledger rows."""
 
+    @abc.abstractmethod
+    async def _record(self, namespace: str, key: str) -> Optional[str]:
+        """A plain record's JSON text, or None."""
+
+    @abc.abstractmethod
+    async def _put_record(self, namespace: str, key: str, text: str) -> None:
+        """Write a plain record (atomically)."""
+
+    @abc.abstractmethod
+    async def _records(self, namespace: str) -> list[str]:
+        """Every record of a namespace, oldest write first."""
+
+    # -- plain records -----------------------------------------------------------------------------
+
+    async def get_record(self, namespace: str, key: str) -> Optional[dict[str, Any]]:
+        await self.open()
+        async with self._locked():
+            return loads(await self._record(namespace, key))
+
+    async def put_record(self, namespace: str, key: str, value: dict[str, Any]) -> None:
+        await self.open()
+        text = dumps(value)
+        async with self._locked():
+            await self._put_record(namespace, key, text)
+
+    async def list_records(self, namespace: str) -> list[dict[str, Any]]:
+        await self.open()
+        async with self._locked():
+            return [loads(t) for t in await self._records(namespace)]
+
     # -- helpers -----------------------------------------------------------------------------------
 
     def _check_format(self, doc: RunDoc) -> None:

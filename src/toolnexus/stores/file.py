@@ -333,6 +333,40 @@ class FileStore(DocumentStore):
             except FileNotFoundError:
                 pass
 
+    async def _record(self, namespace: str, key: str) -> Optional[str]:
+        return await self._io(self._record_sync, namespace, key)
+
+    def _record_sync(self, namespace: str, key: str) -> Optional[str]:
+        try:
+            with open(self._path("records", _name(namespace), _name(key) + ".json"), encoding="utf-8") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return None
+
+    async def _put_record(self, namespace: str, key: str, text: str) -> None:
+        await self._io(self._put_record_sync, namespace, key, text)
+
+    def _put_record_sync(self, namespace: str, key: str, text: str) -> None:
+        folder = self._path("records", _name(namespace))
+        os.makedirs(folder, exist_ok=True)
+        _write_atomic(os.path.join(folder, _name(key) + ".json"), text)
+
+    async def _records(self, namespace: str) -> list[str]:
+        return await self._io(self._records_sync, namespace)
+
+    def _records_sync(self, namespace: str) -> list[str]:
+        folder = self._path("records", _name(namespace))
+        try:
+            names = [n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith(".")]
+        except FileNotFoundError:
+            return []
+        paths = sorted((os.path.join(folder, n) for n in names), key=os.path.getmtime)
+        out = []
+        for path in paths:
+            with open(path, encoding="utf-8") as fh:
+                out.append(fh.read())
+        return out
+
     def stored_bytes(self, run_id: str) -> int:
         """Bytes this run occupies on disk (for benchmarks)."""
         total = 0

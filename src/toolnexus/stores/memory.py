@@ -25,6 +25,7 @@ class MemoryStore(DocumentStore):
         self.url = "memory:"
         self._runs: dict[str, RunDoc] = {}
         self._rows: dict[str, PendingRow] = {}
+        self._plain: dict[str, dict[str, str]] = {}  # namespace → key → JSON (insertion = write order)
         self._lock: Optional[asyncio.Lock] = None
 
     def _locked(self) -> Any:
@@ -60,6 +61,17 @@ class MemoryStore(DocumentStore):
         self._runs.pop(run_id, None)
         for request_id in request_ids:
             self._rows.pop(request_id, None)
+
+    async def _record(self, namespace: str, key: str) -> Optional[str]:
+        return self._plain.get(namespace, {}).get(key)
+
+    async def _put_record(self, namespace: str, key: str, text: str) -> None:
+        space = self._plain.setdefault(namespace, {})
+        space.pop(key, None)
+        space[key] = text
+
+    async def _records(self, namespace: str) -> list[str]:
+        return list(self._plain.get(namespace, {}).values())
 
     def stored_bytes(self, run_id: str) -> int:
         """Bytes of JSON text this run occupies (for benchmarks)."""

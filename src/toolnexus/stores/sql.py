@@ -82,6 +82,9 @@ def schema_statements(dialect: str) -> list[str]:
             answered_at {real})""",
         "CREATE INDEX IF NOT EXISTS tn_pending_by_status ON tn_pending (status, created_at)",
         "CREATE INDEX IF NOT EXISTS tn_pending_by_run ON tn_pending (run_id)",
+        f"""CREATE TABLE IF NOT EXISTS tn_records (
+            ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, written {big} NOT NULL,
+            PRIMARY KEY (ns, key)){no_rowid}""",
         f"""CREATE TABLE IF NOT EXISTS tn_trace (
             run_id TEXT NOT NULL, seq {big} NOT NULL, line TEXT NOT NULL, PRIMARY KEY (run_id, seq)){no_rowid}""",
     ]
@@ -380,6 +383,23 @@ def delete_steps(run_id: str) -> Steps[None]:
         yield Query(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
 
 
+def get_record_steps(namespace: str, key: str) -> Steps[Optional[str]]:
+    row = yield Query("SELECT value FROM tn_records WHERE ns = ? AND key = ?", (namespace, key), "one")
+    return row[0] if row is not None else None
+
+
+def put_record_steps(namespace: str, key: str, text: str) -> Steps[None]:
+    # `written` orders a listing by write; a counter in the table keeps it monotonic across processes
+    top = yield Query("SELECT COALESCE(MAX(written), 0) FROM tn_records WHERE ns = ?", (namespace,), "one")
+    yield Query("INSERT INTO tn_records (ns, key, value, written) VALUES (?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE "
+                "SET value = excluded.value, written = excluded.written", (namespace, key, text, int(top[0]) + 1))
+
+
+def list_records_steps(namespace: str) -> Steps[list[str]]:
+    rows = yield Query("SELECT value FROM tn_records WHERE ns = ? ORDER BY written", (namespace,), "all")
+    return [r[0] for r in rows]
+
+
 def conversation_get_steps(conv: str) -> Steps[Optional[tuple[int, list[Any]]]]:
     run_id = CONVERSATION_PREFIX + conv
     row = yield from _run_row(run_id, lock=False)
@@ -491,6 +511,15 @@ class SqlStore(RunStore):
 
     async def mark_applied(self, request_id: str, holder: Holder) -> None:
         await self._run(mark_applied_steps(request_id, holder))
+
+    async def get_record(self, namespace: str, key: str) -> Optional[dict[str, Any]]:
+        return loads(await self._run(get_record_steps(namespace, key), write=False))
+
+    async def put_record(self, namespace: str, key: str, value: dict[str, Any]) -> None:
+        await self._run(put_record_steps(namespace, key, dumps(value)))
+
+    async def list_records(self, namespace: str) -> list[dict[str, Any]]:
+        return [loads(t) for t in await self._run(list_records_steps(namespace), write=False)]
 
     def lock(self, id: str) -> Any:  # noqa: A002
         return self._conv_locks.hold(id)
