@@ -52,15 +52,16 @@ from ..client.tool_calls import answer_schema_error, is_expired, utc_now
 from ..types import Answer, Request
 from .defs import RESUME_CONTINUE
 from .escalation import ReplayBinding, pending_result
-from .handle import is_durably_suspended, live_turn, take_suspension
+from .handle import is_parked, live_turn, take_suspension
 from .suspension import ORIGIN_TOOL
 from .turn import Continuation, run_admitted
+from .vocab import HandleState, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
     from .handle import Handle, TaskResult
 
-__all__ = ["apply_answer", "checked_answer", "durably_suspended", "route", "replay_and_cascade", "cascade_one"]
+__all__ = ["apply_answer", "checked_answer", "parked_handles", "route", "replay_and_cascade", "cascade_one"]
 
 _PREFIX = "toolnexus: cannot resume — "
 
@@ -117,30 +118,30 @@ async def apply_answer(core: "RuntimeCore", answer: Answer, *, claimed: bool = F
 
 
 def _held(core: "RuntimeCore", request_id: str) -> bool:
-    return any(h.pending_req is not None and h.pending_req.id == request_id for h in durably_suspended(core))
+    return any(h.pending_req is not None and h.pending_req.id == request_id for h in parked_handles(core))
 
 
-def durably_suspended(core: "RuntimeCore", h: Optional["Handle"] = None) -> list["Handle"]:
+def parked_handles(core: "RuntimeCore", h: Optional["Handle"] = None) -> list["Handle"]:
     """Suspended handles with no live turn (not an inline escalation), post-order, spawn order."""
     h = h if h is not None else core.root
     found: list[Handle] = []
     for child in h.children:
-        found.extend(durably_suspended(core, child))
-    if h is not core.root and is_durably_suspended(h):
+        found.extend(parked_handles(core, child))
+    if h is not core.root and is_parked(h):
         found.append(h)
     return found
 
 
 def route(core: "RuntimeCore", answer: Answer) -> "Handle":
     """The deepest durably suspended handle holding `answer.id`; loud when there is none."""
-    suspended = durably_suspended(core)
+    suspended = parked_handles(core)
     if not suspended:
         raise RuntimeError("no suspended handle")
     holders = [h for h in suspended if h.pending_req is not None and h.pending_req.id == answer.id]
     if holders:
         return max(holders, key=lambda h: h.depth)
     leaf = suspended[0]
-    tops = [h for h in suspended if h.parent is core.root or (h.parent is not None and h.parent.state != "suspended")]
+    tops = [h for h in suspended if h.parent is core.root or (h.parent is not None and h.parent.state != HandleState.SUSPENDED)]
     listing = ", ".join(f"{h.pending_req.id!r} at {h.id}" for h in tops if h.pending_req is not None)
     assert leaf.pending_req is not None
     raise ResumeError(
@@ -157,7 +158,7 @@ async def replay_and_cascade(core: "RuntimeCore", leaf: "Handle", answer: Answer
     assert held is not None
     if core.durable is not None:
         core.durable.applied(held.request.id)
-    core.transition(leaf, "idle", "(Answer accepted, checkpoint restored)")
+    core.transition(leaf, HandleState.IDLE, "(Answer accepted, checkpoint restored)")
     if held.mode == RESUME_CONTINUE:
         result = await run_admitted(core, leaf, "", continuation=Continuation(held.request, answer, held))
     else:
@@ -167,11 +168,11 @@ async def replay_and_cascade(core: "RuntimeCore", leaf: "Handle", answer: Answer
             binding = ReplayBinding(answer, request=held.request)
         result = await run_admitted(core, leaf, held.input or "continue", binding=binding, replay=True)
     node = leaf.parent
-    while node is not None and node is not core.root and node.state == "suspended" and live_turn(node) is None:
+    while node is not None and node is not core.root and node.state == HandleState.SUSPENDED and live_turn(node) is None:
         if node.pending_mode == RESUME_CONTINUE:
             if node.pending_req is None or node.pending_req.id != answer.id:
                 return _parked(core, node)
-            if result.status == "pending" and result.pending is not None:
+            if result.status == TaskStatus.PENDING and result.pending is not None:
                 result = _relay_up(core, node, result)
                 node = node.parent
                 continue
@@ -184,7 +185,7 @@ async def cascade_one(core: "RuntimeCore", node: "Handle") -> "TaskResult":
     """Resume one suspended ancestor whose child has settled: replay it, or continue it."""
     held = take_suspension(node)
     assert held is not None
-    core.transition(node, "idle", "(Answer accepted, checkpoint restored)")
+    core.transition(node, HandleState.IDLE, "(Answer accepted, checkpoint restored)")
     core.trace_line(node, "cascade resume (replay reattaches by task key)")
     request = held.request
     if held.mode == RESUME_CONTINUE:
@@ -217,7 +218,7 @@ def _parked(core: "RuntimeCore", node: "Handle") -> "TaskResult":
     while (
         top.parent is not None
         and top.parent is not core.root
-        and top.parent.state == "suspended"
+        and top.parent.state == HandleState.SUSPENDED
         and top.parent.pending_req is not None
         and top.pending_req is not None
         and top.parent.pending_req.id == top.pending_req.id

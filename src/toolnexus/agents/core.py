@@ -34,10 +34,10 @@ from .defs import AgentDef
 from .escalation import pending_result
 from .gate import TurnGate
 from .handle import (Handle, InboxItem, PostResult, SpawnError, TaskResult, find_child, flush_waiters,
-                     is_durably_suspended, lineage, live_turn, restore_drained, result_of, subtree, take_suspension)
+                     is_parked, lineage, live_turn, restore_drained, result_of, subtree, take_suspension)
 from .inbox import coalesce_tick, drain_input
 from .trace import TraceRing, transition_event
-from .vocab import LIMIT_MAX_CHILDREN, LIMIT_MAX_DEPTH, LIMIT_TIMEOUT
+from .vocab import HandleState, LIMIT_MAX_CHILDREN, LIMIT_MAX_DEPTH, LIMIT_TIMEOUT, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from .durable import DurableRun
@@ -110,16 +110,16 @@ class RuntimeCore:
         """The run's status as a store lists it: the entry handle's state or settled status."""
         entry = self.root.children[0] if self.root.children else None
         if entry is None:
-            return "running"
-        if entry.state == "running" or (entry.state == "suspended" and not is_durably_suspended(entry)):
-            return "running"
-        if entry.state == "suspended":
-            return "pending"
-        if any(node.state == "running" for node in subtree(entry)):
-            return "running"
+            return HandleState.RUNNING
+        if entry.state == HandleState.RUNNING or (entry.state == HandleState.SUSPENDED and not is_parked(entry)):
+            return HandleState.RUNNING
+        if entry.state == HandleState.SUSPENDED:
+            return TaskStatus.PENDING
+        if any(node.state == HandleState.RUNNING for node in subtree(entry)):
+            return HandleState.RUNNING
         if entry.last_result is not None:
             return entry.last_result.status
-        return "closed" if entry.state == "closed" else "idle"
+        return HandleState.CLOSED if entry.state == HandleState.CLOSED else HandleState.IDLE
 
     def busy(self) -> bool:
         """Some turn or resume is live."""
@@ -182,7 +182,7 @@ class RuntimeCore:
         if defn is None:
             known = ", ".join(sorted(self.registry))
             return SpawnError(f'unknown agent "{def_name}" (known: {known})')
-        if parent.state == "closed":
+        if parent.state == HandleState.CLOSED:
             return SpawnError("parent closed")
         max_depth = min(node.eff["max_depth"] for node in lineage(parent))
         if parent.depth + 1 > max_depth:
@@ -218,7 +218,7 @@ class RuntimeCore:
     def post(self, h: Handle, item: InboxItem) -> PostResult:
         if not isinstance(item, InboxItem):
             raise TypeError(f"toolnexus.agents: post() takes an InboxItem, got {type(item).__name__}")
-        if h.state == "closed":
+        if h.state == HandleState.CLOSED:
             return PostResult(False, f"inbox closed: {h.id}")
         if coalesce_tick(h.inbox, item):
             self.changed(h)
@@ -231,11 +231,11 @@ class RuntimeCore:
         return PostResult(True)
 
     def wake(self, h: Handle, prompt: Optional[str] = None) -> PostResult:
-        if h.state == "closed":
+        if h.state == HandleState.CLOSED:
             return PostResult(False, "closed")
         if h.parent is None:
             return PostResult(False, "root never runs a turn")
-        if h.state in ("suspended", "running"):
+        if h.state in (HandleState.SUSPENDED, HandleState.RUNNING):
             return PostResult(True)
         parent = h.parent
         if parent.running_children >= parent.eff["max_concurrent"]:
@@ -250,7 +250,7 @@ class RuntimeCore:
     def refuse(self, h: Handle, dim: str) -> TaskResult:
         """A failed live walk settles the handle as `incomplete` at once (no turn runs)."""
         limit = canonical_limit(dim)
-        result = result_of(h, f"budget exhausted ({dim}); partial work preserved", "incomplete", limit=limit)
+        result = result_of(h, f"budget exhausted ({dim}); partial work preserved", TaskStatus.INCOMPLETE, limit=limit)
         h.last_result = result
         flush_waiters(h, result)
         self.budget_stop(h, limit)
@@ -278,10 +278,10 @@ class RuntimeCore:
         index = 0
         while index < len(parent.wake_fifo) and parent.running_children < parent.eff["max_concurrent"]:
             child = find_child(parent, parent.wake_fifo[index])
-            if child is None or child.state == "closed" or not child.wake_queue:
+            if child is None or child.state == HandleState.CLOSED or not child.wake_queue:
                 parent.wake_fifo.pop(index)
                 continue
-            if child.state != "idle":  # busy (e.g. being resumed): keeps its place in line
+            if child.state != HandleState.IDLE:  # busy (e.g. being resumed): keeps its place in line
                 index += 1
                 continue
             parent.wake_fifo.pop(index)
@@ -307,19 +307,19 @@ class RuntimeCore:
 
     async def wait(self, h: Handle, timeout_ms: Optional[float] = None) -> TaskResult:
         result = await self._next_result(h, timeout_ms)
-        if self.durable is not None and result.status != "timeout":
+        if self.durable is not None and result.status != TaskStatus.TIMEOUT:
             await self.durable.flush()  # a result is reported once it is durable
         return result
 
     async def _next_result(self, h: Handle, timeout_ms: Optional[float]) -> TaskResult:
-        if h.state == "closed":
-            return h.last_result if h.last_result is not None else result_of(h, "closed", "closed")
-        if is_durably_suspended(h):
+        if h.state == HandleState.CLOSED:
+            return h.last_result if h.last_result is not None else result_of(h, "closed", TaskStatus.CLOSED)
+        if is_parked(h):
             return pending_result(h)
-        if h.state == "idle" and h.last_result is not None and not h.wake_queue:
+        if h.state == HandleState.IDLE and h.last_result is not None and not h.wake_queue:
             return h.last_result
         if h.parent is None:
-            return result_of(h, "root never runs a turn", "error")
+            return result_of(h, "root never runs a turn", TaskStatus.ERROR)
         fut: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
         h._waiters.append(fut)
         if not timeout_ms:
@@ -328,7 +328,7 @@ class RuntimeCore:
         def expire() -> None:
             if not fut.done():
                 text = f"wait timeout after {timeout_ms}ms (child still {h.state})"
-                fut.set_result(result_of(h, text, "timeout", limit=LIMIT_TIMEOUT))
+                fut.set_result(result_of(h, text, TaskStatus.TIMEOUT, limit=LIMIT_TIMEOUT))
 
         timer = self.clock.call_later(timeout_ms / 1000, expire)
         try:
@@ -343,30 +343,30 @@ class RuntimeCore:
 
         turn = live_turn(h)
         if turn is not None:
-            turn.cancel("interrupted")
+            turn.cancel(TaskStatus.INTERRUPTED)
             before = len(h.inbox)
             restore_drained(h)
-            settle_turn(self, h, turn, result_of(h, "interrupted", "interrupted"), "idle",
+            settle_turn(self, h, turn, result_of(h, "interrupted", TaskStatus.INTERRUPTED), HandleState.IDLE,
                         f"(interrupt; inbox intact: {before} items)")
             return
-        if h.state == "suspended":
+        if h.state == HandleState.SUSPENDED:
             for child in h.children:
-                if child.state == "suspended":
+                if child.state == HandleState.SUSPENDED:
                     self.interrupt(child)
             held = take_suspension(h)
             kind = held.request.kind if held is not None else ""
             if held is not None and self.durable is not None:
                 self.durable.cancelled(held.request.id)
             restore_drained(h)
-            self.transition(h, "idle", f'(interrupt cancelled pending "{kind}")')
-            result = result_of(h, "interrupted", "interrupted")
+            self.transition(h, HandleState.IDLE, f'(interrupt cancelled pending "{kind}")')
+            result = result_of(h, "interrupted", TaskStatus.INTERRUPTED)
             h.last_result = result
             flush_waiters(h, result)
 
     async def close(self, h: Handle, *, force: bool = False, reason: Optional[str] = None) -> None:
-        if h.state == "closed":
+        if h.state == HandleState.CLOSED:
             return
-        why = reason or ("interrupted" if force else "closed")
+        why = reason or (TaskStatus.INTERRUPTED if force else TaskStatus.CLOSED)
         try:
             for child in builtins.list(h.children):
                 await self.close(child, force=force, reason=reason)
@@ -374,7 +374,7 @@ class RuntimeCore:
                 await self._next_result(h, self.shutdown_ms)
             turn = live_turn(h)
             if turn is not None:
-                turn.cancel("closed")
+                turn.cancel(TaskStatus.CLOSED)
                 await turn.finished.wait()
             if h.defn.on_close is not None:
                 try:
@@ -383,8 +383,8 @@ class RuntimeCore:
                         await outcome
                 except Exception as exc:
                     warn(f"[toolnexus] agents: on_close raised {type(exc).__name__}: {exc}")
-            self.transition(h, "closed", f"({why})")
-            closed = result_of(h, "closed", "closed")
+            self.transition(h, HandleState.CLOSED, f"({why})")
+            closed = result_of(h, "closed", TaskStatus.CLOSED)
             if h.last_result is None:
                 h.last_result = closed
             flush_waiters(h, closed)

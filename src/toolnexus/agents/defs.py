@@ -22,12 +22,13 @@ from typing import Any, Awaitable, Callable, Optional, Union
 
 from ..types import Answer, Request, Tool
 from .budget import Budget
+from .vocab import ResumeMode
 
 __all__ = ["AgentDef", "RESUME_MODES", "RESUME_REPLAY", "RESUME_CONTINUE", "check_resume_mode", "read_soul_file"]
 
-RESUME_REPLAY = "replay"
-RESUME_CONTINUE = "continue"
-RESUME_MODES = (RESUME_REPLAY, RESUME_CONTINUE)
+RESUME_REPLAY = ResumeMode.REPLAY
+RESUME_CONTINUE = ResumeMode.CONTINUE
+RESUME_MODES = tuple(ResumeMode)
 
 
 def check_resume_mode(mode: Any, where: str) -> Any:

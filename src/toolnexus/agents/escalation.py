@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from .handle import lineage, result_of
-from .vocab import TASK_STATUS_PENDING
+from .vocab import HandleState, TASK_STATUS_PENDING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
@@ -120,13 +120,13 @@ def make_escalator(
         if found is None:
             return None  # an unrelated hook suspension in a replay with no interpreter: declined
         who, wait_for = found
-        core.transition(h, "suspended", f'(pending "{req.kind}": {req.prompt})')
+        core.transition(h, HandleState.SUSPENDED, f'(pending "{req.kind}": {req.prompt})')
         answer = wait_for(req)
         if inspect.isawaitable(answer):
             answer = await answer
         core.trace_line(h, f'escalate → {"self" if who is h else who.id} answers ("nearest interpreter")')
         ok = bool(getattr(answer, "ok", False))
-        core.transition(h, "running", f"(Answer ok={'true' if ok else 'false'})")
+        core.transition(h, HandleState.RUNNING, f"(Answer ok={'true' if ok else 'false'})")
         return answer
 
     return escalate

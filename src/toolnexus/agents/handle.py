@@ -12,7 +12,7 @@ turn's exact input, the transcript length it started from, whether its run has s
 answer a resumed turn applies), so a store can bring an interrupted turn back after a crash.
 
 The module-level helpers (`lineage`, `subtree`, `find_child`, `live_turn`,
-`is_durably_suspended`, `result_of`, `flush_waiters`, `restore_drained`) walk the tree or read
+`is_parked`, `result_of`, `flush_waiters`, `restore_drained`) walk the tree or read
 and tidy one handle's own data; they are shared by the runtime and its sibling modules and never
 change `state` (transitions are traced, so only the runtime makes them).
 
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 from ..types import Request
 from .budget import Budget, Pool, effective_limits
 from .suspension import HaltedCall, Suspension
-from .vocab import TASK_STATUS_DONE, TASK_STATUS_PENDING
+from .vocab import HandleState, TASK_STATUS_DONE, TASK_STATUS_PENDING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .defs import AgentDef
@@ -47,14 +47,14 @@ __all__ = [
     "subtree",
     "find_child",
     "live_turn",
-    "is_durably_suspended",
+    "is_parked",
     "result_of",
     "flush_waiters",
     "restore_drained",
     "take_suspension",
 ]
 
-HANDLE_STATES = ("idle", "running", "suspended", "closed")
+HANDLE_STATES = tuple(HandleState)
 
 
 @dataclass
@@ -160,7 +160,7 @@ class Handle:
         self.defn = defn
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
-        self.state = "idle"
+        self.state = HandleState.IDLE
         self.inbox: list[InboxItem] = []
         self.children: list[Handle] = []
         self.usage_total = 0
@@ -301,9 +301,10 @@ def live_turn(h: Handle) -> Optional["TurnState"]:
     return turn if turn is not None and not turn.settled else None
 
 
-def is_durably_suspended(h: Handle) -> bool:
-    """Durably suspended: holding a request with no live turn (not an inline escalation)."""
-    return h.state == "suspended" and h.pending_req is not None and live_turn(h) is None
+def is_parked(h: Handle) -> bool:
+    """Parked durably: `suspended`, holding a `Suspension`, no live turn. (A handle `suspended` with a
+    live turn is *waiting inline* for a `wait_for` up its chain, and parks nothing.)"""
+    return h.state == HandleState.SUSPENDED and h.pending_req is not None and live_turn(h) is None
 
 
 def result_of(

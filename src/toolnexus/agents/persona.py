@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from .._diag import warn
 from ..types import Tool, ToolResult
 from .handle import Handle, InboxItem, SpawnError
+from .vocab import HandleState
 
 if TYPE_CHECKING:  # pragma: no cover - imports for annotations only (avoids an import cycle)
     from .runtime import AgentRuntime
@@ -294,12 +295,12 @@ class _Heartbeat:
         self._timer = self._rt.clock.call_later(self._every_s, self._beat)
 
     def _beat(self) -> None:
-        if self._stopped or self._h.state == "closed":
+        if self._stopped or self._h.state == HandleState.CLOSED:
             return
         self.start()  # arm the next beat first: nothing below can stall the schedule
         try:
             self._rt.post(self._h, InboxItem("clock", "timer", "tick"))  # folds into a waiting tick
-            if self._h.state == "idle" and self._rt.wake(self._h, HEARTBEAT_PROMPT).ok:
+            if self._h.state == HandleState.IDLE and self._rt.wake(self._h, HEARTBEAT_PROMPT).ok:
                 collector = asyncio.ensure_future(self._report())
                 self._collectors.add(collector)
                 collector.add_done_callback(self._collectors.discard)

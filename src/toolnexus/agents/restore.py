@@ -35,8 +35,9 @@ from ..durable import RestoreError, RunStore, StoreVersionError
 from ..durable.model import APPLIED, CLAIMED, CONVERSATION_PREFIX, KIND_AGENTS, RUN_FORMAT, Holder, LoadedRun, epoch
 from ..types import Answer, Request
 from .defs import AgentDef
-from .handle import Handle, TaskResult, is_durably_suspended, subtree
+from .handle import Handle, TaskResult, is_parked, subtree
 from .snapshot import SnapshotError, rebuild_tree, registry_fingerprint
+from .vocab import HandleState, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
@@ -129,7 +130,7 @@ def _rebuild(core: "RuntimeCore", loaded: LoadedRun) -> None:
 
 
 def _was_running(h: Handle) -> bool:
-    return h.state == "running" or (h.state == "suspended" and h.suspension is None)
+    return h.state == HandleState.RUNNING or (h.state == HandleState.SUSPENDED and h.suspension is None)
 
 
 def _post_order(h: Handle) -> list[Handle]:
@@ -144,7 +145,7 @@ async def _cascade_from(core: "RuntimeCore", node: Optional[Handle], applied: se
     """Continue a cascade a crash cut: parked ancestors whose request was answered and applied."""
     from .answering import cascade_one
 
-    while (node is not None and node is not core.root and is_durably_suspended(node)
+    while (node is not None and node is not core.root and is_parked(node)
            and node.pending_req is not None and node.pending_req.id in applied):
         await cascade_one(core, node)
         node = node.parent
@@ -170,20 +171,20 @@ def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
             continue
         info = h.turn_info or {}
         calls = {call_id: row for (conv, call_id), row in loaded.calls.items() if conv == h.id}
-        h.state = "idle"  # as it is once the dead process's turn is gone; the recovery traces idle→running
+        h.state = HandleState.IDLE  # as it is once the dead process's turn is gone; the recovery traces idle→running
         core.trace_line(h, "restored while its turn was in flight (recovering from the last commit)")
         turn = begin_turn(core, h, str(info.get("input") or ""), detail="(recover)",
                           recovery=Recovery(calls, bool(info.get("started"))))
         core.background(_recover_turn(core, h, turn, applied))
     for h in handles:
-        if h.state == "idle" and h.parent is not None and h.parent is not core.root:
+        if h.state == HandleState.IDLE and h.parent is not None and h.parent is not core.root:
             parent = h.parent
-            if is_durably_suspended(parent) and parent.pending_req is not None and parent.pending_req.id in applied \
-                    and not any(c.state in ("running", "suspended") for c in parent.children):
+            if is_parked(parent) and parent.pending_req is not None and parent.pending_req.id in applied \
+                    and not any(c.state in (HandleState.RUNNING, HandleState.SUSPENDED) for c in parent.children):
                 core.background(_cascade_from(core, parent, applied))
     me = core.durable.holder if core.durable is not None else None
     for h in handles:
-        if not is_durably_suspended(h) or h.pending_req is None:
+        if not is_parked(h) or h.pending_req is None:
             continue
         row = rows.get(h.pending_req.id)
         if row is None or row.status != CLAIMED or not isinstance(row.answer, dict):
@@ -269,11 +270,11 @@ async def resume(store: RunStore, answer: Any, *, agents: Any, transport: Any = 
 
         await apply_answer(rt._core, answer, claimed=True)
         entry = rt.entry
-        final = await rt.wait(entry) if entry is not None else TaskResult("no entry agent", True, "error")
+        final = await rt.wait(entry) if entry is not None else TaskResult("no entry agent", True, TaskStatus.ERROR)
     except BaseException:
         await rt.aclose()
         raise
-    if final.status == "pending":
+    if final.status == TaskStatus.PENDING:
         await rt.aclose()
     else:
         await rt.close(rt.root)

@@ -59,6 +59,7 @@ from .gate import TurnGate
 from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult, subtree
 from .snapshot import registry_fingerprint, restore_runtime, snapshot_runtime
 from .trace import DEFAULT_TRACE_LIMIT, TraceRing, check_trace_limit
+from .vocab import HandleState, TaskStatus
 
 __all__ = ["AgentRuntime", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_DEPTH", "LLM_KEYS"]
 
@@ -145,7 +146,7 @@ class AgentRuntime:
         if durable_store is not None:
             from .durable import DurableRun
 
-            durable = DurableRun(durable_store, run_id or f"run-{uuid.uuid4().hex}", run_status=lambda: "running",
+            durable = DurableRun(durable_store, run_id or f"run-{uuid.uuid4().hex}", run_status=lambda: HandleState.RUNNING,
                                  lease_ttl=lease_ttl, clock=the_clock)
         conversations = durable.view if durable is not None else (store if store is not None else InMemoryConversationStore())
         self._core = RuntimeCore(
@@ -300,8 +301,8 @@ class AgentRuntime:
         """Run one turn of an idle handle with exactly `prompt` as input (the inbox is not drained)."""
         from .turn import run_admitted
 
-        if h.state == "closed":
-            return TaskResult("closed", True, "closed")
+        if h.state == HandleState.CLOSED:
+            return TaskResult("closed", True, TaskStatus.CLOSED)
         return await run_admitted(self._core, h, prompt or "", one_shot=one_shot_wait_for)
 
     async def resume(self, answer: Answer) -> TaskResult:

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from .defs import AgentDef
 from .handle import HANDLE_STATES, Handle, TaskResult, restore_drained, result_of, subtree, take_suspension
+from .vocab import HandleState, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
@@ -209,8 +210,8 @@ def _interrupted_by_restart(core: "RuntimeCore", h: Handle) -> None:
     restore_drained(h)
     take_suspension(h)
     h.turn_info = None
-    core.transition(h, "idle", f"({RESTART_TEXT})")
-    h.last_result = result_of(h, RESTART_TEXT, "interrupted")
+    core.transition(h, HandleState.IDLE, f"({RESTART_TEXT})")
+    h.last_result = result_of(h, RESTART_TEXT, TaskStatus.INTERRUPTED)
 
 
 def reanchor(core: "RuntimeCore", handles: Any, then: Any, epoch: Any) -> None:
@@ -241,7 +242,7 @@ async def restore_runtime(core: "RuntimeCore", snapshot: Any) -> None:
     reanchor(core, by_id.values(), clock.get("now"), clock.get("epoch"))
     core.root = by_id["root"]
     for h in subtree(core.root):
-        if h.state == "running" or (h.state == "suspended" and h.pending_req is None):
+        if h.state == HandleState.RUNNING or (h.state == HandleState.SUSPENDED and h.pending_req is None):
             _interrupted_by_restart(core, h)
     loop = asyncio.get_running_loop()
     for answer_id, rec in (snap.get("answers") or {}).items():

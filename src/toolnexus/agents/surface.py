@@ -47,6 +47,7 @@ from .persona import (  # re-exported: see __all__
     start_agent,
 )
 from .runtime import AgentRuntime
+from .vocab import TaskStatus
 
 __all__ = [
     "Agent",
@@ -206,11 +207,11 @@ class Agent:
                 raise
         h = rt.spawn(rt.root, self.name)
         if isinstance(h, SpawnError):
-            return TaskResult(h.error, True, "error", runtime=rt, run_id=rt.run_id)
+            return TaskResult(h.error, True, TaskStatus.ERROR, runtime=rt, run_id=rt.run_id)
         try:
             rt.wake(h, prompt)
             result = await rt.wait(h)
-            if result.status != "pending":
+            if result.status != TaskStatus.PENDING:
                 await rt.close(rt.root)
         except BaseException:
             await rt.close(rt.root, force=True)
@@ -243,14 +244,14 @@ class Agent:
                 except BaseException:
                     await rt.close(rt.root, force=True)
                     raise
-                if result.status != "pending":
+                if result.status != TaskStatus.PENDING:
                     await rt.close(rt.root)
             else:
                 prompt = str((args if isinstance(args, dict) else {}).get("prompt"))
                 result = await self.run(prompt, **rt_opts)
                 rt = result.runtime  # type: ignore[assignment]
             meta: dict[str, Any] = {"agent": self.name, "turns": result.turns, "totalTokens": result.total_tokens}
-            if result.status == "pending" and result.pending is not None and rt is not None:
+            if result.status == TaskStatus.PENDING and result.pending is not None and rt is not None:
                 await park(result.pending.id, rt)
                 return ToolResult(result.pending.prompt, True, {"pending": result.pending, **meta})
             return ToolResult(result.text, result.is_error, meta)

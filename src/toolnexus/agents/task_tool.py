@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..types import Tool, ToolContext, ToolResult
 from .handle import SpawnError, find_child
+from .vocab import HandleState, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
@@ -53,7 +54,7 @@ def _continued_child(h: "Handle", turn: "TurnState", ids: list[str]) -> Optional
     if turn.meter.calls:
         return None
     children = [c for c in (find_child(h, i) for i in ids) if c is not None and c.id not in turn.reattached]
-    child = next((c for c in children if c.state != "closed"), children[0] if children else None)
+    child = next((c for c in children if c.state != HandleState.CLOSED), children[0] if children else None)
     if child is not None:
         turn.reattached.add(child.id)
     return child
@@ -101,12 +102,12 @@ def make_task_tool(core: "RuntimeCore", h: "Handle", turn: "TurnState") -> Tool:
             result = await core.wait(child)
         except asyncio.CancelledError:
             # The parent's turn was aborted: its delegated work is abandoned with it.
-            core.background(core.close(child, force=True, reason="interrupted"))
+            core.background(core.close(child, force=True, reason=TaskStatus.INTERRUPTED))
             raise
-        if result.status == "pending" and result.pending is not None:
+        if result.status == TaskStatus.PENDING and result.pending is not None:
             return ToolResult(output=result.pending.prompt, is_error=True, metadata={"pending": result.pending})
         await core.close(child)
-        output = result.text if result.status == "done" else f"[{result.status}] {result.text}"
+        output = result.text if result.status == TaskStatus.DONE else f"[{result.status}] {result.text}"
         return ToolResult(
             output=output,
             is_error=result.is_error,

@@ -51,6 +51,7 @@ from .handle import flush_waiters, restore_drained, result_of
 from .loop import resolve_hooks, run_gated
 from .suspension import ORIGIN_HOOK, ORIGIN_TOOL, HaltedCall, Suspension
 from .task_tool import make_task_tool
+from .vocab import HandleState, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
@@ -144,7 +145,7 @@ def begin_turn(core: "RuntimeCore", h: "Handle", input: str, *, detail: str = "(
     h.turn_info = {"input": input, "started": started}
     if core.durable is not None:
         core.durable.hold()
-    core.transition(h, "running", detail)
+    core.transition(h, HandleState.RUNNING, detail)
     assert h.parent is not None
     h.parent.running_children += 1
     core.changed(h.parent)
@@ -154,9 +155,9 @@ def begin_turn(core: "RuntimeCore", h: "Handle", input: str, *, detail: str = "(
 async def run_admitted(core: "RuntimeCore", h: "Handle", input: str, **options: Any) -> "TaskResult":  # noqa: A002
     """Run one turn of an idle `h` to its result, with exactly `input` (the inbox is not drained)."""
     if h.parent is None:
-        return result_of(h, "root never runs a turn", "error")
-    if h.state != "idle":
-        return result_of(h, f"run_turn needs an idle handle; {h.id} is {h.state}", "error")
+        return result_of(h, "root never runs a turn", TaskStatus.ERROR)
+    if h.state != HandleState.IDLE:
+        return result_of(h, f"run_turn needs an idle handle; {h.id} is {h.state}", TaskStatus.ERROR)
     dim = core.walk(h)
     if dim is not None:
         return core.refuse(h, dim)
@@ -320,8 +321,8 @@ def _settle_aborted(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
     if turn.settled:  # interrupt() already settled it; only the spend was left to count
         return
     restore_drained(h)
-    status = "closed" if turn.abort == "closed" else "interrupted"
-    settle_turn(core, h, turn, result_of(h, status, status), "idle", "(interrupted; inbox intact)")
+    status = TaskStatus.CLOSED if turn.abort == TaskStatus.CLOSED else TaskStatus.INTERRUPTED
+    settle_turn(core, h, turn, result_of(h, status, status), HandleState.IDLE, "(interrupted; inbox intact)")
 
 
 def _settle_error(core: "RuntimeCore", h: "Handle", turn: TurnState, exc: BaseException) -> None:
@@ -330,7 +331,7 @@ def _settle_error(core: "RuntimeCore", h: "Handle", turn: TurnState, exc: BaseEx
         return
     message = str(exc) or type(exc).__name__
     restore_drained(h)
-    settle_turn(core, h, turn, result_of(h, message, "error"), "idle", f"(error: {message})")
+    settle_turn(core, h, turn, result_of(h, message, TaskStatus.ERROR), HandleState.IDLE, f"(error: {message})")
 
 
 def _settle_refused(core: "RuntimeCore", h: "Handle", turn: TurnState, exc: ResumeError) -> None:
@@ -348,9 +349,9 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
     calls, tokens = _account(core, h, turn, len(tool_calls) or int(getattr(run, "tool_call_count", 0) or 0))
     if turn.settled:
         return
-    status = getattr(run, "status", "done")
+    status = getattr(run, "status", TaskStatus.DONE)
     kept = turn.final_messages if core.durable is not None else None
-    if status == "pending" and run.pending is not None:
+    if status == TaskStatus.PENDING and run.pending is not None:
         # A continued (or recovered) turn stays continued; otherwise the handle's mode decides.
         mode = RESUME_CONTINUE if turn.continued else core.resume_mode_of(h)
         transcript: Any = kept
@@ -373,14 +374,14 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
             call=HaltedCall(minted.id if minted is not None else None, record.get("name"), record.get("args"),
                             request.prompt if mode == RESUME_CONTINUE else None),
         )
-        result = result_of(h, request.prompt, "pending", pending=stamp_path(request, h))
+        result = result_of(h, request.prompt, TaskStatus.PENDING, pending=stamp_path(request, h))
         if core.durable is not None:
             assert result.pending is not None
             core.durable.open_request(h, asdict(result.pending), list((result.pending.data or {}).get("path") or []))
         _suspend(core, h, turn, result, transcript=transcript)
         return
     h.drained = []
-    if status == "incomplete":
+    if status == TaskStatus.INCOMPLETE:
         limit = canonical_limit(getattr(run, "limit", None) or "maxTurns")
         text = f"hit {limit} without a final answer"
         bound: Any = h.eff["max_turns"]
@@ -388,16 +389,16 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
             bound = getattr(h.defn.completion, "max_attempts", "")
             if run.text:
                 text = f"{text} ({run.text})"
-        result = result_of(h, text, "incomplete", limit=limit)
-        settle_turn(core, h, turn, result, "idle", f"(INCOMPLETE at {limit} {bound})", transcript=kept)
+        result = result_of(h, text, TaskStatus.INCOMPLETE, limit=limit)
+        settle_turn(core, h, turn, result, HandleState.IDLE, f"(INCOMPLETE at {limit} {bound})", transcript=kept)
         core.budget_stop(h, limit)
         return
-    settle_turn(core, h, turn, result_of(h, run.text, "done"), "idle", f"(done, turns={calls}, tokens={tokens})",
+    settle_turn(core, h, turn, result_of(h, run.text, TaskStatus.DONE), HandleState.IDLE, f"(done, turns={calls}, tokens={tokens})",
                 transcript=kept)
 
 
 def _suspend(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "TaskResult", *, transcript: Any) -> None:
     """Settle a turn as durably parked on `h.suspension` (set by the caller)."""
     assert h.suspension is not None
-    settle_turn(core, h, turn, result, "suspended", f'DURABLE (pending "{h.suspension.request.kind}", path preserved)',
+    settle_turn(core, h, turn, result, HandleState.SUSPENDED, f'DURABLE (pending "{h.suspension.request.kind}", path preserved)',
                 transcript=transcript)
