@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping
 from contextlib import aclosing, nullcontext
 from dataclasses import asdict
-from typing import Any, AsyncGenerator, Awaitable, Callable, Iterable, Optional
+from typing import Any, AsyncGenerator, Awaitable, Callable, Concatenate, Iterable, Optional, ParamSpec
 
 from .._diag import warn_once
 from ..durable import is_run_store
@@ -329,13 +329,24 @@ class Client:
         await self.aclose()
 
 
+_P = ParamSpec("_P")
+
+
+def _signature_of(init: Callable[Concatenate[Any, _P], None]) -> Callable[[Callable[..., Client]], Callable[_P, Client]]:
+    """Give the decorated factory `Client.__init__`'s keyword signature, for type checkers and `help()`."""
+
+    def apply(factory: Callable[..., Client]) -> Callable[_P, Client]:
+        params = list(inspect.signature(init).parameters.values())[1:]
+        factory.__signature__ = inspect.Signature(params, return_annotation=Client)  # type: ignore[attr-defined]
+        return factory
+
+    return apply
+
+
+@_signature_of(Client.__init__)
 def create_client(**options: Any) -> Client:
     """A `Client`; keyword-only options as documented on `Client.__init__`."""
     return Client(**options)
-
-
-create_client.__signature__ = inspect.signature(Client.__init__).replace(  # type: ignore[attr-defined]
-    parameters=list(inspect.signature(Client.__init__).parameters.values())[1:], return_annotation=Client)
 
 
 _IN_PROCESS_RESERVED = ("base_url", "api_key", "style", "http_transport")
