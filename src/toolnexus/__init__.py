@@ -52,7 +52,8 @@ _register(
     ".client",
     "Client ClientStyle Conversation ConversationStore ErrorClassifier ErrorInfo ErrorTier Hooks "
     "HttpTransport InMemoryConversationStore InProcessTransport MetricEvent OnMetric RunCancelled "
-    "RunResult RunTimeout UrllibTransport WaitFor create_client create_in_process_client ResumeError",
+    "RunResult RunTimeout UrllibTransport WaitFor create_client create_in_process_client ResumeError "
+    "OutputValidationError",
 )
 _register(".translate", "TranslateResult TranslatedToolCall")
 _register(".relay", "RELAY_KIND RelayCall RelayResult relay_tool is_relay_request relay_calls_of relay_answer")
@@ -137,6 +138,7 @@ if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out 
         create_client as create_client,
         create_in_process_client as create_in_process_client,
         ResumeError as ResumeError,
+        OutputValidationError as OutputValidationError,
     )
     from .translate import (
         TranslateResult as TranslateResult,

@@ -176,8 +176,9 @@ class Adapter:
         self.localns = localns
         self._adapter: Any = None
 
-    def validate(self, value: Any) -> Any:
-        """The validated instance; `ArgumentProblems` (paths under `prefix`) when `value` does not fit."""
+    def validate(self, value: Any, prefix: Optional[str] = None) -> Any:
+        """The validated instance; `ArgumentProblems` (paths under `prefix`, default the adapter's)
+        when `value` does not fit."""
         from pydantic import TypeAdapter, ValidationError
 
         if self._adapter is None:
@@ -188,10 +189,12 @@ class Adapter:
         try:
             return self._adapter.validate_python(value)
         except ValidationError as exc:
-            raise ArgumentProblems([self._line(err) for err in exc.errors(include_url=False)]) from None
+            lead = self.prefix if prefix is None else prefix
+            raise ArgumentProblems([self._line(err, lead) for err in exc.errors(include_url=False)]) from None
 
-    def _line(self, err: Any) -> str:
-        path = "/".join(str(p) for p in ((self.prefix,) if self.prefix else ()) + tuple(err.get("loc") or ()))
+    @staticmethod
+    def _line(err: Any, prefix: str) -> str:
+        path = "/".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err.get("loc") or ()))
         message = str(err.get("msg") or "invalid value")
         return f"{path}: {message}" if path else message
 

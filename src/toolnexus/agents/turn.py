@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._diag import warn
 from ..client import ResumeError, create_client
+from ..client.structured import with_output
 from ..toolkit import create_toolkit
 from ..types import Answer, Request
 from .budget import canonical_limit
@@ -232,6 +233,7 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         if defn.task_targets:
             tools.append(make_task_tool(core, h, turn))
         toolkit = await create_toolkit(builtins=False, extra_tools=watch_tools(tools, turn))
+        toolkit = with_output(toolkit, defn.output_type, defn.output_retries)  # structured output, if any
         llm = core.llm
         hooks, on_metric = resolved_seams(core, h)
         turn.journal = TurnJournal(core.durable, h, lambda: _checkpoint(core, h, turn))
@@ -241,6 +243,7 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
             style=llm["style"],
             model=(llm.get("model") or "inherit") if defn.model == "inherit" else defn.model,
             api_key=llm["api_key"],
+            agent_name=defn.name,  # names the turn's trace spans
             system_prompt=defn.system_prompt or None,
             max_turns=h.eff["max_turns"],
             http_transport=gated_transport(core.transport, core.gate, turn.meter),
@@ -391,8 +394,9 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
         settle_turn(core, h, turn, result, "idle", f"(INCOMPLETE at {limit} {bound})", transcript=kept)
         core.budget_stop(h, limit)
         return
-    settle_turn(core, h, turn, result_of(h, run.text, "done"), "idle", f"(done, turns={calls}, tokens={tokens})",
-                transcript=kept)
+    done = result_of(h, run.text, "done")
+    done.output = getattr(run, "output", None)
+    settle_turn(core, h, turn, done, "idle", f"(done, turns={calls}, tokens={tokens})", transcript=kept)
 
 
 def _suspend(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "TaskResult", *, transcript: Any) -> None:

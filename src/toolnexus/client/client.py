@@ -16,6 +16,8 @@ Choices beyond the contract (all opt-in or invisible to the wire):
 - `run_with_answer` / `ask_with_answer` (durable resume, resume.py) keep a per-client answer
   ledger; `client.clock` (a settable attribute, default aware-UTC now) is what `expiresAt` is
   checked against, in-process and on resume.
+- `agent_name` (optional): the agent this client runs for; it only names the run's trace span
+  (`toolnexus.otel`). The agent runtime sets it on every turn's client.
 - `timer` (opt-in): monotonic time for retries — `now()` and `async sleep(s)`, e.g. an agent
   runtime's `Clock` — used for the run deadline (`timeout_ms`) and every backoff / `Retry-After`
   sleep (retry.py). Unrelated to `clock` above (wall-clock UTC for `expiresAt`); metric `ms`
@@ -45,6 +47,7 @@ from .parts import PartPolicy, normalize_prompt
 from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, WaitFor
 from .resume import AnswerLedger, ask_with_answer, run_with_answer
 from .retry import Abort, RetryPolicy, Timer, call_with_retries, check_timer, monotonic_now
+from .structured import DEFAULT_OUTPUT_RETRIES, with_output
 from .tool_calls import utc_now
 from .transport import ByteStream, HttpTransport, InProcessTransport, TransportCaller
 from .wire import WireDialect, dialect_for
@@ -99,7 +102,8 @@ class Client:
                  http_transport: Optional[HttpTransport] = None, on_error: Optional[ErrorClassifier] = None,
                  on_unsupported_part: Optional[str] = None, max_part_bytes: Optional[int] = None,
                  max_retry_after_ms: Optional[int] = None, race_tools: bool = False,
-                 resolve_concurrently: bool = False, timer: Optional[Timer] = None) -> None:
+                 resolve_concurrently: bool = False, timer: Optional[Timer] = None,
+                 agent_name: Optional[str] = None) -> None:
         self.base_url = base_url
         self.style = style
         self.model = model
@@ -124,6 +128,7 @@ class Client:
         self.race_tools = race_tools
         self.resolve_concurrently = resolve_concurrently
         self.timer = check_timer(timer)
+        self.agent_name = agent_name
         self._owns_transport = http_transport is None
         if http_transport is None:
             from .httpx_transport import HttpxTransport
@@ -221,8 +226,14 @@ class Client:
         return RunLoop(self, toolkit, cancel, streaming=streaming).start(normalize_prompt(prompt), history)
 
     async def run(self, prompt: Any, toolkit: Any = None, history: Optional[list[dict]] = None,
-                  cancel: Optional[asyncio.Event] = None) -> RunResult:
-        """One run: loop until a final answer, a suspension halt or `max_turns`."""
+                  cancel: Optional[asyncio.Event] = None, *, output_type: Any = None,
+                  output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
+        """One run: loop until a final answer, a suspension halt or `max_turns`.
+
+        With `output_type` (a pydantic model, dataclass, other pydantic-validatable type or JSON
+        Schema dict) the run must end with a validated value, returned as `result.output`; after
+        `output_retries` rejected attempts it raises `OutputValidationError` (see structured.py)."""
+        toolkit = with_output(toolkit, output_type, output_retries)
         return await drain(self._loop(prompt, toolkit, history, cancel, streaming=False).events())
 
     def _conversation_lock(self, id: str) -> Any:  # noqa: A002
@@ -251,8 +262,10 @@ class Client:
             await self.store.save(id, result.messages)
 
     async def ask(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
-                  on_text: Optional[Callable[[str], Any]] = None, cancel: Optional[asyncio.Event] = None) -> RunResult:
+                  on_text: Optional[Callable[[str], Any]] = None, cancel: Optional[asyncio.Event] = None,
+                  output_type: Any = None, output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """`run`, optionally streaming text to `on_text` and keeping the transcript under `id`."""
+        toolkit = with_output(toolkit, output_type, output_retries)
         if on_text is not None:
             return await drain(self.stream(prompt, toolkit, id=id, cancel=cancel), on_text)
         if not id:
@@ -265,12 +278,15 @@ class Client:
         return result
 
     async def stream(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
-                     cancel: Optional[asyncio.Event] = None) -> AsyncGenerator[dict[str, Any], None]:
+                     cancel: Optional[asyncio.Event] = None, output_type: Any = None,
+                     output_retries: int = DEFAULT_OUTPUT_RETRIES) -> AsyncGenerator[dict[str, Any], None]:
         """The run as events: text, tool_call, pending, tool_result, usage, done (always last).
 
         Closing this generator early closes the run's own at once (its stream and the conversation
-        lock are released before `aclose()` returns, not whenever it is collected).
+        lock are released before `aclose()` returns, not whenever it is collected). With
+        `output_type`, the `done` result carries `output`.
         """
+        toolkit = with_output(toolkit, output_type, output_retries)
         async with self._conversation_lock(id) if id else nullcontext():
             history = (await self.store.get(id) or []) if id else None
             loop = RunLoop(self, toolkit, cancel, streaming=True, journal=self._journal(id) if id else None)
@@ -281,20 +297,26 @@ class Client:
                     yield event
 
     async def run_with_answer(self, toolkit: Any, history: list[dict[str, Any]], pending: Any, answer: Any, *,
-                              cancel: Optional[asyncio.Event] = None) -> RunResult:
-        """Resume a halted transcript with the host's `Answer` (suspension.md §9; see resume.py)."""
+                              cancel: Optional[asyncio.Event] = None, output_type: Any = None,
+                              output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
+        """Resume a halted transcript with the host's `Answer` (see resume.py)."""
+        toolkit = with_output(toolkit, output_type, output_retries)
         return await run_with_answer(self, toolkit, history, pending, answer, cancel=cancel)
 
     async def ask_with_answer(self, toolkit: Any, id: str, pending: Any, answer: Any, *,  # noqa: A002
-                              cancel: Optional[asyncio.Event] = None) -> RunResult:
+                              cancel: Optional[asyncio.Event] = None, output_type: Any = None,
+                              output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """`run_with_answer` on the conversation stored under `id`: load, resume, save (under its lock)."""
+        toolkit = with_output(toolkit, output_type, output_retries)
         return await ask_with_answer(self, toolkit, id, pending, answer, cancel=cancel)
 
     async def continue_run(self, toolkit: Any, id: str, calls: dict[str, dict[str, Any]], *,  # noqa: A002
-                           cancel: Optional[asyncio.Event] = None) -> RunResult:
+                           cancel: Optional[asyncio.Event] = None, output_type: Any = None,
+                           output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """Continue the run stored under `id` after a crash, from its run journal (see recover.py)."""
         from .recover import continue_run
 
+        toolkit = with_output(toolkit, output_type, output_retries)
         return await continue_run(self, toolkit, id, calls, cancel=cancel)
 
     def conversation(self, toolkit: Any = None, cancel: Optional[asyncio.Event] = None) -> Conversation:

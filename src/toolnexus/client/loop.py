@@ -40,6 +40,7 @@ from .result import (LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RU
                      zero_usage)
 from .retry import race
 from .streaming import read_turn
+from .structured import OutputRun
 from .suspension import merge_relay_halt, stamp_relay_call
 from .tool_calls import CallOutcome, ToolRunner, gather_in_order, resolve_with_answer
 from .wire.base import ResultEntry, ToolCall, Turn, add_usage
@@ -97,6 +98,7 @@ class RunLoop:
         self.turns = 0
         self.records: list[dict[str, Any]] = []
         self.model = client.model
+        self.output = OutputRun.of(toolkit)  # set when the run must end with an `output_type` value
 
     def start(self, prompt: Any, history: Optional[list[dict]]) -> "RunLoop":
         history = list(history or [])
@@ -113,10 +115,11 @@ class RunLoop:
     # -- results --------------------------------------------------------------------------------
 
     def result(self, text: str, status: str = RUN_STATUS_DONE, *, limit: Optional[str] = None,
-               pending: Optional[Request] = None) -> RunResult:
+               pending: Optional[Request] = None, output: Any = None) -> RunResult:
         return RunResult(text=text, messages=self.messages, tool_calls=list(self.records),
                          tool_call_count=len(self.records), turns=self.turns, usage=dict(self.usage),
-                         model=self.model, status=status, limit=limit, pending=pending)  # type: ignore[arg-type]
+                         model=self.model, status=status, limit=limit, pending=pending,  # type: ignore[arg-type]
+                         output=output)
 
     def _emit_run(self, started: float, error: Optional[str] = None) -> None:
         event: dict[str, Any] = {"event": "run", "model": self.model, "turns": self.turns,
@@ -171,18 +174,33 @@ class RunLoop:
             assert turn is not None
             self.messages.append(turn.assistant_message)
             if not turn.tool_calls:
+                text, output = turn.text, None
+                if self.output is not None:  # structured output: accept JSON text, or ask again
+                    verdict = self.output.after_text(turn.text, self.result(turn.text))
+                    if verdict.retry is not None:
+                        self.messages.append({"role": "user", "content": verdict.retry})
+                        continue
+                    text, output = verdict.text, verdict.value
                 if self.streaming:
                     yield {"type": "usage", "usage": dict(self.usage)}
-                yield {"type": "done", "result": self.result(turn.text)}
+                yield {"type": "done", "result": self.result(text, output=output)}
                 return
             halted = False
+            recorded = len(self.records)
             async for event in self.tool_turn(turn.tool_calls, turn_index, self._append_results):
                 halted = halted or event["type"] == "done"
                 yield event
             if halted:
                 return
+            if self.output is not None:  # structured output: did this turn's final_result validate?
+                verdict = self.output.after_tools(self.records[recorded:], self.result(""))
+                if verdict is not None:
+                    if self.streaming:
+                        yield {"type": "usage", "usage": dict(self.usage)}
+                    yield {"type": "done", "result": self.result(verdict.text, output=verdict.value)}
+                    return
         text = self.dialect.exhausted_text(self.messages, self.run_start)
-        if text:
+        if text and self.output is None:
             yield {"type": "done", "result": self.result(text)}
         else:
             yield {"type": "done", "result": self.result("", RUN_STATUS_INCOMPLETE, limit=LIMIT_MAX_TURNS)}
