@@ -35,12 +35,14 @@ Three kinds of turn besides a plain wake:
 from __future__ import annotations
 
 import asyncio
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._diag import warn
 from ..client import ResumeError, create_client
 from ..client.structured import with_output
+from ..client.tracing import resume_context
 from ..toolkit import create_toolkit
 from ..types import Answer, Request
 from .budget import canonical_limit
@@ -256,7 +258,10 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         turn.snapshot = await core.store.get(h.id)
         if turn.abort is not None:  # aborted while the turn was being set up
             raise asyncio.CancelledError
-        turn.ask_task = asyncio.ensure_future(run_gated(_asker(client, toolkit, h, turn), turn.input, defn.completion))
+        binding = turn.binding  # a replayed turn's trace span says which answer it applies
+        with resume_context(binding.request or {"id": binding.answer.id}, binding.answer) if binding else nullcontext():
+            turn.ask_task = asyncio.ensure_future(run_gated(_asker(client, toolkit, h, turn), turn.input,
+                                                            defn.completion))
         run = await turn.ask_task
     except asyncio.CancelledError:
         external = turn.abort is None  # the body itself was cancelled, not just its ask

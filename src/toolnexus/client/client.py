@@ -48,6 +48,7 @@ from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, Wa
 from .resume import AnswerLedger, ask_with_answer, run_with_answer
 from .retry import Abort, RetryPolicy, Timer, call_with_retries, check_timer, monotonic_now
 from .structured import DEFAULT_OUTPUT_RETRIES, with_output
+from .tracing import resume_context
 from .tool_calls import utc_now
 from .transport import ByteStream, HttpTransport, InProcessTransport, TransportCaller
 from .wire import WireDialect, dialect_for
@@ -69,6 +70,8 @@ class _LlmCall:
         self.client, self.model, self.parts = client, model, parts
         self.attempts = 0
         self.usage: Optional[dict[str, int]] = None
+        self.span: Any = None  # the call's trace span (tracing.py), when a tracer observes the run
+        self.response: Any = None  # the decoded reply, for the span (non-streaming calls)
 
     async def __aenter__(self) -> "_LlmCall":
         self.started = time.monotonic()
@@ -76,6 +79,8 @@ class _LlmCall:
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None and not issubclass(exc_type, Exception):
+            if self.span is not None:  # cancelled: the span still ends
+                self.span.end(None, exc, None)
             return
         ok = exc_type is None and self.usage is not None
         usage = self.usage or {}
@@ -86,6 +91,8 @@ class _LlmCall:
                                  "attempts": self.attempts}
         if self.parts:
             event["parts"] = self.parts
+        if self.span is not None:
+            self.span.end(usage if ok else None, exc, self.response)
         self.client._emit(event)
 
 
@@ -273,6 +280,7 @@ class Client:
         async with self._conversation_lock(id):
             history = await self.store.get(id) or []
             loop = RunLoop(self, toolkit, cancel, streaming=False, journal=self._journal(id))
+            loop.conversation_id = id
             result = await drain(loop.start(normalize_prompt(prompt), history).events())
             await self._save(id, result)
         return result
@@ -290,6 +298,7 @@ class Client:
         async with self._conversation_lock(id) if id else nullcontext():
             history = (await self.store.get(id) or []) if id else None
             loop = RunLoop(self, toolkit, cancel, streaming=True, journal=self._journal(id) if id else None)
+            loop.conversation_id = id
             async with aclosing(loop.start(normalize_prompt(prompt), history).events()) as events:
                 async for event in events:
                     if id and event["type"] == "done":
@@ -301,14 +310,16 @@ class Client:
                               output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """Resume a halted transcript with the host's `Answer` (see resume.py)."""
         toolkit = with_output(toolkit, output_type, output_retries)
-        return await run_with_answer(self, toolkit, history, pending, answer, cancel=cancel)
+        with resume_context(pending, answer):
+            return await run_with_answer(self, toolkit, history, pending, answer, cancel=cancel)
 
     async def ask_with_answer(self, toolkit: Any, id: str, pending: Any, answer: Any, *,  # noqa: A002
                               cancel: Optional[asyncio.Event] = None, output_type: Any = None,
                               output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """`run_with_answer` on the conversation stored under `id`: load, resume, save (under its lock)."""
         toolkit = with_output(toolkit, output_type, output_retries)
-        return await ask_with_answer(self, toolkit, id, pending, answer, cancel=cancel)
+        with resume_context(pending, answer):
+            return await ask_with_answer(self, toolkit, id, pending, answer, cancel=cancel)
 
     async def continue_run(self, toolkit: Any, id: str, calls: dict[str, dict[str, Any]], *,  # noqa: A002
                            cancel: Optional[asyncio.Event] = None, output_type: Any = None,

@@ -41,6 +41,7 @@ from .result import (LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RU
 from .retry import race
 from .streaming import read_turn
 from .structured import OutputRun
+from . import tracing
 from .suspension import merge_relay_halt, stamp_relay_call
 from .tool_calls import CallOutcome, ToolRunner, gather_in_order, resolve_with_answer
 from .wire.base import ResultEntry, ToolCall, Turn, add_usage
@@ -99,6 +100,8 @@ class RunLoop:
         self.records: list[dict[str, Any]] = []
         self.model = client.model
         self.output = OutputRun.of(toolkit)  # set when the run must end with an `output_type` value
+        self.conversation_id: Optional[str] = None  # `ask(id=...)` / `stream(id=...)`: names the trace span
+        self.span: Optional[tracing.RunSpan] = None  # set while a tracer observes this run
 
     def start(self, prompt: Any, history: Optional[list[dict]]) -> "RunLoop":
         history = list(history or [])
@@ -141,14 +144,22 @@ class RunLoop:
         a `done` event (a repeat halt) the run ends there, else the turn loop follows.
         """
         started = time.monotonic()
+        span = self.span = tracing.run_span(self, resumed=prelude is not None)
         try:
             async for event in self._run(prelude):
                 if event["type"] == "done":
                     self._emit_run(started)
+                    if span is not None:
+                        span.done(event["result"])
                 yield event
         except Exception as e:
             self._emit_run(started, error=str(e))
+            if span is not None:
+                span.fail(e)
             raise
+        finally:
+            if span is not None:
+                span.close()
 
     async def _run(self, prelude: Optional[Prelude]) -> AsyncGenerator[dict[str, Any], None]:
         if prelude is not None:
@@ -224,6 +235,8 @@ class RunLoop:
         url = self.dialect.url(client.base_url)
         headers = self.dialect.headers(self.api_key, client.headers)
         call = client._llm_call(model, media_parts_summary(self.messages))
+        if self.span is not None:
+            call.span = self.span.llm(model, self.streaming)
         async with call:
             if self.streaming:
                 stream, call.attempts = await client._open(url, headers, body, self.abort)
@@ -235,6 +248,7 @@ class RunLoop:
                 response: Any = None
             else:
                 response, call.attempts = await client._send(url, headers, body, self.abort)
+                call.response = response
                 turn = self.dialect.parse_response(response)
             call.usage = turn.usage
         add_usage(self.usage, turn.usage)
@@ -244,6 +258,14 @@ class RunLoop:
         yield turn
 
     async def _wait_for(self, request: Request) -> Optional[Answer]:
+        if self.span is None:
+            return await self._ask_host(request)
+        with self.span.waiting(request) as waiting:
+            answer = await self._ask_host(request)
+            waiting.answered(answer)
+        return answer
+
+    async def _ask_host(self, request: Request) -> Optional[Answer]:
         answer = await self._bounded(_maybe_await(self.client.wait_for(request)))
         if isinstance(answer, Mapping):
             answer = Answer.from_dict(answer)
@@ -279,6 +301,9 @@ class RunLoop:
 
     def runner(self, turn_index: int) -> ToolRunner:
         """The tool runner of one turn (with the run's journal, if any)."""
+        if self.span is not None:
+            return tracing.TracedRunner(self.span, self.client, self.toolkit, turn_index, self.model, self.journal,
+                                        lambda: self.messages)
         return ToolRunner(self.client, self.toolkit, turn_index, self.model, self.journal, lambda: self.messages)
 
     def _journaled(self, write: Callable[[list[ResultEntry]], None]) -> Callable[[list[ResultEntry]], None]:

@@ -119,7 +119,7 @@ class OutputSpec:
         async def execute(args: Any = None, ctx: Any = None) -> ToolResult:
             return self.check(args)
 
-        return Tool(FINAL_RESULT_TOOL, FINAL_RESULT_DESCRIPTION, self.schema, "output", execute)
+        return Tool(FINAL_RESULT_TOOL, FINAL_RESULT_DESCRIPTION, self.schema, "native", execute)
 
     def check(self, args: Any) -> ToolResult:
         """The `final_result` tool's result for `args`: accepted, or the pinned rejection."""
