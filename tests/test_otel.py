@@ -111,6 +111,17 @@ def test_nothing_loads_opentelemetry_unless_instrumented():
     assert out.stdout.strip() == "[]"
 
 
+def test_without_the_extra_the_import_says_what_to_install():
+    code = ("import sys\n"
+            "sys.modules['opentelemetry'] = None\n"
+            "try:\n"
+            "    import toolnexus.otel\n"
+            "except ImportError as exc:\n"
+            "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "toolnexus.otel needs OpenTelemetry: pip install 'toolnexus[otel]'"
+
+
 async def test_a_run_with_two_llm_calls_and_two_tool_calls(spans):
     first = dict(openai_calls(("c1", "add", {"a": 1, "b": 2}), ("c2", "fail", {})), model="gpt-real", id="resp-1")
     transport = RecordingTransport(first, openai_text("3", prompt=10, completion=4))

@@ -62,11 +62,16 @@ def test_import_toolnexus_stays_cheap():
     assert out.stdout.strip() == "[]"
 
 
-def test_create_client_carries_the_client_signature():
+def test_create_client_and_agent_carry_their_class_signatures():
     params = inspect.signature(toolnexus.create_client).parameters
     assert list(params)[:3] == ["base_url", "style", "model"]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
     assert inspect.signature(toolnexus.create_client).return_annotation is toolnexus.Client
+    from toolnexus.agents import Agent, agent
+
+    agent_params = inspect.signature(agent).parameters
+    assert list(agent_params)[:2] == ["name", "does"] and "output_type" in agent_params
+    assert inspect.signature(agent).return_annotation is Agent
 
 
 USER_FILE = '''
@@ -101,11 +106,13 @@ async def main() -> str:
 BAD_FILE = '''
 from toolnexus import create_client, NotAName
 import toolnexus
+from toolnexus.agents import agent
 
 client = create_client(base_url="x", style="openai", model="m", max_turn=3)
 count: int = client.max_turns
 label: int = toolnexus.define_tool(print).name
 toolnexus.nothing_here
+helper = agent("x", doez="typo")
 '''
 
 
@@ -118,12 +125,13 @@ def test_mypy_checks_a_user_file_against_the_lazy_exports(tmp_path):
          "--no-error-summary", "--hide-error-context", "user_ok.py", "user_bad.py"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
-    errors = sorted(line.split("  [")[0].rstrip() for line in proc.stdout.splitlines() if ": error:" in line)
+    errors = [line.split("  [")[0].rstrip() for line in proc.stdout.splitlines() if ": error:" in line]
     assert errors == [
         'user_bad.py:2: error: Module "toolnexus" has no attribute "NotAName"',
-        'user_bad.py:5: error: Unexpected keyword argument "max_turn" for "create_client"; did you mean "max_turns"?',
-        'user_bad.py:7: error: Incompatible types in assignment (expression has type "str", variable has type "int")',
-        'user_bad.py:8: error: Module has no attribute "nothing_here"',
+        'user_bad.py:6: error: Unexpected keyword argument "max_turn" for "create_client"; did you mean "max_turns"?',
+        'user_bad.py:8: error: Incompatible types in assignment (expression has type "str", variable has type "int")',
+        'user_bad.py:9: error: Module has no attribute "nothing_here"',
+        'user_bad.py:10: error: Unexpected keyword argument "doez" for "agent"',
     ], proc.stdout + proc.stderr
 
 

@@ -21,6 +21,12 @@ runs their `wait_for`s concurrently (a host collecting N relay calls before answ
 deadlock); results are still recorded in call order. `Client(race_tools=True)` (opt-in) lets the deadline and `cancel` also interrupt tool execution and
 `wait_for`; by default they bound only LLM calls.
 
+With an `output_type` (the toolkit is then an `OutputToolkit`, structured.py) a run ends only
+with a validated value: a turn whose `final_result` call validates ends it, a plain-text turn is
+accepted when it is valid JSON for the type or else answered with a retry message, and running
+out of turns is `incomplete`. With a tracer installed (tracing.py) the run, each LLM call, each
+tool call and each wait for an answer are reported as spans; without one nothing is.
+
 Not here: HTTP, retries, SSE parsing (client/retry/streaming modules) or any provider JSON (wire/).
 """
 
