@@ -13,6 +13,7 @@ import subprocess
 import sys
 from typing import Optional
 
+import pytest
 from pydantic import BaseModel, Field, field_validator
 
 from support.llm_server import RecordingTransport, anthropic_calls, anthropic_text, openai_calls, openai_text
@@ -302,3 +303,25 @@ def test_plain_tools_never_import_pydantic():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_model_pydantic_cannot_describe_is_a_clear_definition_error():
+    from pydantic import ConfigDict
+
+    class Handle:
+        pass
+
+    class Opaque(BaseModel):
+        model_config = ConfigDict(arbitrary_types_allowed=True)
+        handle: Handle
+
+    def use(thing: Opaque) -> str:
+        return "never"
+
+    with pytest.raises(ValueError) as info:
+        define_tool(use)
+    message = str(info.value)
+    assert message.startswith("toolnexus: tool use: no JSON schema for parameter 'thing': ")
+    assert message.endswith(" — pass input_schema=... or use JSON-friendly field types")
+    explicit = define_tool(use, input_schema={"type": "object", "properties": {"thing": {"type": "object"}}})
+    assert explicit.input_schema["properties"]["thing"] == {"type": "object"}

@@ -5,7 +5,7 @@ the call so that nothing but cancellation crosses the tool boundary as an except
 non-JSON return value, arguments that violate the schema or an exceeded `ctx.timeout` all come
 back as error `ToolResult`s the model can read.
 
-Choices beyond the pinned baseline (core.md §8), all deliberate:
+Choices beyond the plain 0.21 behaviour, all deliberate:
 - Richer inference: `Literal`/`Enum` give `enum`, `list[T]` gives `items`, dataclasses and
   TypedDicts give nested objects, and a Google-style `Args:` section gives each property a
   `description`. `int` stays `{"type": "number"}` (pinned), and integral floats such as `3.0`
@@ -333,7 +333,11 @@ def _inferred_schema(name: str, fn: Callable[..., Any], kept: list[inspect.Param
     for p in kept:
         hint = hints.get(p.name, p.annotation)
         if involves_pydantic(hint):
-            prop, kept_defs = pydantic_schema(hint)
+            try:
+                prop, kept_defs = pydantic_schema(hint)
+            except Exception as exc:  # e.g. a field pydantic has no JSON schema for
+                raise ValueError(f"toolnexus: tool {name}: no JSON schema for parameter {p.name!r}: {exc} — "
+                                 "pass input_schema=... or use JSON-friendly field types") from None
             for key, body in kept_defs.items():
                 if key in defs and defs[key] != body:
                     raise ValueError(f"toolnexus: tool {name}: two different recursive models are both named "
