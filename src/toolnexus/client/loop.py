@@ -210,11 +210,11 @@ class RunLoop:
             if halted:
                 return
             if self.output is not None:  # structured output: did this turn's final_result validate?
-                verdict = self.output.after_tools(self.records[recorded:], self.result(""))
-                if verdict is not None:
+                accepted = self.output.after_tools(self.records[recorded:], self.result(""))
+                if accepted is not None:
                     if self.streaming:
                         yield {"type": "usage", "usage": dict(self.usage)}
-                    yield {"type": "done", "result": self.result(verdict.text, output=verdict.value)}
+                    yield {"type": "done", "result": self.result(accepted.text, output=accepted.value)}
                     return
         text = self.dialect.exhausted_text(self.messages, self.run_start)
         if text and self.output is None:

@@ -36,13 +36,15 @@ and pydantic validation (`toolnexus._typed`).
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._schema import schema_problems
-from .._typed import MAX_PROBLEMS, Adapter, ArgumentProblems, json_default, pydantic_schema
+from .._typed import Adapter, ArgumentProblems, json_default, pydantic_schema
 from ..adapters import to_anthropic, to_openai
 from ..errors import ToolnexusError
 from ..types import Tool, ToolResult
@@ -80,7 +82,8 @@ class OutputValidationError(ToolnexusError, ValueError):
 
 
 def _problems_text(problems: list[str]) -> str:
-    return ArgumentProblems(problems).text() if problems else "no details"
+    """At most `MAX_PROBLEMS` problems on one line, then `(+N more)`."""
+    return ArgumentProblems(problems).text()
 
 
 @dataclass
@@ -142,6 +145,16 @@ def _type_name(output_type: Any) -> str:
     return getattr(output_type, "__name__", None) or repr(output_type)
 
 
+@functools.lru_cache(maxsize=256)
+def _described(output_type: Any) -> tuple[dict[str, Any], dict[str, Any], Adapter]:
+    """Schema, kept `$defs` and validator of a Python output type (cached: every run asks again)."""
+    try:
+        schema, defs = pydantic_schema(output_type)
+    except Exception as exc:  # pydantic cannot build a schema for it
+        raise TypeError(f"toolnexus: output_type {output_type!r} cannot be validated: {exc}") from None
+    return schema, defs, Adapter(output_type)
+
+
 def output_spec(output_type: Any, retries: int = DEFAULT_OUTPUT_RETRIES) -> OutputSpec:
     """Check `output_type` and build its spec (a clear `TypeError`/`ValueError` up front if unusable)."""
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -162,10 +175,12 @@ def output_spec(output_type: Any, retries: int = DEFAULT_OUTPUT_RETRIES) -> Outp
             raise TypeError("toolnexus: output_type must be a pydantic model class, a dataclass, a type pydantic "
                             f"can validate, or a JSON Schema dict; got {output_type!r}")
         try:
-            schema, defs = pydantic_schema(output_type)
-        except Exception as exc:  # pydantic cannot build a schema for it
-            raise TypeError(f"toolnexus: output_type {output_type!r} cannot be validated: {exc}") from None
-        adapter = Adapter(output_type)
+            schema, defs, adapter = _described(output_type)
+        except TypeError as exc:
+            if "unhashable" not in str(exc):
+                raise
+            schema, defs, adapter = _described.__wrapped__(output_type)
+        schema = copy.deepcopy(schema)  # the cached one stays pristine
     wrapped = schema.get("type") != "object"
     if wrapped:
         schema = {"type": "object", "properties": {_WRAP_KEY: schema}, "required": [_WRAP_KEY],
@@ -255,12 +270,12 @@ class OutputRun:
             attempts = self.failures
             raise OutputValidationError(
                 GAVE_UP.format(name=self.spec.name, attempts=attempts, s="" if attempts == 1 else "s",
-                               problems="; ".join(problems[:MAX_PROBLEMS]) or NOT_CALLED),
+                               problems=_problems_text(problems) if problems else NOT_CALLED),
                 result, problems)
 
     def after_tools(self, records: list[dict[str, Any]], result: Any) -> Optional[Verdict]:
-        """After a tool turn: the accepted output, None to go on (no `final_result` call), or — when
-        every `final_result` call was rejected — None after counting the attempt (may give up)."""
+        """After a tool turn: the accepted output; else None — the run goes on, and if the turn's
+        `final_result` calls were all rejected that counts as one failed attempt (which may give up)."""
         calls = [r for r in records if r.get("name") == FINAL_RESULT_TOOL]
         if not calls:
             return None
