@@ -4,12 +4,15 @@ and Anthropic-style endpoints, and an agent runtime that suspends and resumes.
 This module is the public surface only. Names are re-exported lazily (PEP 562): `import
 toolnexus` loads just the core types; the client, MCP SDK, HTTP stack and so on are imported
 the first time one of their names is touched.
+
+Type checkers cannot follow a PEP 562 `__getattr__`, so the `TYPE_CHECKING` block below imports
+every lazy name for them (never at run time; a test keeps it equal to the lazy table), and the
+package ships `py.typed`. `dir(toolnexus)` lists exactly the public names (`__all__` and
+`__version__`), nothing this module uses internally.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+import importlib as _importlib
+import typing as _typing
 
 from .adapters import to_anthropic, to_gemini, to_openai
 from .types import (
@@ -49,7 +52,8 @@ _register(
     ".client",
     "Client ClientStyle Conversation ConversationStore ErrorClassifier ErrorInfo ErrorTier Hooks "
     "HttpTransport InMemoryConversationStore InProcessTransport MetricEvent OnMetric RunCancelled "
-    "RunResult RunTimeout UrllibTransport WaitFor create_client create_in_process_client ResumeError",
+    "RunResult RunTimeout UrllibTransport WaitFor create_client create_in_process_client ResumeError "
+    "OutputValidationError",
 )
 _register(".translate", "TranslateResult TranslatedToolCall")
 _register(".relay", "RELAY_KIND RelayCall RelayResult relay_tool is_relay_request relay_calls_of relay_answer")
@@ -98,6 +102,207 @@ _register(
     "get_max_part_bytes encode_part summarize estimate_tokens",
 )
 
+if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out for type checkers
+    from .toolkit import (
+        Toolkit as Toolkit,
+        create_toolkit as create_toolkit,
+    )
+    from .native import (
+        define_tool as define_tool,
+        tool as tool,
+    )
+    from .http import (
+        http_tool as http_tool,
+        http_tools_from_openapi as http_tools_from_openapi,
+        DEFAULT_TIMEOUT as HTTP_DEFAULT_TIMEOUT,
+    )
+    from .client import (
+        Client as Client,
+        ClientStyle as ClientStyle,
+        Conversation as Conversation,
+        ConversationStore as ConversationStore,
+        ErrorClassifier as ErrorClassifier,
+        ErrorInfo as ErrorInfo,
+        ErrorTier as ErrorTier,
+        Hooks as Hooks,
+        HttpTransport as HttpTransport,
+        InMemoryConversationStore as InMemoryConversationStore,
+        InProcessTransport as InProcessTransport,
+        MetricEvent as MetricEvent,
+        OnMetric as OnMetric,
+        RunCancelled as RunCancelled,
+        RunResult as RunResult,
+        RunTimeout as RunTimeout,
+        UrllibTransport as UrllibTransport,
+        WaitFor as WaitFor,
+        create_client as create_client,
+        create_in_process_client as create_in_process_client,
+        ResumeError as ResumeError,
+        OutputValidationError as OutputValidationError,
+    )
+    from .translate import (
+        TranslateResult as TranslateResult,
+        TranslatedToolCall as TranslatedToolCall,
+    )
+    from .relay import (
+        RELAY_KIND as RELAY_KIND,
+        RelayCall as RelayCall,
+        RelayResult as RelayResult,
+        relay_tool as relay_tool,
+        is_relay_request as is_relay_request,
+        relay_calls_of as relay_calls_of,
+        relay_answer as relay_answer,
+    )
+    from .mcp_source import (
+        DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
+        McpConfig as McpConfig,
+        McpInventory as McpInventory,
+        McpSource as McpSource,
+        ServerConfig as ServerConfig,
+        ToolInfo as ToolInfo,
+        answer_to_elicit_result as answer_to_elicit_result,
+        apply_tools_filter as apply_tools_filter,
+        elicitation_to_request as elicitation_to_request,
+        expand_env_headers as expand_env_headers,
+        is_enabled as is_enabled,
+        is_remote as is_remote,
+        list_mcp_tools as list_mcp_tools,
+        load_mcp as load_mcp,
+        load_mcp_with_context as load_mcp_with_context,
+        parse_mcp_config as parse_mcp_config,
+    )
+    from .mcp_serve import (
+        MCPServeConfig as MCPServeConfig,
+        OnCall as OnCall,
+        build_mcp_server as build_mcp_server,
+        exposed_mcp_tools as exposed_mcp_tools,
+    )
+    from .skill import (
+        SKILL_TOOL_DESCRIPTION as SKILL_TOOL_DESCRIPTION,
+        SKILLS_PROMPT_PREAMBLE as SKILLS_PROMPT_PREAMBLE,
+        SkillDef as SkillDef,
+        SkillInfo as SkillInfo,
+        SkillInventory as SkillInventory,
+        SkillSkip as SkillSkip,
+        SkillSource as SkillSource,
+        list_skills as list_skills,
+        load_skills as load_skills,
+    )
+    from .builtin import (
+        BuiltinsConfig as BuiltinsConfig,
+        builtins_enabled as builtins_enabled,
+        create_builtin_tools as create_builtin_tools,
+        select_builtins as select_builtins,
+    )
+    from .a2a import (
+        Agent as Agent,
+        AgentConfig as AgentConfig,
+        AgentsConfig as AgentsConfig,
+        agent as agent,
+        agent_tools as agent_tools,
+        parse_agents_config as parse_agents_config,
+    )
+    from .serve import (
+        A2AConfig as A2AConfig,
+        FileTaskStore as FileTaskStore,
+        InMemoryTaskStore as InMemoryTaskStore,
+        OnTask as OnTask,
+        ServeHandle as ServeHandle,
+        ServeLimits as ServeLimits,
+        TaskStore as TaskStore,
+        build_agent_card as build_agent_card,
+        resolve_store as resolve_store,
+        start_a2a_server as start_a2a_server,
+    )
+    from .classifier import (
+        ClassifierStyle as ClassifierStyle,
+        ClassifierError as ClassifierError,
+        NoulCriteria as NoulCriteria,
+        NoulQuestion as NoulQuestion,
+        ChoiceQuestion as ChoiceQuestion,
+        ScoreQuestion as ScoreQuestion,
+        Question as Question,
+        NoulAnswer as NoulAnswer,
+        ChoiceAnswer as ChoiceAnswer,
+        ScoreAnswer as ScoreAnswer,
+        DecisionAnswer as DecisionAnswer,
+        ClassifierUsage as ClassifierUsage,
+        Decision as Decision,
+        RecordedDecision as RecordedDecision,
+        ClassifierResponse as ClassifierResponse,
+        ClassifierTransport as ClassifierTransport,
+        choice_over as choice_over,
+        question_wire as question_wire,
+        questions_wire as questions_wire,
+        canonical_json as canonical_json,
+        canonical_request as canonical_request,
+        near_uniform as near_uniform,
+        create_classifier as create_classifier,
+        Classifier as Classifier,
+    )
+    from .judge import (
+        Bands as Bands,
+        noul as noul,
+        choice as choice,
+        score as score,
+        questions as questions,
+        state as state,
+        context as context,
+        JudgeAnswer as JudgeAnswer,
+        ask as ask,
+        Rule as Rule,
+        Policy as Policy,
+        Outcome as Outcome,
+        decide as decide,
+        gate as gate,
+        static_classifier as static_classifier,
+        decision_wire as decision_wire,
+        question_from_wire as question_from_wire,
+        Tape as Tape,
+    )
+    from .judge_batteries import (
+        ToolGuardClassifier as ToolGuardClassifier,
+        ToolRelevanceClassifier as ToolRelevanceClassifier,
+        SkillRelevanceClassifier as SkillRelevanceClassifier,
+        ToolResultFilterClassifier as ToolResultFilterClassifier,
+        IsCompleteClassifier as IsCompleteClassifier,
+        AgentRouterClassifier as AgentRouterClassifier,
+        ContentGuardClassifier as ContentGuardClassifier,
+        ModelRouterClassifier as ModelRouterClassifier,
+        ToolGuardVerdict as ToolGuardVerdict,
+        RelevanceVerdict as RelevanceVerdict,
+        FilterVerdict as FilterVerdict,
+        CompleteVerdict as CompleteVerdict,
+        AgentVerdict as AgentVerdict,
+        ContentVerdict as ContentVerdict,
+        ModelVerdict as ModelVerdict,
+        ContentGuardBlocked as ContentGuardBlocked,
+        latest_user_text as latest_user_text,
+    )
+    from .acp import (
+        ACPClient as ACPClient,
+        ACPError as ACPError,
+        ACPOptions as ACPOptions,
+        ACPPermissionTimeoutError as ACPPermissionTimeoutError,
+        load_acp as load_acp,
+    )
+    from .content import (
+        MEDIA_TYPES as MEDIA_TYPES,
+        ContentPartError as ContentPartError,
+        UnsupportedPartError as UnsupportedPartError,
+        ContentPart as ContentPart,
+        text as text,
+        image as image,
+        file as file,
+        audio as audio,
+        part as part,
+        set_max_part_bytes as set_max_part_bytes,
+        get_max_part_bytes as get_max_part_bytes,
+        encode_part as encode_part,
+        summarize as summarize,
+        estimate_tokens as estimate_tokens,
+    )
+
 __all__ = [
     "Answer",
     "JSONSchema",
@@ -120,15 +325,17 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'toolnexus' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module, __name__), attr)
-    globals()[name] = value
-    return value
+if not _typing.TYPE_CHECKING:  # hidden from type checkers: an unknown name must be an error there
+
+    def __getattr__(name: str) -> object:
+        try:
+            module, attr = _LAZY[name]
+        except KeyError:
+            raise AttributeError(f"module 'toolnexus' has no attribute {name!r}") from None
+        value = getattr(_importlib.import_module(module, __name__), attr)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted({*__all__, "__version__"})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-__all__ = ["schema_error"]
+__all__ = ["schema_error", "schema_problems"]
 
 _validators: dict[int, Any] = {}
 
@@ -27,19 +27,25 @@ def _validator(schema: dict[str, Any]) -> Any:
     return validator
 
 
+def schema_problems(schema: dict[str, Any], value: Any) -> list[str]:
+    """Every way `value` violates `schema`, as `path: reason` lines (no path at the root), by path."""
+    errors = sorted(_validator(schema).iter_errors(value), key=lambda e: list(e.path))
+    out = []
+    for err in errors:
+        where = "/".join(str(p) for p in err.absolute_path)
+        out.append(f"{where}: {err.message}" if where else err.message)
+    return out
+
+
 def schema_error(schema: Optional[dict[str, Any]], args: Any) -> Optional[str]:
     """None if `args` satisfies `schema`, else one line naming the offending argument(s)."""
     if not schema:
         return None
     try:
-        errors = sorted(_validator(schema).iter_errors(args), key=lambda e: list(e.path))
+        problems = schema_problems(schema, args)
     except Exception as exc:  # a broken schema must not break the call; say so instead
         return f"tool schema is not valid JSON Schema: {exc}"
-    if not errors:
+    if not problems:
         return None
-    parts = []
-    for err in errors[:5]:
-        where = "/".join(str(p) for p in err.absolute_path)
-        parts.append(f"{where}: {err.message}" if where else err.message)
-    more = f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""
-    return "; ".join(parts) + more
+    more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+    return "; ".join(problems[:5]) + more

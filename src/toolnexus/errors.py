@@ -15,6 +15,7 @@ them and listed here):
     ├── ContentPartError         content/client: an invalid, oversize or unreadable content part (also ValueError)
     ├── UnsupportedPartError     content/client: a part a provider wire has no block for (also ValueError)
     ├── ResumeError              client/agents: a resume that cannot proceed (also ValueError)
+    ├── OutputValidationError    client/agents: the final answer never matched the output_type (also ValueError)
     ├── ClassifierError          classifier/judge: bad questions or input, a failed call, a bad answer
     │   ├── BatteryConfigError   judge_batteries: a battery built without a usable option (also ValueError)
     │   └── ContentGuardBlocked  judge_batteries: the content guard hook blocked the latest user text

@@ -5,7 +5,7 @@ the call so that nothing but cancellation crosses the tool boundary as an except
 non-JSON return value, arguments that violate the schema or an exceeded `ctx.timeout` all come
 back as error `ToolResult`s the model can read.
 
-Choices beyond the pinned baseline (core.md §8), all deliberate:
+Choices beyond the plain 0.21 behaviour, all deliberate:
 - Richer inference: `Literal`/`Enum` give `enum`, `list[T]` gives `items`, dataclasses and
   TypedDicts give nested objects, and a Google-style `Args:` section gives each property a
   `description`. `int` stays `{"type": "number"}` (pinned), and integral floats such as `3.0`
@@ -13,8 +13,16 @@ Choices beyond the pinned baseline (core.md §8), all deliberate:
 - Arguments are validated against the tool's schema before the call (`validate=False` opts out),
   so a model gets "invalid arguments for add: 'a' is a required property" instead of a
   `TypeError` from deep inside.
+- Parameters typed as a pydantic `BaseModel` (or a dataclass, or a container of either such as
+  `list[Model]` / `Model | None`) get the model's full schema — pydantic's own, with `$ref`s
+  inlined (see `_typed.py` for why) — and are validated by pydantic before the call: the function
+  receives the validated *instance*, and a bad value comes back as "invalid arguments for
+  <tool>: <param>/<field>: <reason>" without the function running. Stdlib dataclasses keep the
+  schema inferred here (so defining one never imports pydantic) and are built by pydantic when
+  called. A pydantic model or dataclass *returned* by a tool is serialised as its JSON data.
 - Forward references are resolved per parameter: one unresolvable hint costs only that
-  parameter its schema.
+  parameter its schema. String annotations (`from __future__ import annotations`) may name
+  classes local to the function that defines the tool: the defining scope's locals are consulted.
 - Sync functions run in a worker thread; an awaitable they return (or an object with an
   `async __call__`) is awaited. A `ctx.timeout` is enforced with `asyncio.timeout`; a sync
   function that times out keeps running in its thread (Python cannot kill a thread), its result
@@ -29,12 +37,14 @@ import enum
 import inspect
 import json
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Optional, Union, get_args, get_origin
+from typing import Any, Optional, Union, get_args, get_origin, overload
 
 from ._schema import schema_error
+from ._typed import Adapter, ArgumentProblems, involves_model, involves_pydantic, json_default, pydantic_schema
 from .types import JSONSchema, Tool, ToolContext, ToolResult
 
 __all__ = ["define_tool", "tool", "infer_schema"]
@@ -89,16 +99,18 @@ def _enum_schema(values: list[Any]) -> JSONSchema:
     return schema
 
 
-def infer_schema(annotation: Any) -> JSONSchema:
-    """The JSON schema of one parameter annotation (`{}` when nothing useful is known)."""
+def infer_schema(annotation: Any, localns: Optional[dict[str, Any]] = None) -> JSONSchema:
+    """The JSON schema of one parameter annotation (`{}` when nothing useful is known).
+
+    `localns` resolves string annotations inside dataclasses and TypedDicts defined locally."""
     if annotation is inspect.Parameter.empty or annotation is Any or isinstance(annotation, str):
         return {}
     origin = get_origin(annotation)
     if origin is typing.Annotated:
-        return infer_schema(get_args(annotation)[0])
+        return infer_schema(get_args(annotation)[0], localns)
     if origin is Union or origin is types.UnionType:
         members = [a for a in get_args(annotation) if a is not _NONE]
-        return infer_schema(members[0]) if len(members) == 1 else {}
+        return infer_schema(members[0], localns) if len(members) == 1 else {}
     if origin is typing.Literal:
         return _enum_schema(list(get_args(annotation)))
     if annotation is bool:
@@ -111,7 +123,7 @@ def infer_schema(annotation: Any) -> JSONSchema:
         return {"type": "array"}
     if origin in (list, set, frozenset) or (origin is tuple and get_args(annotation)[-1:] == (Ellipsis,)):
         schema: JSONSchema = {"type": "array"}
-        items = infer_schema(get_args(annotation)[0]) if get_args(annotation) else {}
+        items = infer_schema(get_args(annotation)[0], localns) if get_args(annotation) else {}
         if items:
             schema["items"] = items
         return schema
@@ -130,20 +142,21 @@ def infer_schema(annotation: Any) -> JSONSchema:
                 for f in dataclasses.fields(annotation)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
             },
+            localns,
         )
     if typing.is_typeddict(annotation):
-        return _object_schema(annotation, list(annotation.__annotations__), set(annotation.__required_keys__))
+        return _object_schema(annotation, list(annotation.__annotations__), set(annotation.__required_keys__), localns)
     return {}
 
 
-def _object_schema(cls: type, names: list[str], required: set[str]) -> JSONSchema:
+def _object_schema(cls: type, names: list[str], required: set[str], localns: Optional[dict[str, Any]] = None) -> JSONSchema:
     try:
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, localns=localns)
     except Exception:
         hints = {}
     schema: JSONSchema = {
         "type": "object",
-        "properties": {n: infer_schema(hints.get(n, inspect.Parameter.empty)) for n in names},
+        "properties": {n: infer_schema(hints.get(n, inspect.Parameter.empty), localns) for n in names},
     }
     req = [n for n in names if n in required]
     if req:
@@ -151,10 +164,23 @@ def _object_schema(cls: type, names: list[str], required: set[str]) -> JSONSchem
     return schema
 
 
-def _resolve_hints(fn: Callable[..., Any], params: list[inspect.Parameter]) -> dict[str, Any]:
+def _caller_locals(fn: Any, depth: int) -> Optional[dict[str, Any]]:
+    """The locals of the scope defining the tool, when `fn` has string annotations to resolve."""
+    annotations = getattr(fn, "__annotations__", None)
+    if not isinstance(annotations, dict) or not any(isinstance(a, str) for a in annotations.values()):
+        return None
+    try:
+        frame = sys._getframe(depth + 1)
+    except ValueError:  # pragma: no cover - no such frame
+        return None
+    return dict(frame.f_locals) if frame.f_code.co_name != "<module>" else None
+
+
+def _resolve_hints(fn: Callable[..., Any], params: list[inspect.Parameter],
+                   localns: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Type hints per parameter; an unresolvable forward ref costs only its own parameter."""
     try:
-        return typing.get_type_hints(fn, include_extras=True)
+        return typing.get_type_hints(fn, localns=localns, include_extras=True)
     except Exception:
         pass
     globalns = getattr(inspect.unwrap(fn), "__globals__", {})
@@ -163,7 +189,7 @@ def _resolve_hints(fn: Callable[..., Any], params: list[inspect.Parameter]) -> d
         ann = p.annotation
         if isinstance(ann, str):
             try:
-                ann = eval(ann, globalns)  # noqa: S307 - same evaluation get_type_hints performs
+                ann = eval(ann, globalns, localns)  # noqa: S307 - same evaluation get_type_hints performs
             except Exception:
                 ann = inspect.Parameter.empty
         hints[p.name] = ann
@@ -198,7 +224,7 @@ def _to_result(name: str, value: Any) -> ToolResult:
     if isinstance(value, str):
         return ToolResult(output=value, is_error=False)
     try:
-        return ToolResult(output=json.dumps(value), is_error=False)
+        return ToolResult(output=json.dumps(value, default=json_default), is_error=False)
     except (TypeError, ValueError) as exc:
         return ToolResult(
             output=f"tool {name} returned a value that is not JSON-serialisable ({type(value).__name__}): {exc}",
@@ -214,6 +240,7 @@ def _build(
     source: str,
     validate: bool,
     idempotent: bool = False,
+    localns: Optional[dict[str, Any]] = None,
 ) -> Tool:
     if name is None:
         name = getattr(fn, "__name__", None)
@@ -230,7 +257,7 @@ def _build(
     except (TypeError, ValueError):
         sig = None
     params = list(sig.parameters.values()) if sig else []
-    hints = _resolve_hints(fn, params)
+    hints = _resolve_hints(fn, params, localns)
     kept = [
         p
         for p in params
@@ -238,21 +265,15 @@ def _build(
     ]
     ctx_param = next((n for n in ("ctx", "context") if sig and n in sig.parameters), None)
     int_params = {p.name for p in kept if _is_int_hint(hints.get(p.name, p.annotation))}
-
-    if input_schema is None:
-        docs = _docstring_args(inspect.getdoc(fn))
-        props: dict[str, JSONSchema] = {}
-        for p in kept:
-            prop = infer_schema(hints.get(p.name, p.annotation))
-            if docs.get(p.name):
-                prop = {**prop, "description": docs[p.name]}
-            props[p.name] = prop
-        input_schema = {"type": "object", "properties": props, "additionalProperties": False}
-        required = [p.name for p in kept if p.default is inspect.Parameter.empty]
-        if required:
-            input_schema["required"] = required
+    # parameters pydantic validates and builds (models, dataclasses, containers of them)
+    models = {p.name: Adapter(hints[p.name], p.name, localns) for p in kept if involves_model(hints.get(p.name))}
 
     schema = input_schema
+    if input_schema is None:
+        input_schema = _inferred_schema(name, fn, kept, hints, localns)
+        # the model-typed properties are pydantic's to check (better messages, custom validators)
+        schema = {**input_schema, "properties": {k: ({} if k in models else v)
+                                                 for k, v in input_schema["properties"].items()}}
     tool_name = name
 
     async def execute(args: Optional[dict[str, Any]] = None, ctx: Optional[ToolContext] = None) -> ToolResult:
@@ -261,6 +282,17 @@ def _build(
             problem = schema_error(schema, call_args)
             if problem:
                 return ToolResult(output=f"invalid arguments for {tool_name}: {problem}", is_error=True)
+        if models:
+            problems: list[str] = []
+            for key, adapter in models.items():
+                if key in call_args:
+                    try:
+                        call_args[key] = adapter.validate(call_args[key])
+                    except ArgumentProblems as exc:
+                        problems.extend(exc.problems)
+            if problems:
+                text = ArgumentProblems(problems).text()
+                return ToolResult(output=f"invalid arguments for {tool_name}: {text}", is_error=True)
         for key in int_params:
             value = call_args.get(key)
             if isinstance(value, float) and value.is_integer():
@@ -292,6 +324,50 @@ def _build(
                 execute=execute, idempotent=bool(idempotent))
 
 
+def _inferred_schema(name: str, fn: Callable[..., Any], kept: list[inspect.Parameter],
+                     hints: dict[str, Any], localns: Optional[dict[str, Any]]) -> JSONSchema:
+    """The inferred input schema; a recursive model's definitions go to a top-level `$defs`."""
+    docs = _docstring_args(inspect.getdoc(fn))
+    props: dict[str, JSONSchema] = {}
+    defs: dict[str, Any] = {}
+    for p in kept:
+        hint = hints.get(p.name, p.annotation)
+        if involves_pydantic(hint):
+            try:
+                prop, kept_defs = pydantic_schema(hint)
+            except Exception as exc:  # e.g. a field pydantic has no JSON schema for
+                raise ValueError(f"toolnexus: tool {name}: no JSON schema for parameter {p.name!r}: {exc} — "
+                                 "pass input_schema=... or use JSON-friendly field types") from None
+            for key, body in kept_defs.items():
+                if key in defs and defs[key] != body:
+                    raise ValueError(f"toolnexus: tool {name}: two different recursive models are both named "
+                                     f"{key!r}; rename one of them")
+                defs[key] = body
+        else:
+            prop = infer_schema(hint, localns)
+        if docs.get(p.name):
+            prop = {**prop, "description": docs[p.name]}
+        props[p.name] = prop
+    schema: JSONSchema = {"type": "object", "properties": props, "additionalProperties": False}
+    required = [p.name for p in kept if p.default is inspect.Parameter.empty]
+    if required:
+        schema["required"] = required
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+@overload
+def define_tool(fn: Callable[..., Any], *, name: Optional[str] = ..., description: Optional[str] = ...,
+            input_schema: Optional[JSONSchema] = ..., source: str = ..., validate: bool = ..., idempotent: bool = ...) -> Tool: ...
+
+
+@overload
+def define_tool(fn: None = ..., *, name: Optional[str] = ..., description: Optional[str] = ...,
+            input_schema: Optional[JSONSchema] = ..., source: str = ..., validate: bool = ...,
+            idempotent: bool = ...) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
 def define_tool(
     fn: Optional[Callable[..., Any]] = None,
     *,
@@ -307,9 +383,28 @@ def define_tool(
     `idempotent=True` declares that running the tool twice with the same arguments is harmless:
     a durable run that crashed while the tool ran re-runs it, instead of asking the host.
     """
+    return _define(fn, name, description, input_schema, source, validate, idempotent)
+
+
+def _define(fn: Optional[Callable[..., Any]], name: Optional[str], description: Optional[str],
+            input_schema: Optional[JSONSchema], source: str, validate: bool,
+            idempotent: bool) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
+    """`define_tool` / `tool`; the frame two levels up is the scope that defines the tool."""
     if fn is None:
-        return lambda f: _build(f, name, description, input_schema, source, validate, idempotent)
-    return _build(fn, name, description, input_schema, source, validate, idempotent)
+        return lambda f: _build(f, name, description, input_schema, source, validate, idempotent,
+                                _caller_locals(f, 1))
+    return _build(fn, name, description, input_schema, source, validate, idempotent, _caller_locals(fn, 2))
+
+
+@overload
+def tool(fn: Callable[..., Any], *, name: Optional[str] = ..., description: Optional[str] = ...,
+            input_schema: Optional[JSONSchema] = ..., validate: bool = ..., idempotent: bool = ...) -> Tool: ...
+
+
+@overload
+def tool(fn: None = ..., *, name: Optional[str] = ..., description: Optional[str] = ...,
+            input_schema: Optional[JSONSchema] = ..., validate: bool = ...,
+            idempotent: bool = ...) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
@@ -322,5 +417,4 @@ def tool(
     idempotent: bool = False,
 ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
     """`define_tool` with `source="native"`: `@tool`, `@tool(...)` or `tool(fn)`."""
-    return define_tool(fn, name=name, description=description, input_schema=input_schema, source="native",
-                       validate=validate, idempotent=idempotent)
+    return _define(fn, name, description, input_schema, "native", validate, idempotent)

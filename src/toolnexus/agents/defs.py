@@ -13,6 +13,9 @@ Fields beyond the spec's baseline shape, all optional and defaulting to "off" (d
 - `resume_mode`: how a durable suspension of this def's handles is resumed — `"replay"` (the
   baseline: the transcript is rewound and the turn replayed) or `"continue"` (the halted turn is
   kept and continued; see `resume.py`). `None` takes the runtime's `resume_mode`.
+- `output_type` / `output_retries`: every turn must end with a validated value of this type
+  (structured output, `toolnexus.client.structured`); the turn's `TaskResult.output` carries it
+  and `TaskResult.text` its JSON. A turn that runs out of retries ends as an `error` result.
 """
 
 from __future__ import annotations
@@ -68,3 +71,5 @@ class AgentDef:
     on_budget: Optional[Callable[[Any, str], Any]] = None
     on_transition: Optional[Callable[[dict], Any]] = None
     resume_mode: Optional[str] = None
+    output_type: Any = None
+    output_retries: int = 2

@@ -85,6 +85,7 @@ class TaskResult:
     limit: Optional[str] = None
     runtime: Optional["AgentRuntime"] = field(default=None, repr=False, compare=False)
     run_id: Optional[str] = field(default=None, compare=False)
+    output: Any = field(default=None, compare=False)  # an output_type turn's value (live only; `text` is its JSON)
 
     def to_record(self) -> dict[str, Any]:
         """JSON-able form, without the live runtime."""

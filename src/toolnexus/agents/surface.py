@@ -19,6 +19,9 @@ Choices where the spec is silent or where we go beyond its baseline:
   `MAX_PARKED_RUNS` runs stay parked per tool; the call that parks one more closes the oldest
   before it returns.
 - If `run` is cancelled, its runtime is closed before the cancellation propagates.
+- `output_type=` is checked when the agent is declared; `run` returns the parsed value as
+  `result.output` (`TaskResult.output`) and its JSON as `result.text`. A model that never
+  produces a valid value within `output_retries` gives an `error` result naming the problems.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import inspect
 from collections import OrderedDict
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Concatenate, Optional, ParamSpec
 
+from ..client.structured import DEFAULT_OUTPUT_RETRIES, output_spec
 from ..types import Tool, ToolContext, ToolResult
 from . import persona as _persona  # for its __all__
 from .budget import Budget
@@ -125,6 +130,8 @@ class Agent:
         on_budget: Optional[Callable[[Any, str], Any]] = None,
         on_transition: Optional[Callable[[dict], Any]] = None,
         resume_mode: Optional[str] = None,
+        output_type: Any = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"toolnexus.agents: an agent needs a non-empty name, got {name!r}")
@@ -155,6 +162,10 @@ class Agent:
         self.on_budget = on_budget
         self.on_transition = on_transition
         self.resume_mode = check_resume_mode(resume_mode, f"agent {name!r}")
+        if output_type is not None:
+            output_spec(output_type, output_retries)  # an unusable type fails here, not in the first turn
+        self.output_type = output_type
+        self.output_retries = output_retries
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r})"
@@ -181,6 +192,8 @@ class Agent:
             on_budget=self.on_budget,
             on_transition=self.on_transition,
             resume_mode=self.resume_mode,
+            output_type=self.output_type,
+            output_retries=self.output_retries,
         )
         for member in self.team:
             member.registry(acc)
@@ -269,6 +282,24 @@ class Agent:
         return Loop(self, options, toolkit)
 
 
+_P = ParamSpec("_P")
+
+
+def _signature_of(init: Callable[Concatenate[Any, _P], None]) -> Callable[[Callable[..., Agent]], Callable[_P, Agent]]:
+    """Give `agent` the parameters of `Agent.__init__`, for type checkers and `help()`."""
+
+    def apply(factory: Callable[..., Agent]) -> Callable[_P, Agent]:
+        params = list(inspect.signature(init).parameters.values())[1:]
+        factory.__signature__ = inspect.Signature(params, return_annotation=Agent)  # type: ignore[attr-defined]
+        return factory
+
+    return apply
+
+
+@_signature_of(Agent.__init__)
 def agent(name: str, **spec: Any) -> Agent:
-    """Declare an agent: `agent("researcher", does="finds sources", uses={"tools": [...]})`."""
+    """Declare an agent: `agent("researcher", does="finds sources", uses={"tools": [...]})`.
+
+    `output_type=` (a pydantic model, dataclass or JSON Schema dict) makes each run end with a
+    validated value: `result.output` (see `toolnexus.client.structured`)."""
     return Agent(name, **spec)

@@ -35,11 +35,14 @@ Three kinds of turn besides a plain wake:
 from __future__ import annotations
 
 import asyncio
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._diag import warn
 from ..client import ResumeError, create_client
+from ..client.structured import with_output
+from ..client.tracing import resume_context
 from ..toolkit import create_toolkit
 from ..types import Answer, Request
 from .budget import canonical_limit
@@ -233,6 +236,7 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         if defn.task_targets:
             tools.append(make_task_tool(core, h, turn))
         toolkit = await create_toolkit(builtins=False, extra_tools=watch_tools(tools, turn))
+        toolkit = with_output(toolkit, defn.output_type, defn.output_retries)  # structured output, if any
         llm = core.llm
         hooks, on_metric = resolved_seams(core, h)
         turn.journal = TurnJournal(core.durable, h, lambda: _checkpoint(core, h, turn),
@@ -243,6 +247,7 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
             style=llm["style"],
             model=(llm.get("model") or "inherit") if defn.model == "inherit" else defn.model,
             api_key=llm["api_key"],
+            agent_name=defn.name,  # names the turn's trace spans
             system_prompt=defn.system_prompt or None,
             max_turns=h.eff["max_turns"],
             http_transport=gated_transport(core.transport, core.gate, turn.meter),
@@ -255,7 +260,10 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         turn.snapshot = await core.store.get(h.id)
         if turn.abort is not None:  # aborted while the turn was being set up
             raise asyncio.CancelledError
-        turn.ask_task = asyncio.ensure_future(run_gated(_asker(client, toolkit, h, turn), turn.input, defn.completion))
+        binding = turn.binding  # a replayed turn's trace span says which answer it applies
+        with resume_context(binding.request or {"id": binding.answer.id}, binding.answer) if binding else nullcontext():
+            turn.ask_task = asyncio.ensure_future(run_gated(_asker(client, toolkit, h, turn), turn.input,
+                                                            defn.completion))
         run = await turn.ask_task
     except asyncio.CancelledError:
         external = turn.abort is None  # the body itself was cancelled, not just its ask
@@ -393,8 +401,9 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
         settle_turn(core, h, turn, result, HandleState.IDLE, f"(INCOMPLETE at {limit} {bound})", transcript=kept)
         core.budget_stop(h, limit)
         return
-    settle_turn(core, h, turn, result_of(h, run.text, TaskStatus.DONE), HandleState.IDLE, f"(done, turns={calls}, tokens={tokens})",
-                transcript=kept)
+    done = result_of(h, run.text, TaskStatus.DONE)
+    done.output = getattr(run, "output", None)
+    settle_turn(core, h, turn, done, HandleState.IDLE, f"(done, turns={calls}, tokens={tokens})", transcript=kept)
 
 
 def _suspend(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "TaskResult", *, transcript: Any) -> None:

@@ -3,7 +3,8 @@
 Layout: `client.py` (public `Client`), `loop.py` (the one loop), `tool_calls.py` (executing and
 resolving calls), `wire/` (provider dialects), `transport.py` / `httpx_transport.py` (the seam),
 `retry.py`, `streaming.py` + `sse.py`, `memory.py`, `parts.py`, `errors.py`, `result.py`,
-`metrics.py` (Prometheus registry).
+`metrics.py` (Prometheus registry), `structured.py` (`output_type=`), `tracing.py` (the seam
+`toolnexus.otel` plugs into).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .result import (LIMIT_COMPLETION, LIMIT_MAX_TURNS, LIMIT_TIMEOUT, RUN_STATU
                      RUN_STATUS_PENDING, RUN_STATUSES, ClientStyle, ErrorClassifier, ErrorInfo, ErrorTier, Hooks,
                      MetricEvent, OnMetric, RunResult, WaitFor)
 from .retry import Timer, _is_retryable_status, _parse_retry_after
+from .structured import FINAL_RESULT_TOOL, OutputValidationError
 from .transport import HttpTransport, InProcessTransport, UrllibTransport
 
 __all__ = [
@@ -29,5 +31,5 @@ __all__ = [
     "ResumeError", "MetricsRegistry", "redact_identifiers", "safe_error_body", "capped_error_body", "REDACTED",
     "MAX_ERROR_BODY", "RUN_STATUS_DONE", "RUN_STATUS_PENDING", "RUN_STATUS_INCOMPLETE", "RUN_STATUSES",
     "LIMIT_MAX_TURNS", "LIMIT_COMPLETION", "LIMIT_TIMEOUT", "HttpxTransport", "_is_retryable_status",
-    "_parse_retry_after", "Timer",
+    "_parse_retry_after", "Timer", "OutputValidationError", "FINAL_RESULT_TOOL",
 ]

@@ -16,6 +16,8 @@ Choices beyond the contract (all opt-in or invisible to the wire):
 - `run_with_answer` / `ask_with_answer` (durable resume, resume.py) keep a per-client answer
   ledger; `client.clock` (a settable attribute, default aware-UTC now) is what `expiresAt` is
   checked against, in-process and on resume.
+- `agent_name` (optional): the agent this client runs for; it only names the run's trace span
+  (`toolnexus.otel`). The agent runtime sets it on every turn's client.
 - `timer` (opt-in): monotonic time for retries — `now()` and `async sleep(s)`, e.g. an agent
   runtime's `Clock` — used for the run deadline (`timeout_ms`) and every backoff / `Retry-After`
   sleep (retry.py). Unrelated to `clock` above (wall-clock UTC for `expiresAt`); metric `ms`
@@ -34,7 +36,7 @@ import time
 from collections.abc import Mapping
 from contextlib import aclosing, nullcontext
 from dataclasses import asdict
-from typing import Any, AsyncGenerator, Awaitable, Callable, Iterable, Optional
+from typing import Any, AsyncGenerator, Awaitable, Callable, Concatenate, Iterable, Optional, ParamSpec
 
 from .._diag import warn_once
 from ..durable import is_run_store
@@ -45,6 +47,8 @@ from .parts import PartPolicy, normalize_prompt
 from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, WaitFor
 from .resume import AnswerLedger, ask_with_answer, run_with_answer
 from .retry import Abort, RetryPolicy, Timer, call_with_retries, check_timer, monotonic_now
+from .structured import DEFAULT_OUTPUT_RETRIES, with_output
+from .tracing import resume_context
 from .tool_calls import utc_now
 from .transport import ByteStream, HttpTransport, InProcessTransport, TransportCaller
 from .wire import WireDialect, dialect_for
@@ -66,6 +70,8 @@ class _LlmCall:
         self.client, self.model, self.parts = client, model, parts
         self.attempts = 0
         self.usage: Optional[dict[str, int]] = None
+        self.span: Any = None  # the call's trace span (tracing.py), when a tracer observes the run
+        self.response: Any = None  # the decoded reply, for the span (non-streaming calls)
 
     async def __aenter__(self) -> "_LlmCall":
         self.started = time.monotonic()
@@ -73,6 +79,8 @@ class _LlmCall:
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None and not issubclass(exc_type, Exception):
+            if self.span is not None:  # cancelled: the span still ends
+                self.span.end(None, exc, None)
             return
         ok = exc_type is None and self.usage is not None
         usage = self.usage or {}
@@ -83,6 +91,8 @@ class _LlmCall:
                                  "attempts": self.attempts}
         if self.parts:
             event["parts"] = self.parts
+        if self.span is not None:
+            self.span.end(usage if ok else None, exc, self.response)
         self.client._emit(event)
 
 
@@ -99,7 +109,8 @@ class Client:
                  http_transport: Optional[HttpTransport] = None, on_error: Optional[ErrorClassifier] = None,
                  on_unsupported_part: Optional[str] = None, max_part_bytes: Optional[int] = None,
                  max_retry_after_ms: Optional[int] = None, race_tools: bool = False,
-                 resolve_concurrently: bool = False, timer: Optional[Timer] = None) -> None:
+                 resolve_concurrently: bool = False, timer: Optional[Timer] = None,
+                 agent_name: Optional[str] = None) -> None:
         self.base_url = base_url
         self.style = style
         self.model = model
@@ -124,6 +135,7 @@ class Client:
         self.race_tools = race_tools
         self.resolve_concurrently = resolve_concurrently
         self.timer = check_timer(timer)
+        self.agent_name = agent_name
         self._owns_transport = http_transport is None
         if http_transport is None:
             from .httpx_transport import HttpxTransport
@@ -221,8 +233,14 @@ class Client:
         return RunLoop(self, toolkit, cancel, streaming=streaming).start(normalize_prompt(prompt), history)
 
     async def run(self, prompt: Any, toolkit: Any = None, history: Optional[list[dict]] = None,
-                  cancel: Optional[asyncio.Event] = None) -> RunResult:
-        """One run: loop until a final answer, a suspension halt or `max_turns`."""
+                  cancel: Optional[asyncio.Event] = None, *, output_type: Any = None,
+                  output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
+        """One run: loop until a final answer, a suspension halt or `max_turns`.
+
+        With `output_type` (a pydantic model, dataclass, other pydantic-validatable type or JSON
+        Schema dict) the run must end with a validated value, returned as `result.output`; after
+        `output_retries` rejected attempts it raises `OutputValidationError` (see structured.py)."""
+        toolkit = with_output(toolkit, output_type, output_retries)
         return await drain(self._loop(prompt, toolkit, history, cancel, streaming=False).events())
 
     def _conversation_lock(self, id: str) -> Any:  # noqa: A002
@@ -251,8 +269,10 @@ class Client:
             await self.store.save(id, result.messages)
 
     async def ask(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
-                  on_text: Optional[Callable[[str], Any]] = None, cancel: Optional[asyncio.Event] = None) -> RunResult:
+                  on_text: Optional[Callable[[str], Any]] = None, cancel: Optional[asyncio.Event] = None,
+                  output_type: Any = None, output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """`run`, optionally streaming text to `on_text` and keeping the transcript under `id`."""
+        toolkit = with_output(toolkit, output_type, output_retries)
         if on_text is not None:
             return await drain(self.stream(prompt, toolkit, id=id, cancel=cancel), on_text)
         if not id:
@@ -260,20 +280,25 @@ class Client:
         async with self._conversation_lock(id):
             history = await self.store.get(id) or []
             loop = RunLoop(self, toolkit, cancel, streaming=False, journal=self._journal(id))
+            loop.conversation_id = id
             result = await drain(loop.start(normalize_prompt(prompt), history).events())
             await self._save(id, result)
         return result
 
     async def stream(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
-                     cancel: Optional[asyncio.Event] = None) -> AsyncGenerator[dict[str, Any], None]:
+                     cancel: Optional[asyncio.Event] = None, output_type: Any = None,
+                     output_retries: int = DEFAULT_OUTPUT_RETRIES) -> AsyncGenerator[dict[str, Any], None]:
         """The run as events: text, tool_call, pending, tool_result, usage, done (always last).
 
         Closing this generator early closes the run's own at once (its stream and the conversation
-        lock are released before `aclose()` returns, not whenever it is collected).
+        lock are released before `aclose()` returns, not whenever it is collected). With
+        `output_type`, the `done` result carries `output`.
         """
+        toolkit = with_output(toolkit, output_type, output_retries)
         async with self._conversation_lock(id) if id else nullcontext():
             history = (await self.store.get(id) or []) if id else None
             loop = RunLoop(self, toolkit, cancel, streaming=True, journal=self._journal(id) if id else None)
+            loop.conversation_id = id
             async with aclosing(loop.start(normalize_prompt(prompt), history).events()) as events:
                 async for event in events:
                     if id and event["type"] == "done":
@@ -281,20 +306,28 @@ class Client:
                     yield event
 
     async def run_with_answer(self, toolkit: Any, history: list[dict[str, Any]], pending: Any, answer: Any, *,
-                              cancel: Optional[asyncio.Event] = None) -> RunResult:
-        """Resume a halted transcript with the host's `Answer` (suspension.md §9; see resume.py)."""
-        return await run_with_answer(self, toolkit, history, pending, answer, cancel=cancel)
+                              cancel: Optional[asyncio.Event] = None, output_type: Any = None,
+                              output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
+        """Resume a halted transcript with the host's `Answer` (see resume.py)."""
+        toolkit = with_output(toolkit, output_type, output_retries)
+        with resume_context(pending, answer):
+            return await run_with_answer(self, toolkit, history, pending, answer, cancel=cancel)
 
     async def ask_with_answer(self, toolkit: Any, id: str, pending: Any, answer: Any, *,  # noqa: A002
-                              cancel: Optional[asyncio.Event] = None) -> RunResult:
+                              cancel: Optional[asyncio.Event] = None, output_type: Any = None,
+                              output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """`run_with_answer` on the conversation stored under `id`: load, resume, save (under its lock)."""
-        return await ask_with_answer(self, toolkit, id, pending, answer, cancel=cancel)
+        toolkit = with_output(toolkit, output_type, output_retries)
+        with resume_context(pending, answer):
+            return await ask_with_answer(self, toolkit, id, pending, answer, cancel=cancel)
 
     async def continue_run(self, toolkit: Any, id: str, calls: dict[str, dict[str, Any]], *,  # noqa: A002
-                           cancel: Optional[asyncio.Event] = None) -> RunResult:
+                           cancel: Optional[asyncio.Event] = None, output_type: Any = None,
+                           output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """Continue the run stored under `id` after a crash, from its run journal (see recover.py)."""
         from .recover import continue_run
 
+        toolkit = with_output(toolkit, output_type, output_retries)
         return await continue_run(self, toolkit, id, calls, cancel=cancel)
 
     def conversation(self, toolkit: Any = None, cancel: Optional[asyncio.Event] = None) -> Conversation:
@@ -329,13 +362,24 @@ class Client:
         await self.aclose()
 
 
+_P = ParamSpec("_P")
+
+
+def _signature_of(init: Callable[Concatenate[Any, _P], None]) -> Callable[[Callable[..., Client]], Callable[_P, Client]]:
+    """Give the decorated factory `Client.__init__`'s keyword signature, for type checkers and `help()`."""
+
+    def apply(factory: Callable[..., Client]) -> Callable[_P, Client]:
+        params = list(inspect.signature(init).parameters.values())[1:]
+        factory.__signature__ = inspect.Signature(params, return_annotation=Client)  # type: ignore[attr-defined]
+        return factory
+
+    return apply
+
+
+@_signature_of(Client.__init__)
 def create_client(**options: Any) -> Client:
     """A `Client`; keyword-only options as documented on `Client.__init__`."""
     return Client(**options)
-
-
-create_client.__signature__ = inspect.signature(Client.__init__).replace(  # type: ignore[attr-defined]
-    parameters=list(inspect.signature(Client.__init__).parameters.values())[1:], return_annotation=Client)
 
 
 _IN_PROCESS_RESERVED = ("base_url", "api_key", "style", "http_transport")

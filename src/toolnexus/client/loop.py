@@ -21,6 +21,12 @@ runs their `wait_for`s concurrently (a host collecting N relay calls before answ
 deadlock); results are still recorded in call order. `Client(race_tools=True)` (opt-in) lets the deadline and `cancel` also interrupt tool execution and
 `wait_for`; by default they bound only LLM calls.
 
+With an `output_type` (the toolkit is then an `OutputToolkit`, structured.py) a run ends only
+with a validated value: a turn whose `final_result` call validates ends it, a plain-text turn is
+accepted when it is valid JSON for the type or else answered with a retry message, and running
+out of turns is `incomplete`. With a tracer installed (tracing.py) the run, each LLM call, each
+tool call and each wait for an answer are reported as spans; without one nothing is.
+
 Not here: HTTP, retries, SSE parsing (client/retry/streaming modules) or any provider JSON (wire/).
 """
 
@@ -40,6 +46,8 @@ from .result import (LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RU
                      zero_usage)
 from .retry import race
 from .streaming import read_turn
+from .structured import OutputRun
+from . import tracing
 from .suspension import merge_relay_halt, stamp_relay_call
 from .tool_calls import CallOutcome, ToolRunner, gather_in_order, resolve_with_answer
 from .wire.base import ResultEntry, ToolCall, Turn, add_usage
@@ -97,6 +105,9 @@ class RunLoop:
         self.turns = 0
         self.records: list[dict[str, Any]] = []
         self.model = client.model
+        self.output = OutputRun.of(toolkit)  # set when the run must end with an `output_type` value
+        self.conversation_id: Optional[str] = None  # `ask(id=...)` / `stream(id=...)`: names the trace span
+        self.span: Optional[tracing.RunSpan] = None  # set while a tracer observes this run
 
     def start(self, prompt: Any, history: Optional[list[dict]]) -> "RunLoop":
         history = list(history or [])
@@ -113,10 +124,11 @@ class RunLoop:
     # -- results --------------------------------------------------------------------------------
 
     def result(self, text: str, status: str = RUN_STATUS_DONE, *, limit: Optional[str] = None,
-               pending: Optional[Request] = None) -> RunResult:
+               pending: Optional[Request] = None, output: Any = None) -> RunResult:
         return RunResult(text=text, messages=self.messages, tool_calls=list(self.records),
                          tool_call_count=len(self.records), turns=self.turns, usage=dict(self.usage),
-                         model=self.model, status=status, limit=limit, pending=pending)  # type: ignore[arg-type]
+                         model=self.model, status=status, limit=limit, pending=pending,  # type: ignore[arg-type]
+                         output=output)
 
     def _emit_run(self, started: float, error: Optional[str] = None) -> None:
         event: dict[str, Any] = {"event": "run", "model": self.model, "turns": self.turns,
@@ -138,14 +150,22 @@ class RunLoop:
         a `done` event (a repeat halt) the run ends there, else the turn loop follows.
         """
         started = time.monotonic()
+        span = self.span = tracing.run_span(self, resumed=prelude is not None)
         try:
             async for event in self._run(prelude):
                 if event["type"] == "done":
                     self._emit_run(started)
+                    if span is not None:
+                        span.done(event["result"])
                 yield event
         except Exception as e:
             self._emit_run(started, error=str(e))
+            if span is not None:
+                span.fail(e)
             raise
+        finally:
+            if span is not None:
+                span.close()
 
     async def _run(self, prelude: Optional[Prelude]) -> AsyncGenerator[dict[str, Any], None]:
         if prelude is not None:
@@ -171,18 +191,33 @@ class RunLoop:
             assert turn is not None
             self.messages.append(turn.assistant_message)
             if not turn.tool_calls:
+                text, output = turn.text, None
+                if self.output is not None:  # structured output: accept JSON text, or ask again
+                    verdict = self.output.after_text(turn.text, self.result(turn.text))
+                    if verdict.retry is not None:
+                        self.messages.append({"role": "user", "content": verdict.retry})
+                        continue
+                    text, output = verdict.text, verdict.value
                 if self.streaming:
                     yield {"type": "usage", "usage": dict(self.usage)}
-                yield {"type": "done", "result": self.result(turn.text)}
+                yield {"type": "done", "result": self.result(text, output=output)}
                 return
             halted = False
+            recorded = len(self.records)
             async for event in self.tool_turn(turn.tool_calls, turn_index, self._append_results):
                 halted = halted or event["type"] == "done"
                 yield event
             if halted:
                 return
+            if self.output is not None:  # structured output: did this turn's final_result validate?
+                accepted = self.output.after_tools(self.records[recorded:], self.result(""))
+                if accepted is not None:
+                    if self.streaming:
+                        yield {"type": "usage", "usage": dict(self.usage)}
+                    yield {"type": "done", "result": self.result(accepted.text, output=accepted.value)}
+                    return
         text = self.dialect.exhausted_text(self.messages, self.run_start)
-        if text:
+        if text and self.output is None:
             yield {"type": "done", "result": self.result(text)}
         else:
             yield {"type": "done", "result": self.result("", RUN_STATUS_INCOMPLETE, limit=LIMIT_MAX_TURNS)}
@@ -206,6 +241,8 @@ class RunLoop:
         url = self.dialect.url(client.base_url)
         headers = self.dialect.headers(self.api_key, client.headers)
         call = client._llm_call(model, media_parts_summary(self.messages))
+        if self.span is not None:
+            call.span = self.span.llm(model, self.streaming)
         async with call:
             if self.streaming:
                 stream, call.attempts = await client._open(url, headers, body, self.abort)
@@ -217,6 +254,7 @@ class RunLoop:
                 response: Any = None
             else:
                 response, call.attempts = await client._send(url, headers, body, self.abort)
+                call.response = response
                 turn = self.dialect.parse_response(response)
             call.usage = turn.usage
         add_usage(self.usage, turn.usage)
@@ -226,6 +264,14 @@ class RunLoop:
         yield turn
 
     async def _wait_for(self, request: Request) -> Optional[Answer]:
+        if self.span is None:
+            return await self._ask_host(request)
+        with self.span.waiting(request) as waiting:
+            answer = await self._ask_host(request)
+            waiting.answered(answer)
+        return answer
+
+    async def _ask_host(self, request: Request) -> Optional[Answer]:
         answer = await self._bounded(_maybe_await(self.client.wait_for(request)))
         if isinstance(answer, Mapping):
             answer = Answer.from_dict(answer)
@@ -261,6 +307,9 @@ class RunLoop:
 
     def runner(self, turn_index: int) -> ToolRunner:
         """The tool runner of one turn (with the run's journal, if any)."""
+        if self.span is not None:
+            return tracing.TracedRunner(self.span, self.client, self.toolkit, turn_index, self.model, self.journal,
+                                        lambda: self.messages)
         return ToolRunner(self.client, self.toolkit, turn_index, self.model, self.journal, lambda: self.messages)
 
     def _journaled(self, write: Callable[[list[ResultEntry]], None]) -> Callable[[list[ResultEntry]], None]:

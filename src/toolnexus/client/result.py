@@ -68,7 +68,8 @@ class RunResult:
     """The outcome of one run: final text, the working transcript, and what happened on the way.
 
     `tool_calls` entries are `{"name", "args", "output", "is_error", "metadata"}` in call order;
-    `limit` is set iff `status == "incomplete"`, `pending` iff `status == "pending"`.
+    `limit` is set iff `status == "incomplete"`, `pending` iff `status == "pending"`. `output` is
+    the validated value of a run given an `output_type` (structured.py), else None.
     """
 
     text: str
@@ -81,3 +82,4 @@ class RunResult:
     status: Literal["done", "pending", "incomplete"] = "done"
     limit: Optional[str] = None
     pending: Optional[Request] = None
+    output: Any = None
