@@ -22,3 +22,21 @@ async def test_default_transport_is_pooled_http_shared_by_every_turn_and_closed_
         assert server.requests[0].headers["authorization"] == "Bearer k"
         assert r.runtime.root.state == "closed"
         assert r.runtime.transport._client is None  # the pool was closed with the root
+
+
+async def test_the_api_key_is_found_like_the_client_finds_it(monkeypatch):
+    """Without `llm["api_key"]`, the runtime sends the key the environment holds (as the client
+    does), not the placeholder; with neither, the placeholder `unused`."""
+    worker = agent("worker", does="answers")
+    for var in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    with LlmServer() as server:
+        server.add(Json(openai_text("one")), Json(openai_text("two")), Json(openai_text("three")))
+        llm = {"base_url": server.base_url, "style": "openai", "model": "m"}
+        await worker.run("a", llm=llm)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-env-openai")
+        await worker.run("b", llm=llm)
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-env-router")
+        await worker.run("c", llm=llm)
+    assert [r.headers["authorization"] for r in server.requests] == [
+        "Bearer unused", "Bearer sk-env-openai", "Bearer sk-env-router"]

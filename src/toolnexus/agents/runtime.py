@@ -49,6 +49,7 @@ import uuid
 from typing import Any, Callable, Optional
 
 from ..client import HttpxTransport, InMemoryConversationStore, InProcessTransport
+from ..client.client import api_key_from_env
 from ..durable import DEFAULT_LEASE_TTL, RunStore, is_run_store
 from ..types import Answer, Request
 from .budget import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TURNS, Budget
@@ -85,6 +86,9 @@ def _check_registry(registry: Any) -> None:
 
 
 def _check_llm(llm: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """The four `llm` keys with their defaults. The API key is found like the client finds it:
+    `llm["api_key"]`, else the environment (`OPENROUTER_API_KEY`, the style's own variable, the
+    other one), else the placeholder `"unused"` (a scripted or local model needs none)."""
     llm = dict(llm or {})
     unknown = sorted(k for k in llm if k not in LLM_KEYS)
     if unknown:
@@ -92,7 +96,11 @@ def _check_llm(llm: Optional[dict[str, Any]]) -> dict[str, Any]:
             f"toolnexus.agents: unknown llm key(s) {', '.join(map(repr, unknown))} — "
             f"the runtime reads only {', '.join(LLM_KEYS)}; configure anything else on the transport"
         )
-    return {**_LLM_DEFAULTS, **llm}
+    merged = {**_LLM_DEFAULTS, **llm}
+    if not llm.get("api_key"):
+        style_key = "ANTHROPIC_API_KEY" if merged["style"] == "anthropic" else "OPENAI_API_KEY"
+        merged["api_key"] = api_key_from_env(style_key) or _LLM_DEFAULTS["api_key"]
+    return merged
 
 
 class AgentRuntime:

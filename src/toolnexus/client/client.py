@@ -53,10 +53,20 @@ from .tool_calls import utc_now
 from .transport import ByteStream, HttpTransport, InProcessTransport, TransportCaller
 from .wire import WireDialect, dialect_for
 
-__all__ = ["Client", "create_client", "create_in_process_client"]
+__all__ = ["Client", "create_client", "create_in_process_client", "api_key_from_env"]
 
 _FORBIDDEN_PARAMS = ("messages", "tools", "stream")
 _instances = itertools.count(1)
+
+
+def api_key_from_env(style_key: str = "") -> Optional[str]:
+    """The API key the environment holds, in the client's order: `OPENROUTER_API_KEY`, the style's
+    own variable (`OPENAI_API_KEY` / `ANTHROPIC_API_KEY`), then the other two; None if none is set."""
+    for name in ("OPENROUTER_API_KEY", style_key, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        value = os.environ.get(name) if name else None
+        if value:
+            return value
+    return None
 
 
 class _LlmCall:
@@ -160,10 +170,9 @@ class Client:
     def _resolve_api_key(self, dialect: WireDialect) -> str:
         if self.api_key:
             return self.api_key
-        for name in ("OPENROUTER_API_KEY", dialect.env_key, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
-            value = os.environ.get(name)
-            if value:
-                return value
+        found = api_key_from_env(dialect.env_key)
+        if found:
+            return found
         raise RuntimeError("No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY")
 
     def _abort(self, cancel: Optional[asyncio.Event]) -> Abort:
