@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean
+.PHONY: demo test venv clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# Speed and memory, side by side with a no-framework floor (and toolnexus 0.21.0 when its venv exists);
+# PEERS=1 adds openai-agents, pydantic-ai and langgraph through the reference harness. See benchmarks/README.md.
+bench: $(STAMP)
+	PEERS=$(PEERS) $(PY) benchmarks/bench.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache
