@@ -42,6 +42,7 @@ def _register(module: str, names: str, **renamed: str) -> None:
         _LAZY[public] = (module, attr)
 
 
+_register(".errors", "ToolnexusError")
 _register(".toolkit", "Toolkit create_toolkit")
 _register(".native", "define_tool tool")
 _register(".http", "http_tool http_tools_from_openapi", HTTP_DEFAULT_TIMEOUT="DEFAULT_TIMEOUT")

@@ -43,6 +43,7 @@ from . import _diag
 from ._abort import Aborted, unless_aborted
 from ._env import expand_headers
 from .types import ToolContext, ToolResult
+from .errors import ToolnexusValueError
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -173,7 +174,7 @@ def encode_body(mode: str, payload: Any, headers: dict[str, str]) -> bytes:
         return json.dumps(payload).encode("utf-8")
     if mode == "form":
         if not isinstance(payload, Mapping):
-            raise ValueError(f"a form body needs an object, got {type(payload).__name__}")
+            raise ToolnexusValueError(f"a form body needs an object, got {type(payload).__name__}")
         set_default_content_type(headers, "application/x-www-form-urlencoded")
         return urlencode(query_pairs(payload.items())).encode("ascii")
     set_default_content_type(headers, "text/plain; charset=utf-8")
@@ -188,11 +189,11 @@ def argument_error(text: str) -> ToolResult:
 def check_limits(label: str, timeout: Optional[float], max_body_bytes: Optional[int]) -> None:
     """Reject a non-positive timeout or body cap when the tool is built, not on the first call."""
     if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f'{label}: timeout must be a positive number of seconds or None, got {timeout!r}')
+        raise ToolnexusValueError(f'{label}: timeout must be a positive number of seconds or None, got {timeout!r}')
     if max_body_bytes is not None and not (
         isinstance(max_body_bytes, int) and not isinstance(max_body_bytes, bool) and max_body_bytes > 0
     ):
-        raise ValueError(f"{label}: max_body_bytes must be a positive int or None, got {max_body_bytes!r}")
+        raise ToolnexusValueError(f"{label}: max_body_bytes must be a positive int or None, got {max_body_bytes!r}")
 
 
 # ---------------------------------------------------------------------------- the exchange

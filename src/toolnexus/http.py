@@ -67,6 +67,7 @@ from ._http_exchange import (
 )
 from .openapi import http_tools_from_openapi
 from .types import JSONSchema, Tool, ToolContext, ToolResult
+from .errors import ConfigError
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -116,9 +117,9 @@ def http_tool(
     """
     label = f'http_tool "{name}"'
     if body not in BODY_MODES:
-        raise ValueError(f'{label}: body must be one of "json", "form", "raw", got {body!r}')
+        raise ConfigError(f'{label}: body must be one of "json", "form", "raw", got {body!r}')
     if result_mode not in RESULT_MODES:
-        raise ValueError(f'{label}: result_mode must be one of "text", "json", "status+text", got {result_mode!r}')
+        raise ConfigError(f'{label}: result_mode must be one of "text", "json", "status+text", got {result_mode!r}')
     check_limits(label, timeout, max_body_bytes)
     query_names = list(query or [])
     verb = method.upper()

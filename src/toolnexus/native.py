@@ -36,6 +36,7 @@ from typing import Any, Optional, Union, get_args, get_origin
 
 from ._schema import schema_error
 from .types import JSONSchema, Tool, ToolContext, ToolResult
+from .errors import ToolnexusValueError
 
 __all__ = ["define_tool", "tool", "infer_schema"]
 
@@ -217,7 +218,7 @@ def _build(
     if name is None:
         name = getattr(fn, "__name__", None)
         if not isinstance(name, str):
-            raise ValueError(
+            raise ToolnexusValueError(
                 f"toolnexus: cannot name a tool for {fn!r} (it has no __name__, e.g. a functools.partial); "
                 "pass name=..."
             )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._diag import warn_once
+from ..errors import ConfigError, ToolnexusTypeError
 
 __all__ = ["KILL_GRACE_MS", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
 
@@ -53,7 +54,7 @@ def parse_shell(value: Any) -> Optional[tuple[str, ...]]:
         return None
     if isinstance(value, (list, tuple)) and value and all(isinstance(p, str) and p for p in value):
         return tuple(value)
-    raise ValueError(
+    raise ConfigError(
         "builtins['shell'] must be a non-empty list of strings (an argv prefix such as "
         f"[\"/bin/bash\", \"-c\"]), got {value!r}"
     )
@@ -62,7 +63,7 @@ def parse_shell(value: Any) -> Optional[tuple[str, ...]]:
 def check_config(cfg: Any) -> None:
     """`TypeError` unless `cfg` is a `BuiltinsConfig` (None, a bool or a dict)."""
     if cfg is not None and not isinstance(cfg, (bool, Mapping)):
-        raise TypeError(f"builtins config must be a bool or a dict, got {type(cfg).__name__}")
+        raise ToolnexusTypeError(f"builtins config must be a bool or a dict, got {type(cfg).__name__}")
 
 
 def settings_from_config(cfg: Any) -> BuiltinSettings:
@@ -72,7 +73,7 @@ def settings_from_config(cfg: Any) -> BuiltinSettings:
         return BuiltinSettings()
     base_dir = _first_key(cfg, "base_dir", "baseDir")
     if base_dir is not None and not isinstance(base_dir, (str, os.PathLike)):
-        raise TypeError(f"builtins['base_dir'] must be a path string, got {type(base_dir).__name__}")
+        raise ToolnexusTypeError(f"builtins['base_dir'] must be a path string, got {type(base_dir).__name__}")
     base = os.path.abspath(os.fspath(base_dir)) if base_dir else None
     confine = bool(_first_key(cfg, "confine_to_base_dir", "confineToBaseDir"))
     if base and not confine:

@@ -35,6 +35,7 @@ from ..types import Tool, ToolContext, ToolResult
 from ._paths import resolve_dir
 from ._settings import BuiltinSettings
 from ._tooling import build_tool, object_schema, optional_str, positive_number, prop, required_str
+from ..errors import ToolnexusRuntimeError
 
 __all__ = ["BASH_DESCRIPTION", "BASH_SCHEMA", "shell_candidates", "find_shell", "run_command", "make_bash"]
 
@@ -85,7 +86,7 @@ def find_shell(candidates: Optional[Sequence[tuple[str, ...]]] = None) -> tuple[
         if _available(argv[0]):
             return argv
     names = ", ".join(argv[0] for argv in tried)
-    raise RuntimeError(
+    raise ToolnexusRuntimeError(
         f"no shell interpreter found (tried: {names}); set builtins['shell'], "
         "or disable the bash builtin with builtins['tools']['bash'] = False"
     )

@@ -38,7 +38,7 @@ from .parts import media_parts_summary
 from .result import (LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult,
                      zero_usage)
 from .retry import race
-from .streaming import read_turn
+from .streaming import streamed_turn
 from .suspension import merge_relay_halt, stamp_relay_call
 from .tool_calls import CallOutcome, ToolRunner, gather_in_order, resolve_with_answer
 from .wire.base import ResultEntry, ToolCall, Turn, add_usage
@@ -204,8 +204,7 @@ class RunLoop:
         call = client._llm_call(model, media_parts_summary(self.messages))
         async with call:
             if self.streaming:
-                stream, call.attempts = await client._open(url, headers, body, self.abort)
-                async for item in read_turn(stream, self.dialect, self.abort):
+                async for item in streamed_turn(client, url, headers, body, self.dialect, self.abort, call):
                     if isinstance(item, Turn):
                         turn = item
                     else:

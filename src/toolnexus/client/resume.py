@@ -63,6 +63,7 @@ from .loop import Prelude, RunLoop, drain
 from .result import RunResult
 from .tool_calls import CallOutcome, ToolRunner, answer_schema_error, is_expired, resolve_with_answer
 from .wire.base import ResultEntry, ToolCall
+from ..errors import ToolnexusValueError
 
 __all__ = ["run_with_answer", "ask_with_answer", "AnswerLedger", "LEDGER_SIZE", "RESUME_PREFIX", "NEEDS_ID"]
 
@@ -332,7 +333,7 @@ async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLi
                           answer: AnswerLike, *, cancel: Optional[asyncio.Event] = None) -> RunResult:
     """Under the conversation's lock: load `id`, resume, save (on any status; nothing on an exception)."""
     if not id:
-        raise ValueError(NEEDS_ID)
+        raise ToolnexusValueError(NEEDS_ID)
     async with client._conversation_lock(id):
         history = await client.store.get(id) or []
         plan = _prepare(client, toolkit, history, pending, answer)

@@ -44,6 +44,13 @@ MAX_TOKENS = 4096
 _DOCUMENT_TYPES = ("application/pdf", "text/plain")
 
 
+def input_args(value: Any) -> tuple[dict[str, Any], None, Optional[str]]:
+    """A `tool_use.input` as `(args, None, problem)`: a dict (or absent ⇒ `{}`), else a problem."""
+    if value is None or isinstance(value, dict):
+        return value or {}, None, None
+    return {}, None, f"the input is {type(value).__name__}, not a JSON object"
+
+
 def _source(part: dict[str, Any]) -> dict[str, Any]:
     if part.get("data"):
         return {"type": "base64", "media_type": part["mimeType"], "data": part["data"]}
@@ -161,7 +168,7 @@ class AnthropicWire(DialectBase):
         if not isinstance(content, list):
             return []
         return [
-            ToolCall(str(b.get("id") or ""), b["name"], b.get("input") if isinstance(b.get("input"), dict) else {})
+            ToolCall(str(b.get("id") or ""), b["name"], *input_args(b.get("input")))
             for b in content
             if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("name"), str)
         ]
