@@ -193,7 +193,8 @@ def read_arguments(raw: Any, *, missing_ok: bool = True) -> tuple[dict[str, Any]
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        where = "the JSON ends early (truncated?)" if exc.pos >= len(raw.rstrip()) else f"at character {exc.pos}"
+        truncated = exc.pos >= len(raw.rstrip()) or exc.msg.startswith("Unterminated")
+        where = "the JSON ends early (truncated?)" if truncated else f"at character {exc.pos}"
         return {}, f"the arguments are not valid JSON: {exc.msg}, {where}"
     except ValueError as exc:  # e.g. a lone surrogate the decoder refuses
         return {}, f"the arguments are not valid JSON: {exc}"
