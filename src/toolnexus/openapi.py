@@ -58,6 +58,7 @@ from ._http_exchange import (
     check_limits,
     encode_body,
     expand_env_headers,
+    header_secrets,
     query_pairs,
     render_scalar,
     send,
@@ -189,7 +190,8 @@ class _Operation:
         except (TypeError, ValueError) as exc:
             return argument_error(f"request body cannot be encoded: {exc}")
         return await send(
-            OutgoingRequest(self.method, append_query(url, query_pairs(query)), headers, content),
+            OutgoingRequest(self.method, append_query(url, query_pairs(query)), headers, content,
+                            header_secrets(self.options.headers, headers)),
             ctx=ctx,
             timeout=self.options.timeout,
             max_body_bytes=self.options.max_body_bytes,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._diag import warn_once
+from ._netguard import FetchAllow, parse_allow
 from ..errors import ConfigError, ToolnexusTypeError
 
 __all__ = ["KILL_GRACE_MS", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
@@ -39,6 +40,8 @@ class BuiltinSettings:
     read_max_bytes: int = 256 * 1024  # text `read` output cap
     media_max_bytes: int = 20 * 1024 * 1024  # media `read` cap
     fetch_max_bytes: int = 2 * 1024 * 1024  # `webfetch` body cap
+    fetch_allow: FetchAllow = FetchAllow()  # `webfetch_allow`: non-public hosts webfetch may reach
+    fetch_max_redirects: int = 10
 
 
 def _first_key(cfg: Mapping[str, Any], *keys: str) -> Any:
@@ -67,7 +70,8 @@ def check_config(cfg: Any) -> None:
 
 
 def settings_from_config(cfg: Any) -> BuiltinSettings:
-    """Parse `base_dir`/`baseDir`, `confine_to_base_dir`/`confineToBaseDir` and `shell`."""
+    """Parse `base_dir`/`baseDir`, `confine_to_base_dir`/`confineToBaseDir`, `shell` and
+    `webfetch_allow`/`webfetchAllow` (see `_netguard`)."""
     check_config(cfg)
     if not isinstance(cfg, Mapping):
         return BuiltinSettings()
@@ -82,4 +86,5 @@ def settings_from_config(cfg: Any) -> BuiltinSettings:
             f"[toolnexus] builtins base_dir {base} is not enforced — absolute paths and ../ can "
             "leave it; set confine_to_base_dir to keep file tools inside it",
         )
-    return BuiltinSettings(base_dir=base, confine=confine, shell=parse_shell(cfg.get("shell")))
+    return BuiltinSettings(base_dir=base, confine=confine, shell=parse_shell(cfg.get("shell")),
+                           fetch_allow=parse_allow(_first_key(cfg, "webfetch_allow", "webfetchAllow")))

@@ -53,6 +53,7 @@ from contextlib import aclosing, nullcontext
 from typing import Any, AsyncGenerator, Awaitable, Callable, Iterable, Optional
 
 from .._diag import warn_once
+from .._redact import credential_values
 from .loop import RunLoop, drain
 from .memory import Conversation, ConversationStore, IdLocks, InMemoryConversationStore
 from .errors import ProviderError
@@ -73,7 +74,6 @@ NO_DEADLINE = math.inf
 DEFAULT_CALL_TIMEOUT_MS = 300_000
 """Without `timeout_ms`, the overall bound on one logical LLM call (all attempts, the whole read)."""
 _ATTEMPT_CAP = 120.0  # seconds: one attempt's socket timeout under the default call deadline
-_CREDENTIAL_HEADER = ("auth", "key", "token", "secret", "cookie", "session", "signature", "password", "credential")
 
 _FORBIDDEN_PARAMS = ("messages", "tools", "stream")
 _instances = itertools.count(1)
@@ -194,12 +194,8 @@ class Client:
 
     def _secrets(self, headers: dict[str, str]) -> list[str]:
         """What an error body must never show: the API key and credential-like header values."""
-        found = [self.api_key] if self.api_key else []
-        for name, value in headers.items():
-            if isinstance(value, str) and any(word in name.lower() for word in _CREDENTIAL_HEADER):
-                found.append(value)
-                found.extend(part for part in value.split() if len(part) >= 8)
-        return [s for s in found if isinstance(s, str)]
+        found = [self.api_key] if isinstance(self.api_key, str) and self.api_key else []
+        return found + credential_values(headers)
 
     def _shape_body(self, body: dict) -> dict:
         for key, value in (self.request_params or {}).items():

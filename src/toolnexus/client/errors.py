@@ -21,6 +21,7 @@ import re
 
 from collections.abc import Iterable
 
+from .._redact import scrub
 from ..errors import InputTooLarge, ToolnexusError
 
 __all__ = [
@@ -66,8 +67,7 @@ _KEY_LIKE = re.compile(r"\b(sk|pk|rk|xox[abp]|ghp|gho|github_pat|AKIA)[-_][A-Za-
 def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` with every given secret (4+ characters) and anything shaped like a bearer token or
     an `sk-…` API key replaced by `«redacted»`."""
-    for secret in sorted({s for s in secrets if isinstance(s, str) and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+    text = scrub(text, secrets)
     text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
     return _KEY_LIKE.sub(REDACTED, text)
 

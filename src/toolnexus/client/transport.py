@@ -31,6 +31,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_checkable
 
+from .._redact import SAFE_HEADERS
 from .errors import MAX_ERROR_READ_BYTES, ProviderError, ProviderResponseError, ResponseTooLarge
 from .wire.base import usage_of
 from ..errors import ToolnexusTypeError, UnsupportedOperation
@@ -40,9 +41,7 @@ __all__ = ["HttpTransport", "UrllibTransport", "InProcessTransport", "TransportC
            "decode_json_body", "too_large"]
 
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
-SAFE_REDIRECT_HEADERS = frozenset({"accept", "accept-encoding", "accept-language", "content-type", "content-length",
-                                   "content-language", "content-encoding", "user-agent", "cache-control", "host",
-                                   "connection"})
+SAFE_REDIRECT_HEADERS = SAFE_HEADERS
 
 TRANSPORT_POOL_SIZE = 32
 _POOL = ThreadPoolExecutor(max_workers=TRANSPORT_POOL_SIZE, thread_name_prefix="toolnexus-transport")

@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 
 from .._diag import warn
 from .._env import expand_headers
+from .._redact import REDACTED, is_credential_header, mask_headers, redact_url
 from ..errors import ConfigError
 
 __all__ = [
@@ -103,9 +104,28 @@ def apply_tools_filter(server: str, defs: list[Any], filter: Optional[dict[str, 
     return [d for d in defs if filter.get(name_of(d)) is not False]
 
 
+def _shown_args(args: list[str]) -> list[str]:
+    """`args` with the value of a credential-looking flag masked (`--api-key X`, `--token=X`)."""
+    shown: list[str] = []
+    for i, arg in enumerate(args):
+        flag, eq, _ = arg.partition("=")
+        if eq and flag.startswith("-") and is_credential_header(flag):
+            shown.append(f"{flag}={REDACTED}")
+        elif i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1] and is_credential_header(args[i - 1]):
+            shown.append(REDACTED)
+        else:
+            shown.append(arg)
+    return shown
+
+
 @dataclass
 class ServerSpec:
-    """One enabled server, validated. Durations in seconds."""
+    """One enabled server, validated. Durations in seconds.
+
+    Its repr never shows a secret: header values (expanded from `${ENV}` by now) are masked, the
+    child's environment is summarised as a count, the URL loses any password or credential query
+    value, and the value of a credential-looking command-line flag is masked.
+    """
 
     name: str
     remote: bool
@@ -118,6 +138,18 @@ class ServerSpec:
     env: dict[str, str] = field(default_factory=dict)
     cwd: Optional[str] = None
     tools_filter: Optional[dict[str, bool]] = None
+
+    def __repr__(self) -> str:
+        fields = [f"name={self.name!r}", f"remote={self.remote}", f"timeout={self.timeout}",
+                  f"call_timeout={self.call_timeout}"]
+        if self.remote:
+            fields += [f"url={redact_url(self.url)!r}", f"headers={mask_headers(self.headers)!r}"]
+        else:
+            fields += [f"command={self.command!r}", f"args={_shown_args(self.args)!r}",
+                       f"env=<{len(self.env)} variables>", f"cwd={self.cwd!r}"]
+        if self.tools_filter is not None:
+            fields.append(f"tools_filter={self.tools_filter!r}")
+        return f"ServerSpec({', '.join(fields)})"
 
 
 def _seconds(value: Any, default: float) -> float:
