@@ -40,7 +40,7 @@ them. The tree (each entry: where it is defined, what it means):
     └── RpcError                        a2a.peer    a JSON-RPC error reply from an A2A peer (also
                                                     RuntimeError)
 
-Internal control-flow exceptions (`openapi._SkipOperation`, `mcp_source.connection.
+Internal control-flow exceptions (`openapi._SkipOperation`, `builtin.search._Binary`, `mcp_source.connection.
 _RemoteConnectError`) derive from `ToolnexusError` too, although neither leaves its module.
 
 Not covered, on purpose: `asyncio.CancelledError` (cancellation is not an error and must

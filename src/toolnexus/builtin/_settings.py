@@ -20,10 +20,16 @@ from .._diag import warn_once
 from ._netguard import FetchAllow, parse_allow
 from ..errors import ConfigError, ToolnexusTypeError
 
-__all__ = ["KILL_GRACE_MS", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
+__all__ = ["KILL_GRACE_MS", "BASH_MAX_TIMEOUT_MS", "EDIT_MAX_BYTES", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
 
 KILL_GRACE_MS = 2000
 """Grace between SIGTERM and SIGKILL when `bash` stops a process group (spec §3.3)."""
+
+
+BASH_MAX_TIMEOUT_MS = 600_000
+"""The longest `bash` timeout a model may ask for (10 minutes); longer requests are clamped."""
+EDIT_MAX_BYTES = 64 * 1024 * 1024
+"""`edit` and `apply_patch` hold a whole file in memory; larger files are refused."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,12 @@ class BuiltinSettings:
     bash_exit_linger: float = 0.25  # seconds to wait for the pipe to close after the shell exits
     read_max_bytes: int = 256 * 1024  # text `read` output cap
     media_max_bytes: int = 20 * 1024 * 1024  # media `read` cap
+    edit_max_bytes: int = EDIT_MAX_BYTES  # `edit` refuses larger files
+    grep_max_file_bytes: int = 64 * 1024 * 1024  # `grep` scans at most this much of one file
+    grep_max_line_bytes: int = 1024 * 1024  # longer lines are matched on their first part only
+    grep_show_line_chars: int = 2000  # a matched line is shown up to this many characters
+    grep_regex_budget: float = 5.0  # seconds of regex matching one grep call may spend
+    bash_max_timeout_ms: float = BASH_MAX_TIMEOUT_MS
     fetch_max_bytes: int = 2 * 1024 * 1024  # `webfetch` body cap
     fetch_allow: FetchAllow = FetchAllow()  # `webfetch_allow`: non-public hosts webfetch may reach
     fetch_max_redirects: int = 10
