@@ -82,8 +82,8 @@ def check_config(cfg: Any) -> None:
 
 
 def settings_from_config(cfg: Any) -> BuiltinSettings:
-    """Parse `base_dir`/`baseDir`, `confine_to_base_dir`/`confineToBaseDir`, `shell` and
-    `webfetch_allow`/`webfetchAllow` (see `_netguard`)."""
+    """Parse `base_dir`/`baseDir`, `confine_to_base_dir`/`confineToBaseDir`, `shell`,
+    `webfetch_allow`/`webfetchAllow` (see `_netguard`) and `bash_max_timeout_ms`/`bashMaxTimeoutMs`."""
     check_config(cfg)
     if not isinstance(cfg, Mapping):
         return BuiltinSettings()
@@ -98,5 +98,9 @@ def settings_from_config(cfg: Any) -> BuiltinSettings:
             f"[toolnexus] builtins base_dir {base} is not enforced — absolute paths and ../ can "
             "leave it; set confine_to_base_dir to keep file tools inside it",
         )
+    cap = _first_key(cfg, "bash_max_timeout_ms", "bashMaxTimeoutMs")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0):
+        raise ConfigError(f"builtins['bash_max_timeout_ms'] must be a positive number of milliseconds, got {cap!r}")
     return BuiltinSettings(base_dir=base, confine=confine, shell=parse_shell(cfg.get("shell")),
-                           fetch_allow=parse_allow(_first_key(cfg, "webfetch_allow", "webfetchAllow")))
+                           fetch_allow=parse_allow(_first_key(cfg, "webfetch_allow", "webfetchAllow")),
+                           bash_max_timeout_ms=BASH_MAX_TIMEOUT_MS if cap is None else cap)

@@ -6,6 +6,17 @@ at once instead of closing stdin and waiting seconds for a server that is still 
 A normal close follows the MCP shutdown sequence: close stdin, wait `GRACE` seconds, SIGTERM
 the group, wait `TERM_GRACE`, SIGKILL. The child runs in its own session (process group); its
 stderr is ours. Messages are the SDK's `SessionMessage`s, so `ClientSession` runs on top unchanged.
+
+The whole tree, not just the leader: a server that starts helpers and then exits (or crashes)
+leaves them in its process group, and signalling only a live leader would orphan them. So the
+group is swept — SIGTERM, `TERM_GRACE`, SIGKILL, until it is empty — whenever the leader is gone:
+as soon as it exits on its own (a watcher task), and on every close. (A helper that leaves the
+group with `setsid` is out of reach without privileges; the `bash` built-in's subreaper is not
+used here because an MCP server is a long-lived peer, not a command.)
+
+Bounded: one JSON-RPC line from the server may hold at most `MAX_LINE_BYTES` (32 MiB); a server
+that sends more without a newline gets the connection closed with a clear error rather than our
+memory growing without end.
 """
 
 from __future__ import annotations
@@ -22,14 +33,18 @@ import anyio
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
+from .._diag import warn
+from ..errors import InputTooLarge
 from .config import ServerSpec
 
-__all__ = ["GRACE", "TERM_GRACE", "stdio_transport"]
+__all__ = ["GRACE", "TERM_GRACE", "MAX_LINE_BYTES", "stdio_transport"]
 
 GRACE = 2.0
 TERM_GRACE = 2.0
+MAX_LINE_BYTES = 32 * 1024 * 1024
 _REAP = 2.0
 _CHUNK = 1 << 16
+_POLL = 0.02
 
 
 def _parse(line: bytes) -> Any:
@@ -39,17 +54,28 @@ def _parse(line: bytes) -> Any:
         return exc
 
 
-async def _read_pump(stdout: asyncio.StreamReader, to_session: Any) -> None:
+async def _read_pump(stdout: asyncio.StreamReader, to_session: Any, name: str = "",
+                     max_line: int = MAX_LINE_BYTES) -> None:
     """Child stdout → session, one JSON-RPC message per line; EOF closes the session's stream."""
     buf = bytearray()
+    scanned = 0
     try:
         while chunk := await stdout.read(_CHUNK):
             buf += chunk
-            while (nl := buf.find(b"\n")) >= 0:
-                line = bytes(buf[:nl])
-                del buf[: nl + 1]
+            start = 0
+            while (nl := buf.find(b"\n", max(start, scanned))) >= 0:
+                line = bytes(buf[start:nl])
+                start, scanned = nl + 1, 0
                 if line.strip():
                     await to_session.send(_parse(line))
+            del buf[:start]
+            scanned = len(buf)
+            if len(buf) > max_line:
+                error = InputTooLarge(f'MCP server "{name}" sent a line longer than {max_line} bytes without a '
+                                      "newline; the connection is closed")
+                warn(f"[toolnexus] {error}")
+                await to_session.send(error)
+                return
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
         pass
     finally:
@@ -83,6 +109,43 @@ async def _exited(proc: asyncio.subprocess.Process, timeout: float) -> bool:
     return True
 
 
+def _group_alive(pgid: int) -> bool:
+    if sys.platform == "win32":  # pragma: no cover - no process groups
+        return False
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's group now
+        return False
+    return True
+
+
+async def _group_empty(pgid: int, timeout: float) -> bool:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while _group_alive(pgid):
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(_POLL)
+    return True
+
+
+async def _sweep_group(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """The leader has exited: stop whatever it left in its process group (SIGTERM, grace, SIGKILL)."""
+    if not _group_alive(proc.pid):
+        return
+    _signal_group(proc, signal.SIGTERM)
+    if not await _group_empty(proc.pid, grace):
+        _signal_group(proc, signal.SIGKILL)
+        await _group_empty(proc.pid, _REAP)
+
+
+async def _watch_exit(proc: asyncio.subprocess.Process) -> None:
+    """When the server exits or crashes on its own, sweep its group at once."""
+    await proc.wait()
+    await _sweep_group(proc, TERM_GRACE)
+
+
 async def _stop(proc: asyncio.subprocess.Process, graceful: bool) -> None:
     try:
         if graceful and proc.returncode is None:
@@ -96,6 +159,8 @@ async def _stop(proc: asyncio.subprocess.Process, graceful: bool) -> None:
         if proc.returncode is None:
             _signal_group(proc, signal.SIGKILL)
             await _exited(proc, _REAP)
+        # Helpers the leader left behind in its group, whether it exited just now or long ago.
+        await _sweep_group(proc, TERM_GRACE if graceful else 0)
 
 
 @asynccontextmanager
@@ -118,8 +183,9 @@ async def stdio_transport(spec: ServerSpec) -> AsyncIterator[tuple[Any, Any, asy
     to_server, from_session = anyio.create_memory_object_stream[Any](0)
     assert proc.stdout is not None and proc.stdin is not None
     pumps = [
-        asyncio.ensure_future(_read_pump(proc.stdout, to_session)),
+        asyncio.ensure_future(_read_pump(proc.stdout, to_session, spec.name)),
         asyncio.ensure_future(_write_pump(proc.stdin, from_session, to_session)),
+        asyncio.ensure_future(_watch_exit(proc)),
     ]
     graceful = False
     try:
