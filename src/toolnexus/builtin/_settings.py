@@ -49,7 +49,8 @@ class BuiltinSettings:
     grep_max_file_bytes: int = 64 * 1024 * 1024  # `grep` scans at most this much of one file
     grep_max_line_bytes: int = 1024 * 1024  # longer lines are matched on their first part only
     grep_show_line_chars: int = 2000  # a matched line is shown up to this many characters
-    grep_regex_budget: float = 5.0  # seconds of regex matching one grep call may spend
+    grep_line_budget: float = 1.0  # seconds one line's regex search may take (catastrophic backtracking)
+    grep_regex_budget: float = 60.0  # seconds of matching one grep call may spend in all
     bash_max_timeout_ms: float = BASH_MAX_TIMEOUT_MS
     fetch_max_bytes: int = 2 * 1024 * 1024  # `webfetch` body cap
     fetch_allow: FetchAllow = FetchAllow()  # `webfetch_allow`: non-public hosts webfetch may reach

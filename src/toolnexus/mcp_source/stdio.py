@@ -27,7 +27,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, Optional
 
 import anyio
 from mcp.shared.message import SessionMessage
@@ -55,8 +55,9 @@ def _parse(line: bytes) -> Any:
 
 
 async def _read_pump(stdout: asyncio.StreamReader, to_session: Any, name: str = "",
-                     max_line: int = MAX_LINE_BYTES) -> None:
+                     max_line: Optional[int] = None) -> None:
     """Child stdout → session, one JSON-RPC message per line; EOF closes the session's stream."""
+    max_line = MAX_LINE_BYTES if max_line is None else max_line
     buf = bytearray()
     scanned = 0
     try:
@@ -101,9 +102,32 @@ def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
             os.killpg(proc.pid, sig)
 
 
-async def _exited(proc: asyncio.subprocess.Process, timeout: float) -> bool:
+async def _leader_exit(proc: asyncio.subprocess.Process, pidfd: Optional[int]) -> None:
+    """Until the leader process has exited. Not `proc.wait()`: asyncio only completes that once
+    every pipe is closed too, and a helper the server started may hold its stdout for ever."""
+    if pidfd is not None:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        loop.add_reader(pidfd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            loop.remove_reader(pidfd)
+        return
+    while proc.returncode is None:  # pragma: no cover - no pidfd (old kernel, not Linux)
+        await asyncio.sleep(_POLL)
+
+
+def _open_pidfd(proc: asyncio.subprocess.Process) -> Optional[int]:
     try:
-        await asyncio.wait_for(proc.wait(), timeout)
+        return os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
+    except OSError:  # pragma: no cover - kernel without pidfd
+        return None
+
+
+async def _exited(proc: asyncio.subprocess.Process, timeout: float, pidfd: Optional[int] = None) -> bool:
+    try:
+        await asyncio.wait_for(_leader_exit(proc, pidfd), timeout)
     except TimeoutError:
         return False
     return True
@@ -140,25 +164,25 @@ async def _sweep_group(proc: asyncio.subprocess.Process, grace: float) -> None:
         await _group_empty(proc.pid, _REAP)
 
 
-async def _watch_exit(proc: asyncio.subprocess.Process) -> None:
+async def _watch_exit(proc: asyncio.subprocess.Process, pidfd: Optional[int]) -> None:
     """When the server exits or crashes on its own, sweep its group at once."""
-    await proc.wait()
+    await _leader_exit(proc, pidfd)
     await _sweep_group(proc, TERM_GRACE)
 
 
-async def _stop(proc: asyncio.subprocess.Process, graceful: bool) -> None:
+async def _stop(proc: asyncio.subprocess.Process, graceful: bool, pidfd: Optional[int] = None) -> None:
     try:
         if graceful and proc.returncode is None:
             if proc.stdin is not None:
                 proc.stdin.close()
-            if not await _exited(proc, GRACE):
+            if not await _exited(proc, GRACE, pidfd):
                 _signal_group(proc, signal.SIGTERM)
-                await _exited(proc, TERM_GRACE)
+                await _exited(proc, TERM_GRACE, pidfd)
     finally:
         # Abort path (or a server that ignored SIGTERM): the whole group goes, right now.
         if proc.returncode is None:
             _signal_group(proc, signal.SIGKILL)
-            await _exited(proc, _REAP)
+            await _exited(proc, _REAP, pidfd)
         # Helpers the leader left behind in its group, whether it exited just now or long ago.
         await _sweep_group(proc, TERM_GRACE if graceful else 0)
 
@@ -179,13 +203,14 @@ async def stdio_transport(spec: ServerSpec) -> AsyncIterator[tuple[Any, Any, asy
         cwd=spec.cwd,
         start_new_session=sys.platform != "win32",
     )
+    pidfd = _open_pidfd(proc)
     to_session, from_server = anyio.create_memory_object_stream[Any](0)
     to_server, from_session = anyio.create_memory_object_stream[Any](0)
     assert proc.stdout is not None and proc.stdin is not None
     pumps = [
         asyncio.ensure_future(_read_pump(proc.stdout, to_session, spec.name)),
         asyncio.ensure_future(_write_pump(proc.stdin, from_session, to_session)),
-        asyncio.ensure_future(_watch_exit(proc)),
+        asyncio.ensure_future(_watch_exit(proc, pidfd)),
     ]
     graceful = False
     try:
@@ -193,10 +218,17 @@ async def stdio_transport(spec: ServerSpec) -> AsyncIterator[tuple[Any, Any, asy
         graceful = True
     finally:
         try:
-            await _stop(proc, graceful)
+            await _stop(proc, graceful, pidfd)
         finally:
             for pump in pumps:
                 pump.cancel()
             await asyncio.gather(*pumps, return_exceptions=True)
+            if pidfd is not None:
+                os.close(pidfd)
+            # The child is reaped; release its pipes even if a reader stopped early (a flooding
+            # server), so no transport outlives us. asyncio's Process has no public close().
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                transport.close()
             for stream in (to_session, from_server, to_server, from_session):
                 stream.close()
