@@ -291,7 +291,7 @@ def _format(resp: _Response, result_mode: str, cap: Optional[int], secrets: list
     elif result_mode == "json":
         try:
             output = json.dumps(json.loads(text))
-        except ValueError:
+        except (ValueError, RecursionError):
             output = json.dumps(text)
         is_error = False
     else:

@@ -44,6 +44,8 @@ def _parse(text: str, suffix: str, where: str) -> Mapping[str, Any]:
                 doc = yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise ConfigError(f"OpenAPI spec {where}: cannot parse it: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"OpenAPI spec {where}: cannot parse it: nested too deeply") from None
     if not isinstance(doc, Mapping):
         raise ConfigError(f"OpenAPI spec {where}: expected a mapping at the top, got {type(doc).__name__}")
     return doc

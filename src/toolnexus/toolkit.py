@@ -183,7 +183,7 @@ class Toolkit:
         if isinstance(args, str):
             try:
                 args = json.loads(args) if args.strip() else {}
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 return ToolResult(output=f"invalid arguments for {name}: not valid JSON ({exc})", is_error=True)
             if not isinstance(args, dict):
                 return ToolResult(

@@ -22,7 +22,7 @@ import random
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Awaitable, Callable, Literal, Optional
 
 from .errors import ToolnexusTypeError, ToolnexusValueError
@@ -83,7 +83,14 @@ def _bad_reason(reason: Any) -> ToolnexusValueError:
 
 
 def _from_mapping(cls: type, m: Mapping[str, Any]) -> Any:
+    if not isinstance(m, Mapping):
+        raise ToolnexusTypeError(f"toolnexus: a {cls.__name__} is built from a mapping, got {type(m).__name__}")
     known = {f.name for f in fields(cls)}
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [name for name in required if name not in m]
+    if missing:
+        raise ToolnexusTypeError(f"toolnexus: a {cls.__name__} needs the key(s) {', '.join(missing)}; got "
+                                 f"{sorted(map(str, m))}")
     return cls(**{k: v for k, v in m.items() if k in known})
 
 
@@ -111,8 +118,6 @@ class Answer:
     @classmethod
     def from_dict(cls, m: Mapping[str, Any]) -> "Answer":
         """Rebuild from JSON, ignoring unknown keys (the fields are checked as in the constructor)."""
-        if not isinstance(m, Mapping):
-            raise ToolnexusTypeError(f"toolnexus: an Answer is built from a mapping, got {type(m).__name__}")
         return _from_mapping(cls, m)
 
 

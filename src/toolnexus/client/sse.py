@@ -113,10 +113,12 @@ def json_payloads(event: SseEvent) -> Iterator[Any]:
         yield "[DONE]"
         return
     try:
-        yield json.loads(text)
-        return
-    except ValueError:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
         pass
+    else:
+        yield value
+        return
     if len(event.lines) < 2:
         return
     for line in event.lines:
@@ -125,6 +127,7 @@ def json_payloads(event: SseEvent) -> Iterator[Any]:
             yield "[DONE]"
             continue
         try:
-            yield json.loads(line)
-        except ValueError:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
             continue
+        yield value

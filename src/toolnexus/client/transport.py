@@ -70,7 +70,7 @@ def decode_json_body(raw: bytes, url: str) -> Any:
     """A 2xx body as JSON, or a `ProviderResponseError` that shows what came back."""
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         shown = raw[:200].decode("utf-8", errors="replace")
         raise ProviderResponseError(f"toolnexus: malformed response from {url}: body is not JSON: {shown!r}") from None
 

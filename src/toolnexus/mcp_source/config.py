@@ -50,6 +50,8 @@ def read_config_file(path: str) -> dict[str, Any]:
         data = json.loads(_COMMENTS.sub(lambda m: m.group(1) or "", text))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"toolnexus: config file {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"toolnexus: config file {path} is not usable JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"toolnexus: config file {path} must hold a JSON object, got {type(data).__name__}")
     return data

@@ -198,6 +198,8 @@ def read_arguments(raw: Any, *, missing_ok: bool = True) -> tuple[dict[str, Any]
         return {}, f"the arguments are not valid JSON: {exc.msg}, {where}"
     except ValueError as exc:  # e.g. a lone surrogate the decoder refuses
         return {}, f"the arguments are not valid JSON: {exc}"
+    except RecursionError:
+        return {}, "the arguments are nested too deeply to read"
     if not isinstance(value, dict):
         return {}, f"the arguments are {_json_type(value)}, not a JSON object"
     return value, None
