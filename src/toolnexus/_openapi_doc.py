@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import json
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
@@ -66,7 +67,14 @@ async def _fetch(url: str, timeout: Optional[float]) -> str:
 
 
 def _read_text(path: str) -> str:
+    if "\0" in path:
+        raise ConfigError(f"OpenAPI spec {path!r}: a file path cannot contain a NUL character")
     try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"OpenAPI spec {path}: not a regular file")
+        if info.st_size > _SPEC_MAX_BYTES:
+            raise ConfigError(f"OpenAPI spec {path}: larger than {_SPEC_MAX_BYTES} bytes")
         return Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"OpenAPI spec {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
