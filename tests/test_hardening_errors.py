@@ -157,3 +157,33 @@ async def test_a_wait_for_answering_ok_yes_as_a_mapping_never_runs_the_tool():
         await client.run("go", kit)
     assert ran == []
     await kit.close()
+
+
+async def test_a_resume_with_ok_yes_from_json_is_refused_before_anything_runs():
+    """Row `Answer(ok="yes")`, at resume: the answer arrives as JSON and is refused; the tool
+    never runs its approved branch and nothing is sent."""
+    ran = []
+    sent = []
+
+    async def approve(args, ctx=None):
+        if ctx is None or ctx.answer is None:
+            return pending(kind="approval", prompt="approve?", id="req-9")
+        ran.append(ctx.answer)
+        return ToolResult("done", False)
+
+    kit = await create_toolkit(extra_tools=[toolnexus.Tool("gate", "", {"type": "object"}, "custom", approve)],
+                               builtins=False)
+    replies = iter([{"tool_calls": [{"id": "c1", "name": "gate", "arguments": "{}"}]}, {"content": "end"}])
+
+    def generate(req):
+        sent.append(req)
+        return next(replies)
+
+    client = create_in_process_client(model="m", generate=generate)
+    halted = await client.run("go", kit)
+    assert halted.status == "pending"
+    with pytest.raises(ToolnexusTypeError, match="ok must be True or False"):
+        await client.run_with_answer(kit, halted.messages, dataclasses.asdict(halted.pending),
+                                     {"id": "req-9", "ok": "yes"})
+    assert ran == [] and len(sent) == 1
+    await kit.close()
