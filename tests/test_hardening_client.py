@@ -318,3 +318,16 @@ async def test_no_deadline_is_said_explicitly_and_keeps_the_old_per_read_timeout
     await d.run("go")
     assert t.timeouts == [120.0]
     assert 49 < t2.timeouts[0] <= 50
+
+
+async def test_the_stdlib_transport_never_carries_the_key_to_another_origin():
+    """Credentials on cross-origin redirects, the LLM path: the key stays with its origin."""
+    with LlmServer() as first, LlmServer() as second:
+        first.add(Json({}, status=302, headers={"Location": f"{second.base_url}/v1/chat/completions"}))
+        second.add(Json(openai_text("elsewhere")))
+        async with llm(first, http_transport=UrllibTransport(), headers={"X-Org-Token": "org-secret-123"}) as c:
+            r = await c.run("go")
+    assert r.text == "elsewhere"
+    assert first.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    landed = second.requests[0].headers
+    assert "authorization" not in landed and "x-org-token" not in landed
