@@ -287,8 +287,7 @@ class _Drain:
 async def run_command(argv: Sequence[str], cwd: str, timeout: float, settings: BuiltinSettings) -> CommandOutcome:
     """Run `argv` under the rules in the module docstring."""
     output = _Output(settings.bash_output_head, settings.bash_output_tail)
-    reaper = _use_reaper()
-    if reaper:
+    if _use_reaper():
         argv = _reaped(argv, settings)
         settings = dataclasses.replace(settings, kill_grace=settings.kill_grace + _REAPER_MARGIN)
     drain = _Drain(output)
