@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean bench
+.PHONY: demo test fuzz venv clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 # PEERS=1 adds openai-agents, pydantic-ai and langgraph through the reference harness. See benchmarks/README.md.
 bench: $(STAMP)
 	PEERS=$(PEERS) $(PY) benchmarks/bench.py
+
+# The property tests with many more examples (minutes, not seconds); `make test` runs them bounded.
+fuzz: $(STAMP)
+	TOOLNEXUS_FUZZ_PROFILE=fuzz $(PY) -m pytest -p no:cacheprovider -o timeout=3600 tests/test_fuzz_*.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

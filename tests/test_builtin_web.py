@@ -8,6 +8,7 @@ import pytest
 
 from support.http_server import LoopbackServer, Reply
 from toolnexus.builtin import create_builtin_tools
+from toolnexus.builtin._netguard import parse_allow
 from toolnexus.builtin._settings import BuiltinSettings
 from toolnexus.builtin.web import make_webfetch
 
@@ -33,7 +34,8 @@ def server():
 
 @pytest.fixture
 def webfetch():
-    return create_builtin_tools()[6]
+    # the loopback test server is a non-public address: opted in, as a host would (test_hardening_web)
+    return create_builtin_tools({"webfetch_allow": ["127.0.0.1"]})[6]
 
 
 async def test_markdown_is_real_markdown(server, webfetch):
@@ -102,7 +104,7 @@ async def test_redirects_are_followed(server, webfetch):
 
 async def test_body_is_capped_with_a_notice(server):
     server.route("/big", Reply(body="x" * 5000, content_type="text/plain"))  # fits the socket buffers
-    fetch = make_webfetch(BuiltinSettings(fetch_max_bytes=1000))
+    fetch = make_webfetch(BuiltinSettings(fetch_max_bytes=1000, fetch_allow=parse_allow(["127.0.0.1"])))
     result = await fetch.execute({"url": f"{server.url}/big"})
     assert result.output == "x" * 1000 + "\n\n[webfetch: body truncated at 1000 bytes]"
     assert result.metadata == {"status": 200, "format": "markdown", "truncated": True}

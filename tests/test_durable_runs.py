@@ -283,38 +283,38 @@ async def test_an_unreachable_store_is_a_clear_error_before_any_model_call():
 
 
 async def test_a_store_failing_mid_run_loses_nothing_committed(tmp_path):
-    """The SQLite file is locked by another writer while the run parks: the run reports the store
-    error; once the lock is gone the run is restored from its last commit and finishes."""
+    """The SQLite file is locked by another writer while the run is inside its tool (its start is
+    committed by then): the run reports the store error; once the lock is gone the run is restored
+    from its last commit, the (idempotent) tool runs again, and the run parks and finishes."""
     import sqlite3
 
     path = tmp_path / "r.db"
+    blocker: list[Any] = []
+
+    async def gate(args=None, ctx=None):
+        answer = getattr(ctx, "answer", None)
+        if answer is not None and answer.ok:
+            return ToolResult("through", False)
+        if not blocker:  # the first run: lock the file before the run can park
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            conn.execute("BEGIN EXCLUSIVE")
+            blocker.append(conn)
+        return pending(kind="approval", prompt="let it through?")
+
+    worker = agent("worker", does="gated",
+                   uses={"tools": [define_tool(gate, name="gate", description="g", idempotent=True)]})
     async with open_store(f"sqlite:///{path}?timeout=0.2") as store:
-        blocker = None
-
-        class LockBeforeHalt:
-            def post(self, url, headers, payload, timeout):
-                nonlocal blocker
-                reply = SeedModel().post(url, headers, payload, timeout)
-                if blocker is None:  # the run has started (committed); lock the file before it can park
-                    blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-                    blocker.execute("BEGIN EXCLUSIVE")
-                return reply
-
-            def open(self, *a):
-                raise NotImplementedError
-
         with pytest.raises(StoreUnavailable, match="holds a write lock"):
-            await WORKER.run("go", transport=LockBeforeHalt(), llm=LLM, store=store, run_id="locked")
-        blocker.execute("ROLLBACK")
-        blocker.close()
-        runs = {s.run_id: s.status for s in await store.runs()}
-        assert runs == {"locked": "running"}  # the last commit: the run had started, nothing parked yet
-        rt = await AgentRuntime.restore(store, "locked", agents=[WORKER], transport=SeedModel(), llm=LLM,
+            await worker.run("go", transport=SeedModel(), llm=LLM, store=store, run_id="locked")
+        blocker[0].execute("ROLLBACK")
+        blocker[0].close()
+        assert {s.run_id: s.status for s in await store.runs()} == {"locked": "running"}  # nothing parked yet
+        rt = await AgentRuntime.restore(store, "locked", agents=[worker], transport=SeedModel(), llm=LLM,
                                         takeover=True)
         result = await rt.wait(rt.entry)
         assert result.status == "pending" and result.pending.kind == "approval"
         await rt.aclose()
-        final = await resume(store, Answer(id=result.pending.id, ok=True), agents=[WORKER], transport=SeedModel(),
+        final = await resume(store, Answer(id=result.pending.id, ok=True), agents=[worker], transport=SeedModel(),
                              llm=LLM)
         assert (final.status, final.text) == ("done", "done.")
 

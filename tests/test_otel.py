@@ -241,7 +241,7 @@ async def test_a_durable_suspension_and_its_resume(spans):
 
 async def test_an_in_process_answer_shows_the_wait_and_the_rerun(spans):
     async def wait_for(request):
-        return Answer(id=request.id, ok=False, reason="no")
+        return Answer(id=request.id, ok=False, reason="declined")
 
     transport = RecordingTransport(openai_calls(("c1", "deploy", {})), openai_text("ok, not deployed"))
     client = create_client(base_url="http://mock.local", style="openai", model="m", api_key="k",

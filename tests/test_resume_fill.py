@@ -200,21 +200,21 @@ async def test_two_parallel_non_relay_suspensions_become_a_chain_of_halts_with_b
     assert first.pending.id == "req-a"
     tools.runs.clear()
 
-    second = await c.run_with_answer(tools.kit("a", "b"), first.messages, first.pending, Answer("req-a", True, "A"))
+    second = await c.run_with_answer(tools.kit("a", "b"), first.messages, first.pending, Answer("req-a", True, {"v": "A"}))
     assert (second.status, second.pending.id, second.text, second.turns) == ("pending", "req-b", "b?", 0)
     assert len(t.payloads) == 1  # no LLM call on a repeat halt
-    assert tools.runs == [("a", {"n": 1}, Answer("req-a", True, "A")), ("b", {"n": 2}, None)]
-    assert [x["output"] for x in second.tool_calls] == ['a got "A"', "b?"]
+    assert tools.runs == [("a", {"n": 1}, Answer("req-a", True, {"v": "A"})), ("b", {"n": 2}, None)]
+    assert [x["output"] for x in second.tool_calls] == ['a got {"v": "A"}', "b?"]
     tools.runs.clear()
 
-    done = await c.run_with_answer(tools.kit("a", "b"), second.messages, second.pending, Answer("req-b", True, "B"))
+    done = await c.run_with_answer(tools.kit("a", "b"), second.messages, second.pending, Answer("req-b", True, {"v": "B"}))
     assert (done.status, done.text) == ("done", "both approved")
-    assert tools.runs == [("b", {"n": 2}, Answer("req-b", True, "B"))]
+    assert tools.runs == [("b", {"n": 2}, Answer("req-b", True, {"v": "B"}))]
     assert len(t.payloads) == 2
     assert_balanced(t)
     results = ([m["content"] for m in t.payloads[1]["messages"] if m["role"] == "tool"] if style == "openai"
                else [b["content"] for b in t.payloads[1]["messages"][-1]["content"]])
-    assert results == ['a got "A"', 'b got "B"']
+    assert results == ['a got {"v": "A"}', 'b got {"v": "B"}']
 
 
 async def test_two_parallel_relay_suspensions_travel_together_and_one_answer_fills_both():
@@ -286,12 +286,12 @@ async def test_with_the_clients_wait_for_the_other_suspensions_resolve_inline():
 
     def wait_for(request):
         asked.append(request.id)
-        return Answer(request.id, True, "inline")
+        return Answer(request.id, True, {"v": "inline"})
 
     r = await client(t, wait_for=wait_for).run_with_answer(tools.kit("a", "b"), halted.messages, halted.pending,
-                                                           Answer("req-a", True, "durable"))
+                                                           Answer("req-a", True, {"v": "durable"}))
     assert asked == ["req-b"] and r.status == "done"
-    assert [x["output"] for x in r.tool_calls] == ['a got "durable"', 'b got "inline"']
+    assert [x["output"] for x in r.tool_calls] == ['a got {"v": "durable"}', 'b got {"v": "inline"}']
     assert_balanced(t)
 
 

@@ -45,6 +45,7 @@ def _register(module: str, names: str, **renamed: str) -> None:
         _LAZY[public] = (module, attr)
 
 
+_register(".errors", "ToolnexusError")
 _register(".toolkit", "Toolkit create_toolkit")
 _register(".native", "define_tool tool")
 _register(".http", "http_tool http_tools_from_openapi", HTTP_DEFAULT_TIMEOUT="DEFAULT_TIMEOUT")
@@ -103,6 +104,9 @@ _register(
 )
 
 if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out for type checkers
+    from .errors import (
+        ToolnexusError as ToolnexusError,
+    )
     from .toolkit import (
         Toolkit as Toolkit,
         create_toolkit as create_toolkit,

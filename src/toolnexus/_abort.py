@@ -18,6 +18,7 @@ from collections.abc import Awaitable
 from typing import Any, Optional, TypeVar
 
 from .types import signal_fired
+from .errors import ToolnexusError
 
 __all__ = ["CHECK_EVERY", "Aborted", "unless_aborted"]
 
@@ -25,7 +26,7 @@ CHECK_EVERY = 0.02  # seconds
 T = TypeVar("T")
 
 
-class Aborted(Exception):
+class Aborted(ToolnexusError):
     """The caller's signal fired before the work finished."""
 
 

@@ -19,6 +19,15 @@ Transport errors (pinned by this package, `metadata["error"]` in brackets):
 
 A response body longer than the cap is cut at a character boundary and followed by
 `\\n[truncated: response body exceeds {cap} bytes]`, with `metadata["truncated"] = True`.
+
+Credentials: the shared client follows redirects, but a redirect that leaves the origin (scheme,
+host, port; an http → https upgrade of the same host counts as the same origin) forwards only
+harmless headers (`toolnexus._redact.SAFE_HEADERS`: `Accept`, `Content-Type`, `User-Agent`...), so
+an `X-Api-Key` or `Authorization` never reaches a host it was not configured for
+(`drop_credentials_across_origins`, a request hook that also guards the MCP remote client). And
+a tool's output never shows the values of its configured credential headers (any header whose
+name looks like one, and every header whose value came from `${ENV}`), even when the upstream
+echoes the request back in its reply: `OutgoingRequest.secrets` are masked as `«redacted»`.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ import socket
 import threading
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Optional
 from urllib.parse import urlencode
@@ -41,8 +50,10 @@ import httpx
 
 from . import _diag
 from ._abort import Aborted, unless_aborted
-from ._env import expand_headers
+from ._env import ENV_REF, expand_headers
+from ._redact import SAFE_HEADERS, credential_values, scrub
 from .types import ToolContext, ToolResult
+from .errors import ToolnexusValueError
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -52,6 +63,8 @@ __all__ = [
     "shared_client",
     "aclose_shared_clients",
     "expand_env_headers",
+    "header_secrets",
+    "drop_credentials_across_origins",
     "set_default_content_type",
     "render_scalar",
     "query_pairs",
@@ -72,11 +85,35 @@ _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClien
 _clients_lock = threading.Lock()
 
 
+_ORIGIN_KEY = "toolnexus.origin"
+
+
+def _origin_of(url: Any) -> tuple[str, str, Optional[int]]:
+    scheme = str(url.scheme).lower()
+    return scheme, str(url.host).lower(), url.port or {"http": 80, "https": 443}.get(scheme)
+
+
+async def drop_credentials_across_origins(request: Any) -> None:
+    """httpx request hook: on a redirect hop that left the first hop's origin, keep only
+    `SAFE_HEADERS`. (httpx carries a request's `extensions` over to its redirects, which is how
+    the first hop's origin is remembered.)"""
+    here = _origin_of(request.url)
+    first = request.extensions.get(_ORIGIN_KEY)
+    if first is None:
+        request.extensions[_ORIGIN_KEY] = here
+        return
+    upgrade = first[0] == "http" and here[0] == "https" and first[1] == here[1]
+    if here != first and not upgrade:
+        for name in [k for k in request.headers.keys() if k.lower() not in SAFE_HEADERS]:
+            del request.headers[name]
+
+
 def _new_client() -> httpx.AsyncClient:
     # Follow redirects and honour proxy env vars like the stdlib did; never keep cookies, so one
     # tool's Set-Cookie cannot leak into another tool's requests through the shared pool.
     no_cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
-    return httpx.AsyncClient(follow_redirects=True, timeout=None, cookies=no_cookies)
+    return httpx.AsyncClient(follow_redirects=True, timeout=None, cookies=no_cookies,
+                             event_hooks={"request": [drop_credentials_across_origins]})
 
 
 def shared_client() -> httpx.AsyncClient:
@@ -115,6 +152,7 @@ class OutgoingRequest:
     url: str
     headers: dict[str, str]
     content: Optional[bytes] = None
+    secrets: list[str] = field(default_factory=list)  # values the tool's output must never show
 
 
 def expand_env_headers(headers: Optional[Mapping[str, str]], label: str) -> dict[str, str]:
@@ -131,6 +169,13 @@ def expand_env_headers(headers: Optional[Mapping[str, str]], label: str) -> dict
         )
 
     return expand_headers(headers, unset)
+
+
+def header_secrets(configured: Optional[Mapping[str, Any]], expanded: Mapping[str, str]) -> list[str]:
+    """The header values a tool must never echo: credential-named ones, and any from `${ENV}`."""
+    from_env = {str(k) for k, v in (configured or {}).items() if ENV_REF.search(str(v))}
+    return credential_values(expanded) + credential_values(
+        {k: v for k, v in expanded.items() if k in from_env}, all_values=True)
 
 
 def set_default_content_type(headers: dict[str, str], content_type: Optional[str]) -> None:
@@ -173,7 +218,7 @@ def encode_body(mode: str, payload: Any, headers: dict[str, str]) -> bytes:
         return json.dumps(payload).encode("utf-8")
     if mode == "form":
         if not isinstance(payload, Mapping):
-            raise ValueError(f"a form body needs an object, got {type(payload).__name__}")
+            raise ToolnexusValueError(f"a form body needs an object, got {type(payload).__name__}")
         set_default_content_type(headers, "application/x-www-form-urlencoded")
         return urlencode(query_pairs(payload.items())).encode("ascii")
     set_default_content_type(headers, "text/plain; charset=utf-8")
@@ -188,11 +233,11 @@ def argument_error(text: str) -> ToolResult:
 def check_limits(label: str, timeout: Optional[float], max_body_bytes: Optional[int]) -> None:
     """Reject a non-positive timeout or body cap when the tool is built, not on the first call."""
     if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f'{label}: timeout must be a positive number of seconds or None, got {timeout!r}')
+        raise ToolnexusValueError(f'{label}: timeout must be a positive number of seconds or None, got {timeout!r}')
     if max_body_bytes is not None and not (
         isinstance(max_body_bytes, int) and not isinstance(max_body_bytes, bool) and max_body_bytes > 0
     ):
-        raise ValueError(f"{label}: max_body_bytes must be a positive int or None, got {max_body_bytes!r}")
+        raise ToolnexusValueError(f"{label}: max_body_bytes must be a positive int or None, got {max_body_bytes!r}")
 
 
 # ---------------------------------------------------------------------------- the exchange
@@ -236,8 +281,8 @@ def _decode(body: bytes, charset: Optional[str], truncated: bool) -> str:
     return decoder.decode(body, final=not truncated)
 
 
-def _format(resp: _Response, result_mode: str, cap: Optional[int]) -> ToolResult:
-    text = _decode(resp.body, resp.charset, resp.truncated)
+def _format(resp: _Response, result_mode: str, cap: Optional[int], secrets: list[str]) -> ToolResult:
+    text = scrub(_decode(resp.body, resp.charset, resp.truncated), secrets)
     metadata: dict[str, Any] = {"status": resp.status}
     if not 200 <= resp.status < 300:
         output, is_error = f"HTTP {resp.status}: {text}", True
@@ -246,7 +291,7 @@ def _format(resp: _Response, result_mode: str, cap: Optional[int]) -> ToolResult
     elif result_mode == "json":
         try:
             output = json.dumps(json.loads(text))
-        except ValueError:
+        except (ValueError, RecursionError):
             output = json.dumps(text)
         is_error = False
     else:
@@ -313,7 +358,7 @@ async def _exchange(req: OutgoingRequest, timeout: float, cap: Optional[int], re
         return _transport_error(exc, req.url, timeout)
     except UnicodeEncodeError:
         return argument_error("header values must be ASCII text; percent-encode or drop non-ASCII characters")
-    return _format(resp, result_mode, cap)
+    return _format(resp, result_mode, cap, req.secrets)
 
 
 async def send(

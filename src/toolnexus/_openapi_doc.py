@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import json
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
@@ -23,6 +24,7 @@ import yaml
 
 from . import _diag
 from ._http_exchange import OutgoingRequest, send
+from .errors import ConfigError, ToolnexusTypeError
 
 __all__ = ["Refs", "check_version", "load_document"]
 
@@ -42,9 +44,11 @@ def _parse(text: str, suffix: str, where: str) -> Mapping[str, Any]:
             except ValueError:
                 doc = yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise ValueError(f"OpenAPI spec {where}: cannot parse it: {exc}") from exc
+        raise ConfigError(f"OpenAPI spec {where}: cannot parse it: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"OpenAPI spec {where}: cannot parse it: nested too deeply") from None
     if not isinstance(doc, Mapping):
-        raise ValueError(f"OpenAPI spec {where}: expected a mapping at the top, got {type(doc).__name__}")
+        raise ConfigError(f"OpenAPI spec {where}: expected a mapping at the top, got {type(doc).__name__}")
     return doc
 
 
@@ -56,19 +60,26 @@ async def _fetch(url: str, timeout: Optional[float]) -> str:
         result_mode="text",
     )
     if result.is_error:
-        raise ValueError(f"OpenAPI spec {url}: download failed: {result.output.splitlines()[0][:200]}")
+        raise ConfigError(f"OpenAPI spec {url}: download failed: {result.output.splitlines()[0][:200]}")
     if (result.metadata or {}).get("truncated"):
-        raise ValueError(f"OpenAPI spec {url}: larger than {_SPEC_MAX_BYTES} bytes")
+        raise ConfigError(f"OpenAPI spec {url}: larger than {_SPEC_MAX_BYTES} bytes")
     return result.output
 
 
 def _read_text(path: str) -> str:
+    if "\0" in path:
+        raise ConfigError(f"OpenAPI spec {path!r}: a file path cannot contain a NUL character")
     try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"OpenAPI spec {path}: not a regular file")
+        if info.st_size > _SPEC_MAX_BYTES:
+            raise ConfigError(f"OpenAPI spec {path}: larger than {_SPEC_MAX_BYTES} bytes")
         return Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"OpenAPI spec {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        raise ConfigError(f"OpenAPI spec {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except OSError as exc:
-        raise ValueError(f"OpenAPI spec {path}: cannot read the file: {exc.strerror or exc}") from exc
+        raise ConfigError(f"OpenAPI spec {path}: cannot read the file: {exc.strerror or exc}") from exc
 
 
 async def load_document(spec: Any, timeout: Optional[float]) -> tuple[Mapping[str, Any], Optional[str], str]:
@@ -76,7 +87,7 @@ async def load_document(spec: Any, timeout: Optional[float]) -> tuple[Mapping[st
     if isinstance(spec, Mapping):
         return spec, None, "(dict)"
     if not isinstance(spec, (str, os.PathLike)):
-        raise TypeError(f"OpenAPI spec must be a dict, a file path or an http(s) URL, got {type(spec).__name__}")
+        raise ToolnexusTypeError(f"OpenAPI spec must be a dict, a file path or an http(s) URL, got {type(spec).__name__}")
     source = os.fspath(spec)
     if isinstance(source, bytes):
         source = os.fsdecode(source)
@@ -91,11 +102,11 @@ async def load_document(spec: Any, timeout: Optional[float]) -> tuple[Mapping[st
 def check_version(doc: Mapping[str, Any], where: str) -> None:
     version = doc.get("openapi")
     if version is None and "swagger" in doc:
-        raise ValueError(f"OpenAPI spec {where}: Swagger 2.0 is not supported; convert it to OpenAPI 3.x")
+        raise ConfigError(f"OpenAPI spec {where}: Swagger 2.0 is not supported; convert it to OpenAPI 3.x")
     if isinstance(version, (int, float)) and not isinstance(version, bool):
         version = str(version)  # `openapi: 3.0` unquoted in YAML
     if not isinstance(version, str) or not version.startswith("3."):
-        raise ValueError(f'OpenAPI spec {where}: not an OpenAPI 3.x document ("openapi" is {version!r})')
+        raise ConfigError(f'OpenAPI spec {where}: not an OpenAPI 3.x document ("openapi" is {version!r})')
 
 
 # ---------------------------------------------------------------------------- $ref
@@ -118,7 +129,7 @@ class Refs:
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
                 node = node[int(token)]
             else:
-                raise ValueError(f"OpenAPI spec {self.where}: $ref {ref!r} at {at} does not resolve")
+                raise ConfigError(f"OpenAPI spec {self.where}: $ref {ref!r} at {at} does not resolve")
         return node
 
     def deref(self, node: Any, at: str) -> Any:
@@ -127,9 +138,9 @@ class Refs:
         while isinstance(node, Mapping) and isinstance(node.get("$ref"), str):
             ref = node["$ref"]
             if not ref.startswith("#"):
-                raise ValueError(f"OpenAPI spec {self.where}: external $ref {ref!r} at {at} is not supported")
+                raise ConfigError(f"OpenAPI spec {self.where}: external $ref {ref!r} at {at} is not supported")
             if ref in seen:
-                raise ValueError(f"OpenAPI spec {self.where}: $ref cycle at {at}: {' -> '.join([*seen, ref])}")
+                raise ConfigError(f"OpenAPI spec {self.where}: $ref cycle at {at}: {' -> '.join([*seen, ref])}")
             seen.append(ref)
             node = self.lookup(ref, at)
         return node

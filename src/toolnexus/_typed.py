@@ -29,6 +29,7 @@ import dataclasses
 import sys
 import typing
 from typing import Any, Optional, get_args, get_origin
+from .errors import ToolnexusError, ToolnexusTypeError
 
 __all__ = ["involves_model", "involves_pydantic", "is_pydantic_model", "pydantic_schema", "inline_refs", "Adapter",
            "ArgumentProblems", "json_default", "MAX_PROBLEMS"]
@@ -36,7 +37,7 @@ __all__ = ["involves_model", "involves_pydantic", "is_pydantic_model", "pydantic
 MAX_PROBLEMS = 5
 
 
-class ArgumentProblems(Exception):
+class ArgumentProblems(ToolnexusError):
     """A value failed validation; `problems` are `path: reason` lines (path omitted at the root)."""
 
     def __init__(self, problems: list[str]) -> None:
@@ -206,4 +207,4 @@ def json_default(value: Any) -> Any:
         return dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    raise ToolnexusTypeError(f"Object of type {type(value).__name__} is not JSON serializable")

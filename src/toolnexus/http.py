@@ -40,6 +40,10 @@ Choices beyond the pinned baseline (core.md §8):
 - `body`/`result_mode` typos, a non-positive `timeout` or `max_body_bytes` raise `ValueError` at
   construction.
 
+Credentials (see `toolnexus._http_exchange`): a redirect to another origin carries no
+credential header, and the tool's output masks the values of its credential headers (and of every
+`${ENV}` header) if the server echoes them back.
+
 Not done here: authentication flows, retries, streaming responses, multipart uploads.
 """
 
@@ -61,12 +65,14 @@ from ._http_exchange import (
     check_limits,
     encode_body,
     expand_env_headers,
+    header_secrets,
     query_pairs,
     send,
     shared_client,
 )
 from .openapi import http_tools_from_openapi
 from .types import JSONSchema, Tool, ToolContext, ToolResult
+from .errors import ConfigError
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -116,9 +122,9 @@ def http_tool(
     """
     label = f'http_tool "{name}"'
     if body not in BODY_MODES:
-        raise ValueError(f'{label}: body must be one of "json", "form", "raw", got {body!r}')
+        raise ConfigError(f'{label}: body must be one of "json", "form", "raw", got {body!r}')
     if result_mode not in RESULT_MODES:
-        raise ValueError(f'{label}: result_mode must be one of "text", "json", "status+text", got {result_mode!r}')
+        raise ConfigError(f'{label}: result_mode must be one of "text", "json", "status+text", got {result_mode!r}')
     check_limits(label, timeout, max_body_bytes)
     query_names = list(query or [])
     verb = method.upper()
@@ -145,7 +151,7 @@ def http_tool(
             except (TypeError, ValueError) as exc:
                 return argument_error(f"arguments cannot be encoded as a {body} body: {exc}")
         return await send(
-            OutgoingRequest(verb, target, request_headers, content),
+            OutgoingRequest(verb, target, request_headers, content, header_secrets(headers, request_headers)),
             ctx=ctx,
             timeout=timeout,
             max_body_bytes=max_body_bytes,

@@ -46,6 +46,7 @@ from typing import Any, Optional, Union, get_args, get_origin, overload
 from ._schema import schema_error
 from ._typed import Adapter, ArgumentProblems, involves_model, involves_pydantic, json_default, pydantic_schema
 from .types import JSONSchema, Tool, ToolContext, ToolResult
+from .errors import ToolnexusValueError
 
 __all__ = ["define_tool", "tool", "infer_schema"]
 
@@ -245,7 +246,7 @@ def _build(
     if name is None:
         name = getattr(fn, "__name__", None)
         if not isinstance(name, str):
-            raise ValueError(
+            raise ToolnexusValueError(
                 f"toolnexus: cannot name a tool for {fn!r} (it has no __name__, e.g. a functools.partial); "
                 "pass name=..."
             )
@@ -336,11 +337,11 @@ def _inferred_schema(name: str, fn: Callable[..., Any], kept: list[inspect.Param
             try:
                 prop, kept_defs = pydantic_schema(hint)
             except Exception as exc:  # e.g. a field pydantic has no JSON schema for
-                raise ValueError(f"toolnexus: tool {name}: no JSON schema for parameter {p.name!r}: {exc} — "
+                raise ToolnexusValueError(f"toolnexus: tool {name}: no JSON schema for parameter {p.name!r}: {exc} — "
                                  "pass input_schema=... or use JSON-friendly field types") from None
             for key, body in kept_defs.items():
                 if key in defs and defs[key] != body:
-                    raise ValueError(f"toolnexus: tool {name}: two different recursive models are both named "
+                    raise ToolnexusValueError(f"toolnexus: tool {name}: two different recursive models are both named "
                                      f"{key!r}; rename one of them")
                 defs[key] = body
         else:

@@ -58,12 +58,14 @@ from ._http_exchange import (
     check_limits,
     encode_body,
     expand_env_headers,
+    header_secrets,
     query_pairs,
     render_scalar,
     send,
 )
 from ._openapi_doc import Refs, check_version, load_document
 from .types import JSONSchema, Tool, ToolContext, ToolResult, sanitize
+from .errors import ConfigError, ToolnexusError
 
 __all__ = ["http_tools_from_openapi"]
 
@@ -73,7 +75,7 @@ _IGNORED_HEADERS = ("accept", "content-type", "authorization")
 # ---------------------------------------------------------------------------- operations
 
 
-class _SkipOperation(Exception):
+class _SkipOperation(ToolnexusError):
     """The operation cannot become a tool (already reported)."""
 
 
@@ -188,7 +190,8 @@ class _Operation:
         except (TypeError, ValueError) as exc:
             return argument_error(f"request body cannot be encoded: {exc}")
         return await send(
-            OutgoingRequest(self.method, append_query(url, query_pairs(query)), headers, content),
+            OutgoingRequest(self.method, append_query(url, query_pairs(query)), headers, content,
+                            header_secrets(self.options.headers, headers)),
             ctx=ctx,
             timeout=self.options.timeout,
             max_body_bytes=self.options.max_body_bytes,
@@ -230,12 +233,12 @@ class _Importer:
     def tools(self) -> list[Tool]:
         paths = self.doc.get("paths") or {}
         if not isinstance(paths, Mapping):
-            raise ValueError(f'OpenAPI spec {self.where}: "paths" must be a mapping')
+            raise ConfigError(f'OpenAPI spec {self.where}: "paths" must be a mapping')
         out: list[Tool] = []
         for path, item in paths.items():
             item = self.refs.deref(item, f"paths/{path}")
             if not isinstance(item, Mapping):
-                raise ValueError(f"OpenAPI spec {self.where}: path item {path!r} must be a mapping")
+                raise ConfigError(f"OpenAPI spec {self.where}: path item {path!r} must be a mapping")
             for method, op in item.items():
                 if method in _METHODS and isinstance(op, Mapping):
                     tool = self._tool(str(path), method, item, op)
@@ -261,7 +264,7 @@ class _Importer:
         servers = op.get("servers") or item.get("servers") or self.doc.get("servers")
         url = _server_url(servers, self.origin)
         if url is None:
-            raise ValueError(
+            raise ConfigError(
                 f"OpenAPI spec {self.where}: {method.upper()} {path} has no absolute server URL; pass base_url="
             )
         return url
@@ -274,7 +277,7 @@ class _Importer:
                 where = f"{level}/parameters/{i}"
                 p = self.refs.deref(raw, where)
                 if not (isinstance(p, Mapping) and isinstance(p.get("name"), str) and p.get("in")):
-                    raise ValueError(f"OpenAPI spec {self.where}: parameter {where} needs a string name and an 'in'")
+                    raise ConfigError(f"OpenAPI spec {self.where}: parameter {where} needs a string name and an 'in'")
                 merged[(p["in"], p["name"])] = p
         return list(merged.values())
 

@@ -57,11 +57,13 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 from urllib.parse import urlsplit
 
+from .errors import MissingExtra
+
 try:
     from opentelemetry import trace
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("toolnexus.otel needs OpenTelemetry: pip install 'toolnexus[otel]'") from exc
+    raise MissingExtra("toolnexus.otel needs OpenTelemetry: pip install 'toolnexus[otel]'") from exc
 
 from .client import tracing
 from .types import pending_of

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from . import adapters
 from ._diag import warn, warn_once
 from .types import McpStatus, Tool, ToolContext, ToolResult
+from .errors import ConfigError, ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .a2a import Agent as A2AAgent
@@ -46,7 +47,7 @@ def _check_relay_names(tools: list[Tool]) -> None:
 
     clashes = sorted({t.name for t in tools if t.source == "relay" and t.name in BUILTIN_NAMES})
     if clashes:
-        raise ValueError("toolnexus: relay tool name collides with a built-in tool: " + ", ".join(clashes))
+        raise ConfigError("toolnexus: relay tool name collides with a built-in tool: " + ", ".join(clashes))
 
 
 class Toolkit:
@@ -182,7 +183,7 @@ class Toolkit:
         if isinstance(args, str):
             try:
                 args = json.loads(args) if args.strip() else {}
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 return ToolResult(output=f"invalid arguments for {name}: not valid JSON ({exc})", is_error=True)
             if not isinstance(args, dict):
                 return ToolResult(
@@ -264,7 +265,7 @@ async def _provider_defs(provider: Callable[[], Any]) -> list["SkillDef"]:
         defs = list(result or [])
         bad = [type(d).__name__ for d in defs if not isinstance(d, SkillDef)]
         if bad:
-            raise TypeError(f"expected a list of SkillDef, got an item of type {bad[0]}")
+            raise ToolnexusTypeError(f"expected a list of SkillDef, got an item of type {bad[0]}")
         return defs
     except Exception as exc:  # noqa: BLE001 - a failing provider contributes nothing
         warn(f"[toolnexus] skill provider failed: {exc}")

@@ -38,6 +38,7 @@ from .client.wire.anthropic import (anthropic_blocks, finish_reason_for, openai_
                                     openai_tool_choice_to_anthropic, openai_tools_to_anthropic, part_to_anthropic)
 from .client.wire.base import ToolCall, TranslateRequest, WireDialect, malformed, parse_arguments
 from .client.wire.openai import args_string, canonical_part, content_text, has_system_message, message_calls
+from .errors import ToolnexusTypeError, ToolnexusValueError
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
     import asyncio
@@ -113,22 +114,22 @@ def _dialect_of(client: "Client") -> WireDialect:
     try:
         return client._dialect
     except ValueError:
-        raise ValueError(f'toolnexus: translate does not support style {client.style!r} '
+        raise ToolnexusValueError(f'toolnexus: translate does not support style {client.style!r} '
                          '(expected "openai" or "anthropic")') from None
 
 
 def _check_inputs(messages: Any, tools: Any, max_tokens: Any) -> None:
     if not isinstance(messages, list):
-        raise TypeError(
+        raise ToolnexusTypeError(
             "toolnexus: translate messages must be a list of OpenAI-shaped message dicts, "
             f"got {type(messages).__name__}"
         )
     if tools is not None and not isinstance(tools, list):
-        raise TypeError(
+        raise ToolnexusTypeError(
             f"toolnexus: translate tools must be a list of tool declarations or None, got {type(tools).__name__}"
         )
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)):
-        raise TypeError(f"toolnexus: translate max_tokens must be an int, got {type(max_tokens).__name__}")
+        raise ToolnexusTypeError(f"toolnexus: translate max_tokens must be an int, got {type(max_tokens).__name__}")
 
 
 def _apply_before_llm(override: Any, request: TranslateRequest, model: str) -> tuple[TranslateRequest, str]:

@@ -6,7 +6,13 @@ Everything that crosses a boundary in toolnexus is one of these plain dataclasse
 queue, and resume later in another process.
 
 This module holds data and small pure helpers only: no I/O, no event loop, no imports of the
-rest of the package (every other module imports it).
+rest of the package except the dependency-free `errors` (every other module imports it).
+
+`Answer` checks its fields when it is built, directly or through `from_dict` (a resume from
+JSON): `id` must be a `str`, `ok` a real `bool` (`"yes"`, `1` or `None` are refused, because the
+loop branches on `ok` alone and a truthy string must never approve anything), `data` a `dict` or
+None, and `reason` one of the three pinned words or None. A wrong type raises
+`ToolnexusTypeError`; a wrong `reason` raises the pinned `ValueError` text.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import random
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Awaitable, Callable, Literal, Optional
+
+from .errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = [
     "JSONSchema",
@@ -73,8 +81,19 @@ class ToolResult:
     parts: Optional[list[dict[str, Any]]] = None
 
 
+def _bad_reason(reason: Any) -> ToolnexusValueError:
+    return ToolnexusValueError(f'toolnexus: Answer reason must be "declined", "cancelled" or "expired", got {reason!r}')
+
+
 def _from_mapping(cls: type, m: Mapping[str, Any]) -> Any:
+    if not isinstance(m, Mapping):
+        raise ToolnexusTypeError(f"toolnexus: a {cls.__name__} is built from a mapping, got {type(m).__name__}")
     known = {f.name for f in fields(cls)}
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [name for name in required if name not in m]
+    if missing:
+        raise ToolnexusTypeError(f"toolnexus: a {cls.__name__} needs the key(s) {', '.join(missing)}; got "
+                                 f"{sorted(map(str, m))}")
     return cls(**{k: v for k, v in m.items() if k in known})
 
 
@@ -87,9 +106,21 @@ class Answer:
     data: Optional[dict[str, Any]] = None
     reason: Optional[Literal["declined", "cancelled", "expired"]] = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str):
+            raise ToolnexusTypeError(f"toolnexus: Answer id must be a str (the Request's id), got {type(self.id).__name__}")
+        if not isinstance(self.ok, bool):
+            raise ToolnexusTypeError(
+                f"toolnexus: Answer ok must be True or False, got {type(self.ok).__name__} {self.ok!r}"
+            )
+        if self.data is not None and not isinstance(self.data, dict):
+            raise ToolnexusTypeError(f"toolnexus: Answer data must be a dict or None, got {type(self.data).__name__}")
+        if self.reason is not None and self.reason not in ANSWER_REASONS:
+            raise _bad_reason(self.reason)
+
     @classmethod
     def from_dict(cls, m: Mapping[str, Any]) -> "Answer":
-        """Rebuild from JSON, ignoring unknown keys."""
+        """Rebuild from JSON, ignoring unknown keys (the fields are checked as in the constructor)."""
         return _from_mapping(cls, m)
 
 
@@ -182,14 +213,14 @@ def pending_of(result: Any) -> Optional[Request]:
 def answer_output(id: str, output: str) -> Answer:  # noqa: A002 - pinned keyword
     """An ok answer carrying a text output (relay tools, questions)."""
     if not isinstance(output, str):
-        raise TypeError(f"toolnexus: Answer output must be a str, got {type(output).__name__}")
+        raise ToolnexusTypeError(f"toolnexus: Answer output must be a str, got {type(output).__name__}")
     return Answer(id=id, ok=True, data={"output": output})
 
 
 def answer_declined(id: str, reason: str = "declined") -> Answer:  # noqa: A002 - pinned keyword
     """A negative answer; `reason` is one of declined / cancelled / expired."""
     if reason not in ANSWER_REASONS:
-        raise ValueError(f'toolnexus: Answer reason must be "declined", "cancelled" or "expired", got {reason!r}')
+        raise _bad_reason(reason)
     return Answer(id=id, ok=False, reason=reason)  # type: ignore[arg-type]
 
 

@@ -40,6 +40,7 @@ import httpx
 
 from .._http_exchange import shared_client
 from .wire import MIXED, V03, V1, AgentCard, Dialect
+from ..errors import ConfigError, ToolnexusError, ToolnexusRuntimeError
 
 __all__ = [
     "CARD_TIMEOUT_CAP",
@@ -61,7 +62,7 @@ VERSION_NOT_SUPPORTED = -32009  # A2A 1.0: the peer does not speak the requested
 
 def _http_error(resp: httpx.Response) -> RuntimeError:
     """The pinned non-2xx error: `HTTP <status>: <body>`."""
-    return RuntimeError(f"HTTP {resp.status_code}: {resp.text}")
+    return ToolnexusRuntimeError(f"HTTP {resp.status_code}: {resp.text}")
 
 
 # ---------------------------------------------------------------------------- the card
@@ -75,9 +76,9 @@ async def fetch_card(url: str, headers: dict[str, str], timeout_s: float) -> Age
     try:
         card = json.loads(resp.content)
     except ValueError as exc:
-        raise ValueError(f"agent card at {url} is not valid JSON: {exc}") from None
+        raise ConfigError(f"agent card at {url} is not valid JSON: {exc}") from None
     if not isinstance(card, dict):
-        raise ValueError(f"agent card at {url} is not a JSON object (got {type(card).__name__})")
+        raise ConfigError(f"agent card at {url} is not a JSON object (got {type(card).__name__})")
     return card
 
 
@@ -136,7 +137,7 @@ def plan_routes(card: AgentCard, card_url: str) -> list[Route]:
         ]
         if not routes:
             offered = ", ".join(sorted({str(i.get("protocolBinding") or i.get("transport") or "?") for i in interfaces}))
-            raise ValueError(f"agent card at {card_url} offers no JSON-RPC interface (offers: {offered})")
+            raise ConfigError(f"agent card at {card_url} offers no JSON-RPC interface (offers: {offered})")
         return routes
     dialects = [V1, MIXED, V03] if _major(card.get("protocolVersion")) >= 1 else [MIXED, V03]
     return [Route(fallback, d) for d in dialects]
@@ -145,7 +146,7 @@ def plan_routes(card: AgentCard, card_url: str) -> list[Route]:
 # ---------------------------------------------------------------------------- JSON-RPC
 
 
-class RpcError(RuntimeError):
+class RpcError(ToolnexusError, RuntimeError):
     """A JSON-RPC error reply; `code` is the peer's error code (None when it sent none)."""
 
     def __init__(self, message: str, code: Optional[int] = None) -> None:

@@ -56,6 +56,7 @@ from .handle import is_parked, live_turn, take_suspension
 from .suspension import ORIGIN_TOOL
 from .turn import Continuation, run_admitted
 from .vocab import HandleState, TaskStatus
+from ..errors import ToolnexusRuntimeError, ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
@@ -86,7 +87,7 @@ async def apply_answer(core: "RuntimeCore", answer: Answer, *, claimed: bool = F
     if isinstance(answer, dict):
         answer = Answer.from_dict(answer)
     if not isinstance(answer, Answer):
-        raise TypeError(f"toolnexus.agents: resume() takes an Answer, got {type(answer).__name__}")
+        raise ToolnexusTypeError(f"toolnexus.agents: resume() takes an Answer, got {type(answer).__name__}")
     durable = core.durable
     earlier = core.resumes.get(answer.id)
     if earlier is not None and durable is None:  # already applied (or being applied): change nothing
@@ -136,7 +137,7 @@ def route(core: "RuntimeCore", answer: Answer) -> "Handle":
     """The deepest durably suspended handle holding `answer.id`; loud when there is none."""
     suspended = parked_handles(core)
     if not suspended:
-        raise RuntimeError("no suspended handle")
+        raise ToolnexusRuntimeError("no suspended handle")
     holders = [h for h in suspended if h.pending_req is not None and h.pending_req.id == answer.id]
     if holders:
         return max(holders, key=lambda h: h.depth)

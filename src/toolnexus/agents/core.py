@@ -38,6 +38,7 @@ from .handle import (Handle, InboxItem, PostResult, SpawnError, TaskResult, find
 from .inbox import coalesce_tick, drain_input
 from .trace import TraceRing, transition_event
 from .vocab import HandleState, LIMIT_MAX_CHILDREN, LIMIT_MAX_DEPTH, LIMIT_TIMEOUT, TaskStatus
+from ..errors import ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .durable import DurableRun
@@ -217,7 +218,7 @@ class RuntimeCore:
 
     def post(self, h: Handle, item: InboxItem) -> PostResult:
         if not isinstance(item, InboxItem):
-            raise TypeError(f"toolnexus.agents: post() takes an InboxItem, got {type(item).__name__}")
+            raise ToolnexusTypeError(f"toolnexus.agents: post() takes an InboxItem, got {type(item).__name__}")
         if h.state == HandleState.CLOSED:
             return PostResult(False, f"inbox closed: {h.id}")
         if coalesce_tick(h.inbox, item):

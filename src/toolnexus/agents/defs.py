@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable, Optional, Union
 from ..types import Answer, Request, Tool
 from .budget import Budget
 from .vocab import ResumeMode
+from ..errors import ToolnexusValueError
 
 __all__ = ["AgentDef", "RESUME_MODES", "RESUME_REPLAY", "RESUME_CONTINUE", "check_resume_mode", "read_soul_file"]
 
@@ -37,7 +38,7 @@ RESUME_MODES = tuple(ResumeMode)
 def check_resume_mode(mode: Any, where: str) -> Any:
     """`mode` itself when it is None or one of `RESUME_MODES`; a `ValueError` naming `where` otherwise."""
     if mode is not None and mode not in RESUME_MODES:
-        raise ValueError(f"toolnexus.agents: {where}: resume_mode must be one of {', '.join(RESUME_MODES)}, got {mode!r}")
+        raise ToolnexusValueError(f"toolnexus.agents: {where}: resume_mode must be one of {', '.join(RESUME_MODES)}, got {mode!r}")
     return mode
 
 

@@ -22,6 +22,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from ..client.wire.base import usage_of
+from ..errors import ToolnexusValueError
 
 __all__ = ["TurnGate", "TurnMeter", "GatedTransport", "gated_transport", "usage_tokens"]
 
@@ -45,7 +46,7 @@ class TurnGate:
 
     def __init__(self, limit: int) -> None:
         if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"toolnexus.agents: max_concurrent_turns must be an integer >= 1, got {limit!r}")
+            raise ToolnexusValueError(f"toolnexus.agents: max_concurrent_turns must be an integer >= 1, got {limit!r}")
         self._sem = threading.Semaphore(limit)
         self._lock = threading.Condition()
         self.active = 0

@@ -39,6 +39,7 @@ from .._diag import warn_once
 from ..client import create_client
 from ..types import ToolResult
 from .defs import read_soul_file
+from ..errors import ToolnexusRuntimeError, ToolnexusTypeError, ToolnexusValueError
 
 __all__ = [
     "Completion",
@@ -262,9 +263,9 @@ def all_todos_done(result: Any) -> Verdict:
 def _check_completion(completion: Completion) -> int:
     attempts = completion.max_attempts
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-        raise ValueError("toolnexus: Completion.max_attempts must be an integer >= 1")
+        raise ToolnexusValueError("toolnexus: Completion.max_attempts must be an integer >= 1")
     if not callable(completion.verify):
-        raise ValueError("toolnexus: Completion.verify is required")
+        raise ToolnexusValueError("toolnexus: Completion.verify is required")
     return attempts
 
 
@@ -276,7 +277,7 @@ async def _judge(verify: Callable[[Any], Any], result: Any) -> Verdict:
         return verdict
     if isinstance(verdict, bool):
         return Verdict(verdict)
-    raise TypeError(f"toolnexus: Completion.verify must return a Verdict, got {type(verdict).__name__}")
+    raise ToolnexusTypeError(f"toolnexus: Completion.verify must return a Verdict, got {type(verdict).__name__}")
 
 
 class _Spend:
@@ -389,7 +390,7 @@ class Loop:
         if opts.get("model") in (None, "", "inherit") and spec_model:
             opts["model"] = spec_model
         if not opts.get("model"):
-            raise ValueError("toolnexus: Loop needs a model — set options['model'] or the agent's model")
+            raise ToolnexusValueError("toolnexus: Loop needs a model — set options['model'] or the agent's model")
         budget = _field(spec, "budget")
         max_turns = _field(budget, "max_turns") if budget is not None else None
         if opts.get("max_turns") is None and max_turns is not None:
@@ -402,7 +403,7 @@ class Loop:
     async def run(self, prompt: str, model: Union[str, RunOptions] = "") -> Outcome:
         """One run through the completion gate; history is threaded across its attempts only."""
         if self._status == "running":
-            raise RuntimeError("toolnexus: this Loop is already running — await its run before starting another")
+            raise ToolnexusRuntimeError("toolnexus: this Loop is already running — await its run before starting another")
         if isinstance(model, RunOptions):
             model = model.model
         self._status = "running"

@@ -43,6 +43,7 @@ from .._diag import warn
 from ..types import Tool, ToolResult
 from .handle import Handle, InboxItem, SpawnError
 from .vocab import HandleState
+from ..errors import ToolnexusRuntimeError, ToolnexusTypeError, ToolnexusValueError
 
 if TYPE_CHECKING:  # pragma: no cover - imports for annotations only (avoids an import cycle)
     from .runtime import AgentRuntime
@@ -244,7 +245,7 @@ def agent_from_dir(
 
     for taken in ("soul", "soul_file"):
         if taken in opts:
-            raise TypeError(f"toolnexus: agent_from_dir composes the soul from {dir}; do not pass `{taken}`")
+            raise ToolnexusTypeError(f"toolnexus: agent_from_dir composes the soul from {dir}; do not pass `{taken}`")
     uses = dict(opts.pop("uses", None) or {})
     all_tools = [*(tools or []), *(uses.get("tools") or [])]
     if memory:
@@ -344,15 +345,15 @@ def start_agent(
 
     if every_ms is not None:
         if not isinstance(every_ms, (int, float)) or isinstance(every_ms, bool) or every_ms <= 0:
-            raise ValueError(f"toolnexus: start_agent every_ms must be a positive number, got {every_ms!r}")
+            raise ToolnexusValueError(f"toolnexus: start_agent every_ms must be a positive number, got {every_ms!r}")
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            raise RuntimeError("toolnexus: start_agent(every_ms=...) needs a running event loop") from None
+            raise ToolnexusRuntimeError("toolnexus: start_agent(every_ms=...) needs a running event loop") from None
     rt = build_runtime(a, rt_opts)
     spawned = rt.spawn(rt.root, a.name)
     if isinstance(spawned, SpawnError):
-        raise RuntimeError(spawned.error)
+        raise ToolnexusRuntimeError(spawned.error)
     started = StartedAgent(spawned, rt)
     if every_ms is not None:
         started._heartbeat = _Heartbeat(rt, spawned, every_ms / 1000, on_report)

@@ -38,6 +38,7 @@ from .defs import AgentDef
 from .handle import Handle, TaskResult, is_parked, subtree
 from .snapshot import SnapshotError, rebuild_tree, registry_fingerprint
 from .vocab import HandleState, TaskStatus
+from ..errors import ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
@@ -61,7 +62,7 @@ async def registry_of(agents: Any) -> dict[str, AgentDef]:
             for name, defn in (await asyncio.to_thread(item.registry)).items():
                 registry.setdefault(name, defn)
         else:
-            raise TypeError(f"toolnexus.agents: agents= takes Agents, AgentDefs or a registry dict, got "
+            raise ToolnexusTypeError(f"toolnexus.agents: agents= takes Agents, AgentDefs or a registry dict, got "
                             f"{type(item).__name__}")
     return registry
 
@@ -245,7 +246,7 @@ async def resume(store: RunStore, answer: Any, *, agents: Any, transport: Any = 
     if isinstance(answer, Mapping):
         answer = Answer.from_dict(answer)
     if not isinstance(answer, Answer):
-        raise TypeError(f"toolnexus.agents: resume() takes an Answer, got {type(answer).__name__}")
+        raise ToolnexusTypeError(f"toolnexus.agents: resume() takes an Answer, got {type(answer).__name__}")
     from .answering import checked_answer
 
     row = await store.find_request(answer.id)

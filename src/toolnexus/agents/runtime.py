@@ -49,6 +49,7 @@ import uuid
 from typing import Any, Callable, Optional
 
 from ..client import HttpxTransport, InMemoryConversationStore, InProcessTransport
+from .._redact import REDACTED
 from ..client.client import api_key_from_env
 from ..durable import DEFAULT_LEASE_TTL, RunStore, is_run_store
 from ..types import Answer, Request
@@ -61,6 +62,7 @@ from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskR
 from .snapshot import registry_fingerprint, restore_runtime, snapshot_runtime
 from .trace import DEFAULT_TRACE_LIMIT, TraceRing, check_trace_limit
 from .vocab import HandleState, TaskStatus
+from ..errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = ["AgentRuntime", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_DEPTH", "LLM_KEYS"]
 
@@ -78,10 +80,10 @@ _LLM_AND_IN_PROCESS = (
 
 def _check_registry(registry: Any) -> None:
     if not isinstance(registry, dict):
-        raise TypeError(f"toolnexus.agents: registry must be a dict of name → AgentDef, got {type(registry).__name__}")
+        raise ToolnexusTypeError(f"toolnexus.agents: registry must be a dict of name → AgentDef, got {type(registry).__name__}")
     for name, defn in registry.items():
         if not isinstance(defn, AgentDef):
-            raise TypeError(f"toolnexus.agents: registry[{name!r}] must be an AgentDef, got {type(defn).__name__}")
+            raise ToolnexusTypeError(f"toolnexus.agents: registry[{name!r}] must be an AgentDef, got {type(defn).__name__}")
         check_resume_mode(defn.resume_mode, f"registry[{name!r}]")
 
 
@@ -92,7 +94,7 @@ def _check_llm(llm: Optional[dict[str, Any]]) -> dict[str, Any]:
     llm = dict(llm or {})
     unknown = sorted(k for k in llm if k not in LLM_KEYS)
     if unknown:
-        raise ValueError(
+        raise ToolnexusValueError(
             f"toolnexus.agents: unknown llm key(s) {', '.join(map(repr, unknown))} — "
             f"the runtime reads only {', '.join(LLM_KEYS)}; configure anything else on the transport"
         )
@@ -128,18 +130,18 @@ class AgentRuntime:
         lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         if transport is not None and in_process is not None:
-            raise ValueError(_TRANSPORT_AND_IN_PROCESS)
+            raise ToolnexusValueError(_TRANSPORT_AND_IN_PROCESS)
         if llm and in_process is not None:
-            raise ValueError(_LLM_AND_IN_PROCESS)
+            raise ToolnexusValueError(_LLM_AND_IN_PROCESS)
         _check_registry(registry)
         llm = _check_llm(llm)
         if not isinstance(inbox_cap, int) or inbox_cap < 0:
-            raise ValueError(f"toolnexus.agents: inbox_cap must be an integer >= 0, got {inbox_cap!r}")
+            raise ToolnexusValueError(f"toolnexus.agents: inbox_cap must be an integer >= 0, got {inbox_cap!r}")
         durable_store = store if is_run_store(store) else None
         if run_id is not None and durable_store is None:
-            raise ValueError("toolnexus.agents: run_id needs a durable store (store=open_store(...)) to name the run in")
+            raise ToolnexusValueError("toolnexus.agents: run_id needs a durable store (store=open_store(...)) to name the run in")
         if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
-            raise ValueError(f"toolnexus.agents: run_id must be a non-empty string, got {run_id!r}")
+            raise ToolnexusValueError(f"toolnexus.agents: run_id must be a non-empty string, got {run_id!r}")
         default_mode = RESUME_CONTINUE if durable_store is not None else RESUME_REPLAY
         mode: str = check_resume_mode(resume_mode, "AgentRuntime") or default_mode
         owns_transport = transport is None and in_process is None
@@ -182,6 +184,10 @@ class AgentRuntime:
     @property
     def events(self) -> TraceRing:
         return self._core.events
+
+    def __repr__(self) -> str:  # never the api key (nor any other llm secret)
+        llm = {k: ("«redacted»" if k == "api_key" else v) for k, v in self._llm.items()}
+        return f"AgentRuntime(agents={sorted(self.registry)!r}, llm={llm!r})"
 
     @property
     def conversation_store(self) -> Any:
@@ -245,7 +251,7 @@ class AgentRuntime:
     def __repr__(self) -> str:
         core = self._core
         store = f", store={core.durable.store.url!r}, run_id={core.durable.run_id!r}" if core.durable else ""
-        llm = {k: v for k, v in core.llm.items() if k != "api_key"}
+        llm = {k: (REDACTED if k == "api_key" and v else v) for k, v in core.llm.items()}
         return f"AgentRuntime(agents={sorted(core.registry)!r}, llm={llm!r}{store})"
 
     async def quiesce(self, timeout: Optional[float] = None) -> bool:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from .defs import AgentDef
 from .handle import HANDLE_STATES, Handle, TaskResult, restore_drained, result_of, subtree, take_suspension
 from .vocab import HandleState, TaskStatus
+from ..errors import ToolnexusError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
@@ -70,7 +71,7 @@ RESTART_TEXT = "interrupted by restart"
 _PREFIX = "toolnexus.agents: cannot restore snapshot — "
 
 
-class SnapshotError(ValueError):
+class SnapshotError(ToolnexusError, ValueError):
     """A snapshot that cannot be restored into this runtime (wrong format, registry or shape)."""
 
 

@@ -53,6 +53,7 @@ from .persona import (  # re-exported: see __all__
 )
 from .runtime import AgentRuntime
 from .vocab import TaskStatus
+from ..errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = [
     "Agent",
@@ -93,7 +94,7 @@ def _checked_rt_opts(rt_opts: dict[str, Any]) -> dict[str, Any]:
     """Reject unknown runtime options; drop `None` values (None means "the default")."""
     unknown = sorted(set(rt_opts) - set(RT_OPTS))
     if unknown:
-        raise TypeError(
+        raise ToolnexusTypeError(
             f"toolnexus.agents: unknown runtime option(s) {', '.join(map(repr, unknown))} — "
             f"accepted: {', '.join(RT_OPTS)}"
         )
@@ -134,16 +135,16 @@ class Agent:
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
     ) -> None:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"toolnexus.agents: an agent needs a non-empty name, got {name!r}")
+            raise ToolnexusValueError(f"toolnexus.agents: an agent needs a non-empty name, got {name!r}")
         if not isinstance(does, str):
-            raise TypeError(f"toolnexus.agents: agent {name!r}: `does` must be a str, got {type(does).__name__}")
+            raise ToolnexusTypeError(f"toolnexus.agents: agent {name!r}: `does` must be a str, got {type(does).__name__}")
         if uses is not None and not isinstance(uses, dict):
-            raise TypeError(f"toolnexus.agents: agent {name!r}: `uses` must be a dict, got {type(uses).__name__}")
+            raise ToolnexusTypeError(f"toolnexus.agents: agent {name!r}: `uses` must be a dict, got {type(uses).__name__}")
         for member in team or []:
             if not isinstance(member, Agent):
-                raise TypeError(f"toolnexus.agents: agent {name!r}: team members must be Agents, got {type(member).__name__}")
+                raise ToolnexusTypeError(f"toolnexus.agents: agent {name!r}: team members must be Agents, got {type(member).__name__}")
         if budget is not None and not isinstance(budget, Budget):
-            raise TypeError(f"toolnexus.agents: agent {name!r}: `budget` must be a Budget, got {type(budget).__name__}")
+            raise ToolnexusTypeError(f"toolnexus.agents: agent {name!r}: `budget` must be a Budget, got {type(budget).__name__}")
         self.name = name
         self.does = does
         self.uses: dict[str, Any] = dict(uses or {})

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from typing import Any, Iterable, Optional, SupportsIndex
+from ..errors import ToolnexusValueError
 
 __all__ = ["DEFAULT_TRACE_LIMIT", "TraceRing", "check_trace_limit", "transition_event"]
 
@@ -32,7 +33,7 @@ def check_trace_limit(limit: Any) -> Optional[int]:
     if limit is None or (isinstance(limit, float) and math.isinf(limit) and limit > 0):
         return None
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValueError(f"toolnexus.agents: trace_limit must be an integer >= 0 or None (unbounded), got {limit!r}")
+        raise ToolnexusValueError(f"toolnexus.agents: trace_limit must be an integer >= 0 or None (unbounded), got {limit!r}")
     return limit
 
 

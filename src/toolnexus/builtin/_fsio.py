@@ -20,11 +20,59 @@ import os
 import secrets
 import stat
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import BinaryIO, Optional
 
 from ._tooling import ToolError
 
-__all__ = ["StagedWrite", "stage_write", "write_atomic", "decode_utf8", "file_mode"]
+__all__ = ["StagedWrite", "stage_write", "write_atomic", "decode_utf8", "file_mode", "open_regular", "read_capped"]
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(mode: int) -> Optional[str]:
+    for test, kind in _KINDS:
+        if test(mode):
+            return kind
+    return None
+
+
+def open_regular(path: str, shown: str) -> BinaryIO:
+    """Open `path` for reading, refusing anything but a regular file (or a directory, which
+    fails as the OS says). A FIFO would block the worker thread forever waiting for a writer,
+    `/dev/zero` never ends and a device may have side effects on read — so they are refused from
+    `stat` *before* opening, and the opened descriptor is checked again (`fstat`) in case the path
+    was swapped in between. The open is non-blocking, so even that race cannot hang."""
+    kind = _not_regular(os.stat(path).st_mode)
+    if kind is None:
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+        try:
+            fd = os.open(path, flags)
+        except IsADirectoryError:
+            raise
+        try:
+            kind = _not_regular(os.fstat(fd).st_mode)
+            if kind is None:
+                if hasattr(os, "set_blocking"):
+                    os.set_blocking(fd, True)
+                return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise ToolError(f"{shown} is {kind}, not a regular file; only regular files can be read")
+
+
+def read_capped(path: str, shown: str, cap: int, what: str = "edited") -> bytes:
+    """The whole content of a regular file of at most `cap` bytes (else `ToolError`)."""
+    with open_regular(path, shown) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > cap:
+            raise ToolError(f"{shown} is {size} bytes, above the {cap}-byte limit for files to be {what}")
+        data = handle.read(cap + 1)
+    if len(data) > cap:  # grew while we read
+        raise ToolError(f"{shown} is above the {cap}-byte limit for files to be {what}")
+    return data
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
 

@@ -17,11 +17,19 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._diag import warn_once
+from ._netguard import FetchAllow, parse_allow
+from ..errors import ConfigError, ToolnexusTypeError
 
-__all__ = ["KILL_GRACE_MS", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
+__all__ = ["KILL_GRACE_MS", "BASH_MAX_TIMEOUT_MS", "EDIT_MAX_BYTES", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
 
 KILL_GRACE_MS = 2000
 """Grace between SIGTERM and SIGKILL when `bash` stops a process group (spec §3.3)."""
+
+
+BASH_MAX_TIMEOUT_MS = 600_000
+"""The longest `bash` timeout a model may ask for (10 minutes); longer requests are clamped."""
+EDIT_MAX_BYTES = 64 * 1024 * 1024
+"""`edit` and `apply_patch` hold a whole file in memory; larger files are refused."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,16 @@ class BuiltinSettings:
     bash_exit_linger: float = 0.25  # seconds to wait for the pipe to close after the shell exits
     read_max_bytes: int = 256 * 1024  # text `read` output cap
     media_max_bytes: int = 20 * 1024 * 1024  # media `read` cap
+    edit_max_bytes: int = EDIT_MAX_BYTES  # `edit` refuses larger files
+    grep_max_file_bytes: int = 64 * 1024 * 1024  # `grep` scans at most this much of one file
+    grep_max_line_bytes: int = 1024 * 1024  # longer lines are matched on their first part only
+    grep_show_line_chars: int = 2000  # a matched line is shown up to this many characters
+    grep_line_budget: float = 1.0  # seconds one line's regex search may take (catastrophic backtracking)
+    grep_regex_budget: float = 60.0  # seconds of matching one grep call may spend in all
+    bash_max_timeout_ms: float = BASH_MAX_TIMEOUT_MS
     fetch_max_bytes: int = 2 * 1024 * 1024  # `webfetch` body cap
+    fetch_allow: FetchAllow = FetchAllow()  # `webfetch_allow`: non-public hosts webfetch may reach
+    fetch_max_redirects: int = 10
 
 
 def _first_key(cfg: Mapping[str, Any], *keys: str) -> Any:
@@ -53,7 +70,7 @@ def parse_shell(value: Any) -> Optional[tuple[str, ...]]:
         return None
     if isinstance(value, (list, tuple)) and value and all(isinstance(p, str) and p for p in value):
         return tuple(value)
-    raise ValueError(
+    raise ConfigError(
         "builtins['shell'] must be a non-empty list of strings (an argv prefix such as "
         f"[\"/bin/bash\", \"-c\"]), got {value!r}"
     )
@@ -62,17 +79,18 @@ def parse_shell(value: Any) -> Optional[tuple[str, ...]]:
 def check_config(cfg: Any) -> None:
     """`TypeError` unless `cfg` is a `BuiltinsConfig` (None, a bool or a dict)."""
     if cfg is not None and not isinstance(cfg, (bool, Mapping)):
-        raise TypeError(f"builtins config must be a bool or a dict, got {type(cfg).__name__}")
+        raise ToolnexusTypeError(f"builtins config must be a bool or a dict, got {type(cfg).__name__}")
 
 
 def settings_from_config(cfg: Any) -> BuiltinSettings:
-    """Parse `base_dir`/`baseDir`, `confine_to_base_dir`/`confineToBaseDir` and `shell`."""
+    """Parse `base_dir`/`baseDir`, `confine_to_base_dir`/`confineToBaseDir`, `shell`,
+    `webfetch_allow`/`webfetchAllow` (see `_netguard`) and `bash_max_timeout_ms`/`bashMaxTimeoutMs`."""
     check_config(cfg)
     if not isinstance(cfg, Mapping):
         return BuiltinSettings()
     base_dir = _first_key(cfg, "base_dir", "baseDir")
     if base_dir is not None and not isinstance(base_dir, (str, os.PathLike)):
-        raise TypeError(f"builtins['base_dir'] must be a path string, got {type(base_dir).__name__}")
+        raise ToolnexusTypeError(f"builtins['base_dir'] must be a path string, got {type(base_dir).__name__}")
     base = os.path.abspath(os.fspath(base_dir)) if base_dir else None
     confine = bool(_first_key(cfg, "confine_to_base_dir", "confineToBaseDir"))
     if base and not confine:
@@ -81,4 +99,9 @@ def settings_from_config(cfg: Any) -> BuiltinSettings:
             f"[toolnexus] builtins base_dir {base} is not enforced — absolute paths and ../ can "
             "leave it; set confine_to_base_dir to keep file tools inside it",
         )
-    return BuiltinSettings(base_dir=base, confine=confine, shell=parse_shell(cfg.get("shell")))
+    cap = _first_key(cfg, "bash_max_timeout_ms", "bashMaxTimeoutMs")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0):
+        raise ConfigError(f"builtins['bash_max_timeout_ms'] must be a positive number of milliseconds, got {cap!r}")
+    return BuiltinSettings(base_dir=base, confine=confine, shell=parse_shell(cfg.get("shell")),
+                           fetch_allow=parse_allow(_first_key(cfg, "webfetch_allow", "webfetchAllow")),
+                           bash_max_timeout_ms=BASH_MAX_TIMEOUT_MS if cap is None else cap)

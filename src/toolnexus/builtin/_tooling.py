@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Awaitable, Callable, Optional
 
 from ..types import Tool, ToolContext, ToolResult
+from ..errors import ToolnexusError
 
 __all__ = [
     "ToolError",
@@ -28,7 +29,7 @@ __all__ = [
 RunFn = Callable[[Mapping[str, Any], Optional[ToolContext]], Awaitable[ToolResult]]
 
 
-class ToolError(Exception):
+class ToolError(ToolnexusError):
     """A failure whose text is the whole message after `"<tool>: "`."""
 
 

@@ -24,6 +24,7 @@ from .patch import make_apply_patch
 from .search import make_glob, make_grep
 from .shell import find_shell, make_bash
 from .web import make_webfetch
+from ..errors import ToolnexusTypeError
 
 __all__ = [
     "BuiltinsConfig",
@@ -74,7 +75,7 @@ def _dropped(cfg: Mapping[str, Any]) -> set[str]:
     if toggles is None:
         return set()
     if not isinstance(toggles, Mapping):
-        raise TypeError(
+        raise ToolnexusTypeError(
             f"builtins['tools'] must be a dict of tool name to bool (False removes), got {type(toggles).__name__}"
         )
     return {name for name, on in toggles.items() if on is False}

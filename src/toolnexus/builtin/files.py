@@ -12,6 +12,9 @@ Choices the spec leaves open:
   retried with `\\r\\n` line breaks (and `newString` gets the same), because models send LF.
 - `edit` needs `newString` to be a string (`""` deletes); anything else is an error rather than
   a silent `"None"`.
+- Only regular files are read: a FIFO, a device (`/dev/zero`, `/dev/tty`) or a socket is refused
+  with an error before anything blocks on it (`_fsio.open_regular`); `edit` refuses files above
+  `edit_max_bytes` (64 MiB), since it must hold the whole file.
 Not here: path confinement (`_paths.py`), atomic writing (`_fsio.py`).
 """
 
@@ -24,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, BinaryIO, Optional
 
 from ..types import Tool, ToolContext, ToolResult
-from ._fsio import decode_utf8, write_atomic
+from ._fsio import decode_utf8, open_regular, read_capped, write_atomic
 from ._paths import resolve_path
 from ._settings import BuiltinSettings
 from ._tooling import ToolError, build_tool, number_arg, object_schema, prop, required_str
@@ -89,7 +92,7 @@ MEDIA_TYPES: dict[str, tuple[str, str]] = {
 
 
 def _read_media(real: str, shown: str, mime: str, kind: str, cap: int) -> ToolResult:
-    with open(real, "rb") as handle:
+    with open_regular(real, shown) as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > cap:
             raise ToolError(f"{shown} is {size} bytes, above the {cap}-byte limit for media files")
@@ -133,7 +136,7 @@ def _elements(handle: BinaryIO, bound: int) -> Iterator[tuple[bytes, bool]]:
 def _read_text(real: str, shown: str, offset: int, limit: Optional[int], cap: int) -> ToolResult:
     out: list[str] = []
     used = 0
-    with open(real, "rb") as handle:
+    with open_regular(real, shown) as handle:
         size = os.fstat(handle.fileno()).st_size
         for number, (element, cut) in enumerate(_elements(handle, cap), start=1):
             if number < offset:
@@ -220,8 +223,7 @@ def _replace(text: str, old: str, new: str, replace_all: bool, shown: str) -> tu
 def make_edit(settings: BuiltinSettings) -> Tool:
     def work(path: str, old: str, new: str, replace_all: bool) -> int:
         real = resolve_path(settings, path)
-        with open(real, "rb") as handle:
-            text = decode_utf8(handle.read(), path)
+        text = decode_utf8(read_capped(real, path, settings.edit_max_bytes), path)
         updated, count = _replace(text, old, new, replace_all, path)
         write_atomic(real, updated.encode("utf-8"))
         return count

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..types import Tool, ToolContext, ToolResult
-from ._fsio import StagedWrite, decode_utf8, file_mode, stage_write, write_atomic
+from ._fsio import StagedWrite, decode_utf8, file_mode, read_capped, stage_write, write_atomic
 from ._patch_text import FileOp, Hunk, apply_hunks, parse_patch
 from ._paths import resolve_path
-from ._settings import BuiltinSettings
+from ._settings import EDIT_MAX_BYTES, BuiltinSettings
 from ._tooling import ToolError, build_tool, object_schema, prop
 
 __all__ = ["APPLY_PATCH_DESCRIPTION", "APPLY_PATCH_SCHEMA", "FileOp", "Hunk", "parse_patch", "make_apply_patch"]
@@ -62,8 +62,7 @@ class _Entry:
         return self.content is not None if self.staged else self.on_disk
 
     def read_original(self) -> bytes:
-        with open(self.real, "rb") as handle:
-            self.original = handle.read()
+        self.original = read_capped(self.real, self.real, EDIT_MAX_BYTES, "patched")
         self.mode = file_mode(self.real)
         return self.original
 

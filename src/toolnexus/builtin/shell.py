@@ -8,12 +8,18 @@ How a command runs (POSIX):
 - Output is bounded while it is drained: the first `bash_output_head` and the last
   `bash_output_tail` bytes are kept (10 000 + 20 000 by default), and when anything was dropped a
   marker between them notes the total size. Decoding is UTF-8 with replacement.
-- Timeout (ms, default 60000; non-positive ⇒ default): SIGTERM to the whole group, up to
-  `KILL_GRACE_MS` for it to exit, then SIGKILL. Task cancellation does the same, then re-raises.
-- When the shell exits but something it started in the background still holds the output pipe,
-  we wait `bash_exit_linger` (0.25 s) for the pipe to close, then stop that group the same way —
-  a call never hangs on a background job and never leaves one attached to a dead pipe. Jobs that
-  redirected their output elsewhere are left alone.
+- Timeout (ms, default 60000; non-positive ⇒ default), capped at `BASH_MAX_TIMEOUT_MS`
+  (600 000 ms = 10 minutes; `builtins["bash_max_timeout_ms"]` changes it): a model asking for
+  `1e12` gets the cap, and `metadata["timeoutCappedAt"]` says so. On timeout: SIGTERM to the
+  whole tree, up to `KILL_GRACE_MS` for it to exit, then SIGKILL. Task cancellation does the
+  same, then re-raises.
+- Nothing the command starts outlives the call (Linux): the shell runs under a small subreaper
+  (`_reaper.py`, `PR_SET_CHILD_SUBREAPER`), so even `setsid cmd &` or a double-forked daemon,
+  which leave the process group, stay reachable. When the shell exits, what it left running gets
+  `bash_exit_linger` (0.25 s) to finish, then is stopped the same way (SIGTERM, grace, SIGKILL).
+  Costs one small Python start (~20 ms) per command. Elsewhere (macOS, BSD) only the process
+  group is signalled, as before, and a background job still holding the output pipe when the
+  shell exits is stopped after the linger; one that detached itself can survive there.
 Windows (untested here): the spec's probe order, `taskkill /T /F` at once on timeout/cancel.
 
 Not here: confinement of `workdir` (`_paths.py`). Confinement does not sandbox the command itself.
@@ -24,10 +30,13 @@ from __future__ import annotations
 import asyncio
 import codecs
 import os
+import errno
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
@@ -35,6 +44,7 @@ from ..types import Tool, ToolContext, ToolResult
 from ._paths import resolve_dir
 from ._settings import BuiltinSettings
 from ._tooling import build_tool, object_schema, optional_str, positive_number, prop, required_str
+from ..errors import ToolnexusRuntimeError
 
 __all__ = ["BASH_DESCRIPTION", "BASH_SCHEMA", "shell_candidates", "find_shell", "run_command", "make_bash"]
 
@@ -51,6 +61,19 @@ BASH_SCHEMA = object_schema(
 
 DEFAULT_TIMEOUT_MS = 60000
 _WINDOWS = os.name == "nt"
+_REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
+_REAPER_MARGIN = 1.0  # seconds the subreaper gets beyond its own grace before we SIGKILL it
+
+
+def _use_reaper() -> bool:
+    return sys.platform.startswith("linux") and bool(sys.executable) and os.path.isfile(_REAPER)
+
+
+def _reaped(argv: Sequence[str], settings: BuiltinSettings) -> list[str]:
+    """`argv` run under the subreaper; a missing executable fails here, as a direct spawn would."""
+    if not _available(argv[0]):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+    return [sys.executable, "-I", "-S", _REAPER, repr(settings.bash_exit_linger), repr(settings.kill_grace), *argv]
 
 
 # ---------------------------------------------------------------------------------- shell probe
@@ -85,7 +108,7 @@ def find_shell(candidates: Optional[Sequence[tuple[str, ...]]] = None) -> tuple[
         if _available(argv[0]):
             return argv
     names = ", ".join(argv[0] for argv in tried)
-    raise RuntimeError(
+    raise ToolnexusRuntimeError(
         f"no shell interpreter found (tried: {names}); set builtins['shell'], "
         "or disable the bash builtin with builtins['tools']['bash'] = False"
     )
@@ -264,6 +287,9 @@ class _Drain:
 async def run_command(argv: Sequence[str], cwd: str, timeout: float, settings: BuiltinSettings) -> CommandOutcome:
     """Run `argv` under the rules in the module docstring."""
     output = _Output(settings.bash_output_head, settings.bash_output_tail)
+    if _use_reaper():
+        argv = _reaped(argv, settings)
+        settings = dataclasses.replace(settings, kill_grace=settings.kill_grace + _REAPER_MARGIN)
     drain = _Drain(output)
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -310,7 +336,8 @@ async def run_command(argv: Sequence[str], cwd: str, timeout: float, settings: B
 def make_bash(settings: BuiltinSettings) -> Tool:
     async def run(args: Mapping[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
         command = required_str(args, "command")
-        timeout_ms = positive_number(args, "timeout", DEFAULT_TIMEOUT_MS)
+        requested_ms = positive_number(args, "timeout", DEFAULT_TIMEOUT_MS)
+        timeout_ms = min(requested_ms, settings.bash_max_timeout_ms)
         cwd = await asyncio.to_thread(resolve_dir, settings, optional_str(args, "workdir"))
         shell = settings.shell or await asyncio.to_thread(find_shell)
         outcome = await run_command([*shell, command], cwd, timeout_ms / 1000, settings)
@@ -326,6 +353,8 @@ def make_bash(settings: BuiltinSettings) -> Tool:
                 text = f"{outcome.output}\nbash: command exited with code {outcome.exit_code}"
         if outcome.truncated:
             metadata.update(truncated=True, outputBytes=outcome.total_bytes)
+        if requested_ms > timeout_ms:
+            metadata["timeoutCappedAt"] = int(timeout_ms)
         return ToolResult(text, failed, metadata)
 
     return build_tool("bash", BASH_DESCRIPTION, BASH_SCHEMA, run)

@@ -3,8 +3,13 @@
 - Only `http` and `https` URLs are fetched; `file://` and every other scheme are refused with an
   error naming the scheme (this deliberately drops the earlier "file:// works": reading local
   files is what `read` is for, and confinement applies there).
-- `httpx.AsyncClient`, redirects followed, the `timeout` (seconds, default 30) bounds the whole
-  fetch. A status >= 400 is the error `HTTP <code>` with `metadata={"status": code}`.
+- Only public addresses, checked after DNS resolution and again on every redirect (at most
+  `fetch_max_redirects`, 10), and connected to by the address that was checked; loopback,
+  private, link-local and other non-public addresses are refused unless `builtins["webfetch_allow"]`
+  lists the host or its network (`_netguard.py` has the rules and why).
+- `httpx.AsyncClient`, redirects followed by hand (so each hop is checked), no cookies and no
+  credentials ever sent, the `timeout` (seconds, default 30) bounds the whole fetch. A status
+  >= 400 is the error `HTTP <code>` with `metadata={"status": code}`.
 - The body is read up to `fetch_max_bytes` (2 MiB); a longer body is cut and the output ends
   with a notice (`metadata["truncated"]`). The charset comes from `Content-Type`, else an HTML
   `<meta charset>`, else UTF-8; undecodable bytes are replaced.
@@ -24,11 +29,12 @@ import re
 from collections.abc import Mapping
 from html.parser import HTMLParser
 from typing import Any, Optional
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from ..types import Tool, ToolContext, ToolResult
+from ._netguard import vet_host
 from ._settings import BuiltinSettings
 from ._tooling import ToolError, build_tool, object_schema, positive_number, prop, required_str
 
@@ -157,17 +163,41 @@ def _is_html(response: httpx.Response, text: str) -> bool:
     return text.lstrip()[:15].lower().startswith(("<!doctype html", "<html"))
 
 
-async def _fetch(url: str, timeout: float, cap: int) -> tuple[httpx.Response, bytes, bool]:
-    async with httpx.AsyncClient(follow_redirects=True, timeout=timeout) as client:
-        async with client.stream("GET", url) as response:
-            if response.status_code >= 400:
-                return response, b"", False
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > cap:
-                    return response, bytes(body[:cap]), True
-            return response, bytes(body), False
+async def _pinned_request(client: httpx.AsyncClient, url: str, settings: BuiltinSettings) -> httpx.Request:
+    """A GET for `url` that connects to the vetted address of its host (see `_netguard`)."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ToolError(f"invalid URL {url}: {exc}") from None
+    _check_url(str(parsed))
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    address = await vet_host(parsed.host, port, settings.fetch_allow)
+    extensions = {"sni_hostname": parsed.host} if parsed.scheme == "https" else {}
+    host_header = parsed.netloc.decode("ascii")
+    return client.build_request("GET", parsed.copy_with(host=address), headers={"Host": host_header},
+                                extensions=extensions)
+
+
+async def _fetch(url: str, timeout: float, settings: BuiltinSettings) -> tuple[httpx.Response, bytes, bool]:
+    cap = settings.fetch_max_bytes
+    async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:
+        for _ in range(settings.fetch_max_redirects + 1):
+            response = await client.send(await _pinned_request(client, url, settings), stream=True)
+            try:
+                if response.is_redirect and response.headers.get("location"):
+                    url = urljoin(url, response.headers["location"])
+                    continue
+                if response.status_code >= 400:
+                    return response, b"", False
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > cap:
+                        return response, bytes(body[:cap]), True
+                return response, bytes(body), False
+            finally:
+                await response.aclose()
+    raise ToolError(f"too many redirects (more than {settings.fetch_max_redirects})")
 
 
 def make_webfetch(settings: BuiltinSettings) -> Tool:
@@ -179,7 +209,7 @@ def make_webfetch(settings: BuiltinSettings) -> Tool:
         cap = settings.fetch_max_bytes
         try:
             async with asyncio.timeout(timeout):
-                response, body, truncated = await _fetch(url, timeout, cap)
+                response, body, truncated = await _fetch(url, timeout, settings)
         except (TimeoutError, httpx.TimeoutException):
             raise ToolError(f"timed out after {timeout:g}s fetching {url}") from None
         if response.status_code >= 400:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from .models import ClassifierError, ClassifierResponse
+from ..errors import ToolnexusValueError
 
 __all__ = ["UrllibClassifierTransport", "RetrySettings", "post_with_retries", "RETRYABLE_STATUSES",
            "MAX_RESPONSE_BYTES", "DEFAULT_MAX_RETRY_DELAY", "expand_headers"]
@@ -54,7 +55,7 @@ class UrllibClassifierTransport:
             with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - caller-chosen endpoint
                 raw = resp.read(MAX_RESPONSE_BYTES + 1)
                 if len(raw) > MAX_RESPONSE_BYTES:
-                    raise ValueError(f"response body is over {MAX_RESPONSE_BYTES} bytes")
+                    raise ToolnexusValueError(f"response body is over {MAX_RESPONSE_BYTES} bytes")
                 return ClassifierResponse(resp.status, raw, resp.headers.get("Retry-After"))
         except urllib.error.HTTPError as e:
             raw = e.read(64 * 1024)

@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional
 from .models import (MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_SCORE_LEVELS, NEAR_UNIFORM_TOLERANCE, ChoiceAnswer,
                      ChoiceQuestion, ClassifierError, ClassifierUsage, Decision, DecisionAnswer, NoulAnswer,
                      NoulQuestion, Question, ScoreAnswer, ScoreQuestion)
+from ..errors import ToolnexusTypeError
 
 __all__ = ["question_wire", "questions_wire", "canonical_json", "canonical_request", "near_uniform",
            "check_questions", "degenerate_reason", "decode_decision", "check_decision", "answer_wire"]
@@ -106,7 +107,7 @@ def _probabilities(raw: Any) -> dict[str, float]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
-        raise TypeError(f"probabilities must be an object, got {type(raw).__name__}")
+        raise ToolnexusTypeError(f"probabilities must be an object, got {type(raw).__name__}")
     return {str(k): float(v) for k, v in raw.items()}
 
 
@@ -123,11 +124,11 @@ def _decode_answer(key: str, raw: Any) -> DecisionAnswer:
         probabilities = _probabilities(raw.get("probabilities"))
         if kind == "choice":
             if not isinstance(raw["choice"], (str, int)) or isinstance(raw["choice"], bool):
-                raise TypeError(f"choice must be an option id, got {type(raw['choice']).__name__}")
+                raise ToolnexusTypeError(f"choice must be an option id, got {type(raw['choice']).__name__}")
             return ChoiceAnswer(str(raw["choice"]), probabilities, confidence, near_uniform(probabilities))
         legend = raw.get("legend")
         if legend is not None and not isinstance(legend, Mapping):
-            raise TypeError(f"legend must be an object, got {type(legend).__name__}")
+            raise ToolnexusTypeError(f"legend must be an object, got {type(legend).__name__}")
         return ScoreAnswer(float(raw["score"]), {str(k): str(v) for k, v in (legend or {}).items()}, probabilities,
                            confidence)
     except (KeyError, TypeError, ValueError) as e:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Optional, TextIO
 
 from .flags import Flag
+from ..errors import ToolnexusError, ToolnexusValueError
 
 __all__ = [
     "API_KEY_ENV",
@@ -75,7 +76,7 @@ def open_store(selector: str) -> Any:
         raise CliExit(2, f"error: {exc}") from None
 
 
-class CliExit(Exception):
+class CliExit(ToolnexusError):
     """Leave with `code`, after writing `message` (if any) to stderr."""
 
     def __init__(self, code: int, message: Optional[str] = None) -> None:
@@ -138,16 +139,16 @@ def load_object(spec: str) -> Any:
     """`package.module:attr` (attr may be dotted) → the object; errors name the spec."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f'--tools-from needs MODULE:ATTR (e.g. "mytools:TOOLS"), got "{spec}"')
+        raise ToolnexusValueError(f'--tools-from needs MODULE:ATTR (e.g. "mytools:TOOLS"), got "{spec}"')
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f'--tools-from "{spec}": cannot import {module_name}: {exc}') from None
+        raise ToolnexusValueError(f'--tools-from "{spec}": cannot import {module_name}: {exc}') from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise ValueError(f'--tools-from "{spec}": {module_name} has no attribute {attr}') from None
+            raise ToolnexusValueError(f'--tools-from "{spec}": {module_name} has no attribute {attr}') from None
     return obj
 
 
@@ -164,7 +165,7 @@ async def _extra_tools(specs: list[str]) -> list[Any]:
         items = [found] if isinstance(found, Tool) else list(found or [])
         bad = [type(t).__name__ for t in items if not isinstance(t, Tool)]
         if bad:
-            raise ValueError(f'--tools-from "{spec}" gave a {bad[0]}, not a Tool')
+            raise ToolnexusValueError(f'--tools-from "{spec}" gave a {bad[0]}, not a Tool')
         tools += items
     return tools
 
@@ -174,13 +175,13 @@ def _read_config(path: str) -> dict[str, Any]:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
-        raise ValueError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+        raise ToolnexusValueError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     try:
         config = json.loads(text)
     except ValueError as exc:
-        raise ValueError(f"config file {path} is not valid JSON: {exc}") from None
+        raise ToolnexusValueError(f"config file {path} is not valid JSON: {exc}") from None
     if not isinstance(config, dict):
-        raise ValueError(f"config file {path} must hold a JSON object, got {type(config).__name__}")
+        raise ToolnexusValueError(f"config file {path} must hold a JSON object, got {type(config).__name__}")
     return config
 
 

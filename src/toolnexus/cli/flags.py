@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
+from ..errors import ToolnexusError
 
 __all__ = ["Flag", "UsageError", "parse"]
 
 
-class UsageError(Exception):
+class UsageError(ToolnexusError):
     """The command line is wrong; the message says what and where."""
 
 

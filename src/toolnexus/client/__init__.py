@@ -9,10 +9,10 @@ resolving calls), `wire/` (provider dialects), `transport.py` / `httpx_transport
 
 from __future__ import annotations
 
-from .client import Client, create_client, create_in_process_client
+from .client import DEFAULT_CALL_TIMEOUT_MS, NO_DEADLINE, Client, create_client, create_in_process_client
 from .errors import (MAX_ERROR_BODY, REDACTED, ContentPartError, ProviderError, ProviderResponseError,
-                     ResumeError, RunCancelled, RunTimeout, _HttpError, capped_error_body,
-                     redact_identifiers, safe_error_body)
+                     ResponseTooLarge, ResumeError, RunCancelled, RunTimeout, _HttpError, capped_error_body,
+                     redact_identifiers, redact_secrets, safe_error_body)
 from .httpx_transport import HttpxTransport
 from .memory import Conversation, ConversationStore, InMemoryConversationStore
 from .metrics import MetricsRegistry
@@ -21,7 +21,7 @@ from .result import (LIMIT_COMPLETION, LIMIT_MAX_TURNS, LIMIT_TIMEOUT, RUN_STATU
                      MetricEvent, OnMetric, RunResult, WaitFor)
 from .retry import Timer, _is_retryable_status, _parse_retry_after
 from .structured import FINAL_RESULT_TOOL, OutputValidationError
-from .transport import HttpTransport, InProcessTransport, UrllibTransport
+from .transport import MAX_RESPONSE_BYTES, HttpTransport, InProcessTransport, UrllibTransport
 
 __all__ = [
     "Client", "ClientStyle", "Conversation", "ConversationStore", "ErrorClassifier", "ErrorInfo", "ErrorTier",
@@ -31,5 +31,6 @@ __all__ = [
     "ResumeError", "MetricsRegistry", "redact_identifiers", "safe_error_body", "capped_error_body", "REDACTED",
     "MAX_ERROR_BODY", "RUN_STATUS_DONE", "RUN_STATUS_PENDING", "RUN_STATUS_INCOMPLETE", "RUN_STATUSES",
     "LIMIT_MAX_TURNS", "LIMIT_COMPLETION", "LIMIT_TIMEOUT", "HttpxTransport", "_is_retryable_status",
-    "_parse_retry_after", "Timer", "OutputValidationError", "FINAL_RESULT_TOOL",
+    "_parse_retry_after", "Timer", "OutputValidationError", "FINAL_RESULT_TOOL", "NO_DEADLINE", "DEFAULT_CALL_TIMEOUT_MS",
+    "MAX_RESPONSE_BYTES", "ResponseTooLarge", "redact_secrets",
 ]

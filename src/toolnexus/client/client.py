@@ -23,6 +23,22 @@ Choices beyond the contract (all opt-in or invisible to the wire):
   sleep (retry.py). Unrelated to `clock` above (wall-clock UTC for `expiresAt`); metric `ms`
   durations stay real time.
 
+Safety defaults (all overridable):
+- Default deadline. Without `timeout_ms`, every logical LLM call — opening, all attempts and
+  backoff, and reading the whole reply or stream — must finish within `call_timeout_ms`
+  (`DEFAULT_CALL_TIMEOUT_MS`, 300 000 ms = 5 minutes; each attempt's socket timeout stays at most
+  120 s), else `RunTimeout`. So a hung provider and a server trickling one byte a second both end.
+  Tools and `wait_for` are not inside this bound (they are not LLM calls). It is measured in real
+  time even when a `timer` (e.g. an agent runtime's virtual clock) is injected. With `timeout_ms=N` the
+  run-wide budget applies instead, exactly as before (it bounds every call too). "No deadline at
+  all" is said explicitly: `timeout_ms=NO_DEADLINE` (`math.inf`); `client.call_timeout_ms = None`
+  drops only the per-call default.
+- `max_response_bytes` (`MAX_RESPONSE_BYTES`, 32 MiB): the most a 2xx reply may hold, whole body
+  or whole stream; above it the call fails with `ResponseTooLarge` (not retried) instead of
+  buffering without end. The default transports enforce it on whole bodies, the client on streams.
+- Error bodies are scrubbed: a `ProviderError` never carries the API key or the value of a
+  credential header, even when the upstream echoes the request back (errors.py).
+
 Not here: the turn loop (loop.py), wire shapes (wire/), retries (retry.py), translate.
 """
 
@@ -31,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -40,8 +57,10 @@ from typing import Any, AsyncGenerator, Awaitable, Callable, Concatenate, Iterab
 
 from .._diag import warn_once
 from ..durable import is_run_store
+from .._redact import credential_values
 from .loop import RunLoop, drain
 from .memory import Conversation, ConversationStore, IdLocks, InMemoryConversationStore
+from .errors import ProviderError
 from .metrics import MetricsRegistry
 from .parts import PartPolicy, normalize_prompt
 from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, WaitFor
@@ -50,10 +69,18 @@ from .retry import Abort, RetryPolicy, Timer, call_with_retries, check_timer, mo
 from .structured import DEFAULT_OUTPUT_RETRIES, with_output
 from .tracing import resume_context
 from .tool_calls import utc_now
-from .transport import ByteStream, HttpTransport, InProcessTransport, TransportCaller
+from .transport import MAX_RESPONSE_BYTES, ByteStream, HttpTransport, InProcessTransport, TransportCaller
 from .wire import WireDialect, dialect_for
+from ..errors import ToolnexusRuntimeError, ToolnexusTypeError
 
-__all__ = ["Client", "create_client", "create_in_process_client", "api_key_from_env"]
+__all__ = ["Client", "create_client", "create_in_process_client", "api_key_from_env", "NO_DEADLINE",
+           "DEFAULT_CALL_TIMEOUT_MS"]
+
+NO_DEADLINE = math.inf
+"""`timeout_ms=NO_DEADLINE`: no run deadline and no per-call default deadline."""
+DEFAULT_CALL_TIMEOUT_MS = 300_000
+"""Without `timeout_ms`, the overall bound on one logical LLM call (all attempts, the whole read)."""
+_ATTEMPT_CAP = 120.0  # seconds: one attempt's socket timeout under the default call deadline
 
 _FORBIDDEN_PARAMS = ("messages", "tools", "stream")
 _instances = itertools.count(1)
@@ -146,11 +173,13 @@ class Client:
         self.resolve_concurrently = resolve_concurrently
         self.timer = check_timer(timer)
         self.agent_name = agent_name
+        self.call_timeout_ms: Optional[float] = DEFAULT_CALL_TIMEOUT_MS
+        self.max_response_bytes: Optional[int] = MAX_RESPONSE_BYTES
         self._owns_transport = http_transport is None
         if http_transport is None:
             from .httpx_transport import HttpxTransport
 
-            http_transport = HttpxTransport()
+            http_transport = HttpxTransport(max_response_bytes=lambda: self.max_response_bytes)
         self._http_transport = http_transport
         self._caller = TransportCaller(http_transport)
         self._metrics = MetricsRegistry()
@@ -173,12 +202,25 @@ class Client:
         found = api_key_from_env(dialect.env_key)
         if found:
             return found
-        raise RuntimeError("No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY")
+        raise ToolnexusRuntimeError("No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY")
 
     def _abort(self, cancel: Optional[asyncio.Event]) -> Abort:
         """The abort conditions of one run / translate: `cancel` and a deadline starting now."""
-        deadline = None if self.timeout_ms is None else monotonic_now(self.timer) + self.timeout_ms / 1000
-        return Abort(cancel, deadline, self.timeout_ms, self.timer)
+        if self.timeout_ms is None or math.isinf(self.timeout_ms):
+            return Abort(cancel, None, self.timeout_ms, self.timer)
+        return Abort(cancel, monotonic_now(self.timer) + self.timeout_ms / 1000, self.timeout_ms, self.timer)
+
+    def _call_abort(self, abort: Abort) -> Abort:
+        """`abort` for one logical LLM call: the run's own, or the default call deadline from now."""
+        call_ms = self.call_timeout_ms
+        if abort.deadline is not None or self.timeout_ms is not None or call_ms is None or math.isinf(call_ms):
+            return abort
+        return Abort(abort.cancel, time.monotonic() + call_ms / 1000, call_ms, self.timer, _ATTEMPT_CAP, real_time=True)
+
+    def _secrets(self, headers: dict[str, str]) -> list[str]:
+        """What an error body must never show: the API key and credential-like header values."""
+        found = [self.api_key] if isinstance(self.api_key, str) and self.api_key else []
+        return found + credential_values(headers)
 
     def _shape_body(self, body: dict) -> dict:
         for key, value in (self.request_params or {}).items():
@@ -208,7 +250,15 @@ class Client:
     async def _with_retries(self, op: Callable[..., Awaitable[Any]], url: str, headers: dict[str, str], body: dict,
                             abort: Abort) -> tuple[Any, int]:
         payload = dict(body)  # one object per logical call: transports may cache its bytes across retries
-        return await call_with_retries(lambda timeout: op(url, headers, payload, timeout), self._retry_policy(), abort)
+        secrets = self._secrets(headers)
+
+        async def attempt(timeout: float) -> Any:
+            try:
+                return await op(url, headers, payload, timeout)
+            except ProviderError as e:  # an upstream may echo the request (and its key) back
+                raise e.scrub(secrets)
+
+        return await call_with_retries(attempt, self._retry_policy(), self._call_abort(abort))
 
     def _llm_call(self, model: str, parts: list[dict[str, Any]]) -> _LlmCall:
         return _LlmCall(self, model, parts)
@@ -397,10 +447,10 @@ _IN_PROCESS_RESERVED = ("base_url", "api_key", "style", "http_transport")
 def create_in_process_client(*, model: str, generate: Callable[[dict], Any], **options: Any) -> Client:
     """A client whose model is the plain function `generate` (no network, `retries=0` by default)."""
     if not callable(generate):
-        raise TypeError("toolnexus: create_in_process_client requires a callable `generate`")
+        raise ToolnexusTypeError("toolnexus: create_in_process_client requires a callable `generate`")
     for reserved in _IN_PROCESS_RESERVED:
         if reserved in options:
-            raise TypeError(f"toolnexus: create_in_process_client does not take `{reserved}` — an in-process "
+            raise ToolnexusTypeError(f"toolnexus: create_in_process_client does not take `{reserved}` — an in-process "
                             "model has no wire to configure. Use create_client for a network-backed model.")
     options.setdefault("retries", 0)
     return create_client(base_url="http://in-process.invalid/v1", style="openai", api_key="in-process",

@@ -5,6 +5,13 @@ so `ProviderError` never keeps those verbatim: identifiers are redacted, auth fa
 body at all, and the message shows at most `MAX_ERROR_BODY` characters. Transports read at most
 `MAX_ERROR_READ_BYTES` of an error body (a misbehaving server cannot make us buffer megabytes).
 
+Credentials are scrubbed too: an upstream that echoes the request back (some gateways put the
+request headers in their error body) must not hand the API key to whoever reads the error — a
+log, a trace, or a model that sees a sub-agent's failure as a tool result. `ProviderError.scrub`
+replaces every given secret (the client passes its API key and the values of its credential
+headers), and `redact_secrets` also masks `Bearer …` tokens and `sk-…`-style keys it was not told
+about.
+
 This module holds exception types and pure string helpers only; nothing here does I/O.
 """
 
@@ -12,8 +19,11 @@ from __future__ import annotations
 
 import re
 
+from collections.abc import Iterable
+
+from .._redact import scrub
 from ..content.errors import ContentPartError  # the content-part model's error, re-exported here
-from ..errors import ToolnexusError
+from ..errors import InputTooLarge, ToolnexusError
 
 __all__ = [
     "ProviderError",
@@ -23,7 +33,9 @@ __all__ = [
     "RunCancelled",
     "ContentPartError",
     "ResumeError",
+    "ResponseTooLarge",
     "redact_identifiers",
+    "redact_secrets",
     "safe_error_body",
     "capped_error_body",
     "REDACTED",
@@ -47,6 +59,18 @@ def redact_identifiers(text: str) -> str:
     `"«redacted»"`, so a JSON body stays JSON.
     """
     return _IDENTIFIER_VALUE.sub(lambda m: m.group(1) + '"' + REDACTED + '"', text)
+
+
+_BEARER = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{8,}")
+_KEY_LIKE = re.compile(r"\b(sk|pk|rk|xox[abp]|ghp|gho|github_pat|AKIA)[-_][A-Za-z0-9_-]{12,}")
+
+
+def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with every given secret (4+ characters) and anything shaped like a bearer token or
+    an `sk-…` API key replaced by `«redacted»`."""
+    text = scrub(text, secrets)
+    text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    return _KEY_LIKE.sub(REDACTED, text)
 
 
 def safe_error_body(status: int, text: str) -> str:
@@ -80,12 +104,23 @@ class ProviderError(ToolnexusError):
         """Deprecated alias of `.body`."""
         return self.body
 
+    def scrub(self, secrets: Iterable[str]) -> "ProviderError":
+        """Mask `secrets` (and token-shaped strings) in `.body` and the message, in place."""
+        self.body = redact_secrets(self.body, secrets)
+        shown = capped_error_body(self.body)
+        self.args = (f"LLM {self.status}: {shown}" if shown else f"LLM {self.status}",)
+        return self
+
 
 _HttpError = ProviderError
 
 
 class ProviderResponseError(ToolnexusError, ValueError):
     """A 2xx reply whose body is not the shape the wire dialect expects (never retried)."""
+
+
+class ResponseTooLarge(ProviderResponseError, InputTooLarge):
+    """A 2xx reply (whole body or stream) above the client's `max_response_bytes`; never retried."""
 
 
 class RunTimeout(ToolnexusError, TimeoutError):

@@ -8,6 +8,11 @@ Close it with `await client.aclose()` (or `async with create_client(...)`).
 The `httpx.AsyncClient` is bound to the event loop that first used it; used from another loop
 (e.g. a second `asyncio.run`), the transport starts a fresh pool for that loop.
 
+A 2xx body is read up to `max_response_bytes` (an int, a callable returning one — the owning
+`Client` passes its attribute — or None for no cap; default `MAX_RESPONSE_BYTES`, 32 MiB), above
+which the call fails with `ResponseTooLarge`. Redirects are not followed (an LLM endpoint that
+redirects gets a `ProviderError` for the 3xx), so credentials never leave for another origin.
+
 Errors: non-2xx ⇒ `ProviderError` (at most 64 KiB of the body read); httpx timeouts ⇒
 `TimeoutError`, other httpx transport failures ⇒ `ConnectionError` (both `OSError`, so retried).
 
@@ -18,12 +23,13 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 import httpx
 
 from .errors import MAX_ERROR_READ_BYTES, ProviderError
-from .transport import decode_json_body, encode_payload
+from .transport import MAX_RESPONSE_BYTES, decode_json_body, encode_payload, too_large
+from ..errors import NetworkError, NetworkTimeout
 
 __all__ = ["HttpxTransport"]
 
@@ -33,9 +39,9 @@ def _as_os_errors() -> Iterator[None]:
     try:
         yield
     except httpx.TimeoutException as e:
-        raise TimeoutError(f"{type(e).__name__}: {e}") from e
+        raise NetworkTimeout(f"{type(e).__name__}: {e}") from e
     except httpx.TransportError as e:
-        raise ConnectionError(f"{type(e).__name__}: {e}") from e
+        raise NetworkError(f"{type(e).__name__}: {e}") from e
 
 
 async def _read_capped(response: httpx.Response) -> str:
@@ -68,7 +74,9 @@ class _HttpxStream:
 class HttpxTransport:
     """Async transport over a pooled `httpx.AsyncClient` (see module docstring)."""
 
-    def __init__(self, *, limits: Optional[httpx.Limits] = None, verify: Any = True) -> None:
+    def __init__(self, *, limits: Optional[httpx.Limits] = None, verify: Any = True,
+                 max_response_bytes: Union[int, None, Callable[[], Optional[int]]] = MAX_RESPONSE_BYTES) -> None:
+        self.max_response_bytes = max_response_bytes
         self._limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)
         self._verify = verify
         self._client: Optional[httpx.AsyncClient] = None
@@ -104,9 +112,18 @@ class HttpxTransport:
 
     async def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
         response = await self._send(url, headers, payload, timeout)
+        cap = self.max_response_bytes() if callable(self.max_response_bytes) else self.max_response_bytes
         try:
             with _as_os_errors():
-                raw = await response.aread()
+                if cap is None:
+                    raw = await response.aread()
+                else:
+                    body = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > cap:
+                            raise too_large(url, cap)
+                    raw = bytes(body)
         finally:
             await response.aclose()
         return decode_json_body(raw, url)

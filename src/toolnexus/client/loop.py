@@ -45,7 +45,7 @@ from .parts import media_parts_summary
 from .result import (LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult,
                      zero_usage)
 from .retry import race
-from .streaming import read_turn
+from .streaming import streamed_turn
 from .structured import OutputRun
 from . import tracing
 from .suspension import merge_relay_halt, stamp_relay_call
@@ -245,8 +245,7 @@ class RunLoop:
             call.span = self.span.llm(model, self.streaming)
         async with call:
             if self.streaming:
-                stream, call.attempts = await client._open(url, headers, body, self.abort)
-                async for item in read_turn(stream, self.dialect, self.abort):
+                async for item in streamed_turn(client, url, headers, body, self.dialect, self.abort, call):
                     if isinstance(item, Turn):
                         turn = item
                     else:

@@ -67,6 +67,7 @@ from .loop import Prelude, RunLoop, drain
 from .result import RunResult
 from .tool_calls import CallOutcome, ToolRunner, answer_schema_error, is_expired, resolve_with_answer
 from .wire.base import ResultEntry, ToolCall
+from ..errors import ToolnexusValueError
 
 __all__ = ["run_with_answer", "ask_with_answer", "AnswerLedger", "LEDGER_SIZE", "RESUME_PREFIX", "NEEDS_ID"]
 
@@ -378,7 +379,7 @@ async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLi
     process answering the same request gets `AnswerAlreadyApplied`), and the save marks it applied
     in the same transaction; a resume that fails gives the claim back."""
     if not id:
-        raise ValueError(NEEDS_ID)
+        raise ToolnexusValueError(NEEDS_ID)
     async with client._conversation_lock(id):
         if _durable(client):
             await _ledger_check(client, pending)

@@ -12,7 +12,9 @@ raised at once, since retrying before the server's stated time would only fail a
 `timer` (opt-in, `Client(timer=...)`): an object with `now()` (monotonic seconds) and
 `async sleep(seconds)` — any `toolnexus.agents.clock.Clock` fits — that then owns the deadline and
 every backoff sleep, so a virtual clock drives retries and timeouts without real waiting (agents.md
-beyond #17). Without one, `time.monotonic` / `asyncio.sleep` are used exactly as before. The short
+beyond #17). The client's *default* per-call deadline (used when no `timeout_ms` is set) is a
+safety net against real hangs, so it always runs on real time (`Abort.real_time`); backoff sleeps
+still go through the timer. Without one, `time.monotonic` / `asyncio.sleep` are used exactly as before. The short
 grace an abandoned attempt gets to unwind stays real time: it is cleanup, not a policy delay.
 
 Not here: what an attempt does (the client passes a coroutine factory) or what the reply means.
@@ -28,6 +30,7 @@ from typing import Any, Awaitable, Callable, Iterable, Optional, Protocol, TypeV
 
 from .errors import ProviderError, RunCancelled, RunTimeout
 from .result import ErrorClassifier, ErrorInfo
+from ..errors import ToolnexusTypeError
 
 __all__ = ["RETRYABLE_STATUSES", "DEFAULT_TRANSPORT_TIMEOUT", "_is_retryable_status", "_parse_retry_after",
            "backoff_seconds", "RetryPolicy", "Abort", "Timer", "check_timer", "monotonic_now",
@@ -73,7 +76,7 @@ class Timer(Protocol):
 def check_timer(timer: Any) -> Any:
     """`timer` itself when it has `now()` and `sleep()`; a clear `TypeError` otherwise."""
     if timer is not None and not (callable(getattr(timer, "now", None)) and callable(getattr(timer, "sleep", None))):
-        raise TypeError("toolnexus: `timer` needs now() -> monotonic seconds and async sleep(seconds) "
+        raise ToolnexusTypeError("toolnexus: `timer` needs now() -> monotonic seconds and async sleep(seconds) "
                         f"(e.g. a toolnexus.agents Clock), got {type(timer).__name__}")
     return timer
 
@@ -93,9 +96,14 @@ class Abort:
     deadline: Optional[float] = None
     timeout_ms: Optional[float] = None
     timer: Optional[Timer] = None
+    attempt_cap: Optional[float] = None  # upper bound on one attempt's transport timeout (seconds)
+    real_time: bool = False  # the deadline is on the real monotonic clock even when `timer` is set
+
+    def now(self) -> float:
+        return time.monotonic() if self.real_time else monotonic_now(self.timer)
 
     def remaining(self) -> Optional[float]:
-        return None if self.deadline is None else self.deadline - monotonic_now(self.timer)
+        return None if self.deadline is None else self.deadline - self.now()
 
     def check(self) -> None:
         """Raise `RunCancelled` / `RunTimeout` if either already fired."""
@@ -107,7 +115,11 @@ class Abort:
 
     def transport_timeout(self) -> float:
         left = self.remaining()
-        return DEFAULT_TRANSPORT_TIMEOUT if left is None else max(left, 0.001)
+        if left is None:
+            return DEFAULT_TRANSPORT_TIMEOUT
+        if self.attempt_cap is not None:
+            left = min(left, self.attempt_cap)
+        return max(left, 0.001)
 
     def timed_out(self) -> bool:
         left = self.remaining()
@@ -133,7 +145,7 @@ async def race(awaitable: Awaitable[T], abort: Abort, *, on_abort: Optional[Call
     waiter = asyncio.ensure_future(abort.cancel.wait()) if abort.cancel is not None else None
     timeout = abort.remaining()
     alarm = None
-    if abort.timer is not None and timeout is not None:  # the deadline fires on the injected clock
+    if abort.timer is not None and timeout is not None and not abort.real_time:  # on the injected clock
         alarm = asyncio.ensure_future(abort.timer.sleep(max(timeout, 0)))
         timeout = None
     try:

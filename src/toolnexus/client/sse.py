@@ -8,6 +8,12 @@ One leniency a careful client needs: some gateways omit the blank line between `
 When a multi-line `data` is not valid JSON but every line on its own is, `json_payloads()` yields
 them one by one instead of dropping the event.
 
+Bounded: one line, and one event's accumulated data, may hold at most `max_event_bytes`
+(`MAX_EVENT_BYTES`, 8 MiB, by default); a peer that sends more without a line break or a blank
+line gets `InputTooLarge` instead of growing our buffer without end. Scanning for line breaks
+resumes where the last scan stopped, so a long line arriving in many small chunks costs linear
+time, not quadratic.
+
 Not here: reading the socket (transport) or knowing what the JSON means (wire dialects).
 """
 
@@ -17,7 +23,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
-__all__ = ["SseEvent", "SseParser", "json_payloads"]
+from ..errors import InputTooLarge
+
+__all__ = ["MAX_EVENT_BYTES", "SseEvent", "SseParser", "json_payloads"]
+
+MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
@@ -35,25 +45,40 @@ class SseEvent:
 class SseParser:
     """Incremental parser: `feed(bytes)` and `close()` return the events completed so far."""
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self.max_event_bytes = max_event_bytes
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of `_buffer` known to hold no line break
         self._event: Optional[str] = None
         self._lines: list[str] = []
+        self._size = 0  # bytes of data accumulated for the pending event
+
+    def _too_large(self, what: str) -> InputTooLarge:
+        return InputTooLarge(f"toolnexus: the server-sent event stream sent {what} longer than "
+                             f"{self.max_event_bytes} bytes; refusing to buffer more")
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         self._buffer += chunk
         out: list[SseEvent] = []
+        start = 0
         while True:
-            cut = self._buffer.find(b"\n")
+            cut = self._buffer.find(b"\n", max(start, self._scanned))
             if cut < 0:
-                return out
-            raw, self._buffer = self._buffer[:cut], self._buffer[cut + 1 :]
+                break
+            raw = bytes(self._buffer[start:cut])
+            start, self._scanned = cut + 1, 0
             self._line(raw.rstrip(b"\r").decode("utf-8", errors="replace"), out)
+        if start:
+            del self._buffer[:start]
+        self._scanned = len(self._buffer)
+        if len(self._buffer) > self.max_event_bytes:
+            raise self._too_large("a line")
+        return out
 
     def close(self) -> list[SseEvent]:
         out: list[SseEvent] = []
         if self._buffer:
-            raw, self._buffer = self._buffer, b""
+            raw, self._buffer, self._scanned = bytes(self._buffer), bytearray(), 0
             self._line(raw.rstrip(b"\r").decode("utf-8", errors="replace"), out)
         self._dispatch(out)
         return out
@@ -68,6 +93,9 @@ class SseParser:
         if value.startswith(" "):
             value = value[1:]
         if name == "data":
+            self._size += len(value) + 1
+            if self._size > self.max_event_bytes:
+                raise self._too_large("one event")
             self._lines.append(value)
         elif name == "event":
             self._event = value.strip()
@@ -75,7 +103,7 @@ class SseParser:
     def _dispatch(self, out: list[SseEvent]) -> None:
         if self._lines:
             out.append(SseEvent(self._event, self._lines))
-        self._event, self._lines = None, []
+        self._event, self._lines, self._size = None, [], 0
 
 
 def json_payloads(event: SseEvent) -> Iterator[Any]:
@@ -85,10 +113,12 @@ def json_payloads(event: SseEvent) -> Iterator[Any]:
         yield "[DONE]"
         return
     try:
-        yield json.loads(text)
-        return
-    except ValueError:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
         pass
+    else:
+        yield value
+        return
     if len(event.lines) < 2:
         return
     for line in event.lines:
@@ -97,6 +127,7 @@ def json_payloads(event: SseEvent) -> Iterator[Any]:
             yield "[DONE]"
             continue
         try:
-            yield json.loads(line)
-        except ValueError:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
             continue
+        yield value

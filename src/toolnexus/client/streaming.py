@@ -2,35 +2,53 @@
 
 Pull-based: the next chunk is read only when the consumer has taken the previous deltas, so a slow
 `on_text` applies backpressure to the socket and nothing is ever dropped. Every read is raced
-against `cancel` and the run deadline (closing the response on abort), and `cancel` is also checked
-after each dispatched SSE event. Network errors mid-stream are not retried (retries cover opening
-only); one at/after the deadline becomes `RunTimeout`.
+against `cancel` and the call's deadline (closing the response on abort), and `cancel` is also
+checked after each dispatched SSE event. One network error at/after the deadline becomes
+`RunTimeout`.
 
-Not here: opening the stream (client + retry) or the provider's event vocabulary (wire/).
+A stream must end with its dialect's end marker (`[DONE]` or a `finish_reason` for OpenAI,
+`message_stop` or a `stop_reason` for Anthropic). One that just stops — the server died, a proxy
+cut it — raises `StreamTruncated` instead of passing the partial text off as a finished answer.
+The whole stream is capped at the client's `max_response_bytes` (`ResponseTooLarge`) and every
+SSE line/event at `sse.MAX_EVENT_BYTES` (`InputTooLarge`).
+
+Retries (`streamed_turn`): opening the stream is retried as any call is (retry.py). A stream that
+breaks or is truncated *before any text reached the caller* is opened again, up to `retries`
+more times, with the same backoff and `on_error` rule — the caller cannot tell. Once a delta was
+yielded the error propagates: replaying would repeat text the caller already has.
+
+Not here: the provider's event vocabulary (wire/).
 """
 
 from __future__ import annotations
 
-from typing import Any, AsyncGenerator, Union
+from typing import Any, AsyncGenerator, Optional, Union
 
-from .errors import ProviderResponseError, RunTimeout
-from .retry import Abort, race
+from ..errors import StreamTruncated
+from .errors import ProviderResponseError, ResponseTooLarge, RunCancelled, RunTimeout
+from .retry import Abort, backoff_seconds, pause, race
 from .sse import SseParser
 from .transport import ByteStream
 from .wire.base import Turn
 
-__all__ = ["read_turn"]
+__all__ = ["read_turn", "streamed_turn"]
 
 
-async def read_turn(stream: ByteStream, dialect: Any, abort: Abort) -> AsyncGenerator[Union[str, Turn], None]:
+async def read_turn(stream: ByteStream, dialect: Any, abort: Abort,
+                    max_bytes: Optional[int] = None) -> AsyncGenerator[Union[str, Turn], None]:
     """Yield text deltas as they arrive, then the assembled `Turn`; always closes `stream`."""
     accumulator = dialect.new_stream()
     parser = SseParser()
     seen = 0
+    total = 0
     head = b""
     try:
         while not accumulator.finished:
             chunk = await race(stream.read(), abort, on_abort=stream.aclose)
+            total += len(chunk)
+            if max_bytes is not None and total > max_bytes:
+                raise ResponseTooLarge(f"toolnexus: the {dialect.name} stream exceeded max_response_bytes "
+                                       f"({max_bytes} bytes); raise Client.max_response_bytes if that is expected")
             if len(head) < 200:
                 head += chunk[: 200 - len(head)]
             for event in parser.feed(chunk) if chunk else parser.close():
@@ -52,4 +70,39 @@ async def read_turn(stream: ByteStream, dialect: Any, abort: Abort) -> AsyncGene
         shown = head.decode("utf-8", errors="replace")
         raise ProviderResponseError(f"toolnexus: malformed {dialect.name} stream: no SSE `data:` events "
                                     f"(body began {shown!r})")
+    if not getattr(accumulator, "complete", True):
+        marker = getattr(accumulator, "end_marker", "its end marker")
+        raise StreamTruncated(f"toolnexus: the {dialect.name} stream ended after {total} bytes without "
+                              f"{marker}: the reply is incomplete")
     yield accumulator.turn()
+
+
+async def streamed_turn(client: Any, url: str, headers: dict[str, str], body: dict, dialect: Any, abort: Abort,
+                        call: Any) -> AsyncGenerator[Union[str, Turn], None]:
+    """Open the stream (with retries) and read one turn, re-opening a stream that failed before
+    any delta was yielded (see module docstring). `call.attempts` counts every opening."""
+    abort = client._call_abort(abort)
+    policy = client._retry_policy()
+    reopened = 0
+    attempts = 0
+    while True:
+        stream, opened = await client._open(url, headers, body, abort)
+        attempts += opened
+        call.attempts = attempts
+        yielded = False
+        try:
+            async for item in read_turn(stream, dialect, abort, client.max_response_bytes):
+                yielded = yielded or not isinstance(item, Turn)
+                yield item
+            return
+        except (RunTimeout, RunCancelled):
+            raise
+        except OSError as e:
+            if yielded:
+                raise
+            info = {"error": e, "attempt": reopened, "retryable": True}
+            tier = policy.on_error(info) if policy.on_error is not None else "retry"
+            if tier == "fail" or reopened >= policy.retries:
+                raise
+            await pause(backoff_seconds(reopened, policy.retry_base_ms), abort)
+            reopened += 1

@@ -46,7 +46,7 @@ from typing import Any, Optional
 from .._schema import schema_problems
 from .._typed import Adapter, ArgumentProblems, json_default, pydantic_schema
 from ..adapters import to_anthropic, to_openai
-from ..errors import ToolnexusError
+from ..errors import ToolnexusError, ToolnexusTypeError, ToolnexusValueError
 from ..types import Tool, ToolResult
 
 __all__ = ["FINAL_RESULT_TOOL", "DEFAULT_OUTPUT_RETRIES", "FINAL_RESULT_DESCRIPTION", "ACCEPTED_TEXT", "TEXT_RETRY",
@@ -151,14 +151,14 @@ def _described(output_type: Any) -> tuple[dict[str, Any], dict[str, Any], Adapte
     try:
         schema, defs = pydantic_schema(output_type)
     except Exception as exc:  # pydantic cannot build a schema for it
-        raise TypeError(f"toolnexus: output_type {output_type!r} cannot be validated: {exc}") from None
+        raise ToolnexusTypeError(f"toolnexus: output_type {output_type!r} cannot be validated: {exc}") from None
     return schema, defs, Adapter(output_type)
 
 
 def output_spec(output_type: Any, retries: int = DEFAULT_OUTPUT_RETRIES) -> OutputSpec:
     """Check `output_type` and build its spec (a clear `TypeError`/`ValueError` up front if unusable)."""
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"toolnexus: output_retries must be an integer >= 0, got {retries!r}")
+        raise ToolnexusValueError(f"toolnexus: output_retries must be an integer >= 0, got {retries!r}")
     adapter: Optional[Adapter] = None
     if isinstance(output_type, dict):
         from jsonschema import Draft202012Validator
@@ -167,12 +167,12 @@ def output_spec(output_type: Any, retries: int = DEFAULT_OUTPUT_RETRIES) -> Outp
         try:
             Draft202012Validator.check_schema(output_type)
         except SchemaError as exc:
-            raise ValueError(f"toolnexus: output_type is not a valid JSON Schema: {exc.message}") from None
+            raise ToolnexusValueError(f"toolnexus: output_type is not a valid JSON Schema: {exc.message}") from None
         schema: dict[str, Any] = dict(output_type)
         defs: dict[str, Any] = {}
     else:
         if output_type is None or isinstance(output_type, (str, int, float, bool)):
-            raise TypeError("toolnexus: output_type must be a pydantic model class, a dataclass, a type pydantic "
+            raise ToolnexusTypeError("toolnexus: output_type must be a pydantic model class, a dataclass, a type pydantic "
                             f"can validate, or a JSON Schema dict; got {output_type!r}")
         try:
             schema, defs, adapter = _described(output_type)
@@ -195,7 +195,7 @@ class OutputToolkit:
 
     def __init__(self, inner: Any, spec: OutputSpec) -> None:
         if inner is not None and inner.get(FINAL_RESULT_TOOL) is not None:
-            raise ValueError(f'toolnexus: output_type needs the tool name "{FINAL_RESULT_TOOL}", but the toolkit '
+            raise ToolnexusValueError(f'toolnexus: output_type needs the tool name "{FINAL_RESULT_TOOL}", but the toolkit '
                              "already has a tool with that name; rename that tool")
         self.inner = inner
         self.output_spec = spec

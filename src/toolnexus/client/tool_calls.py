@@ -2,7 +2,9 @@
 
 `ToolRunner.run_all` runs every call of a turn concurrently in an `asyncio.TaskGroup`
 (`before_tool` → `toolkit.execute` → `after_tool`, plus the `tool` metric) and returns the
-outcomes in CALL order. A tool (or hook) that raises fails the whole turn: the TaskGroup cancels
+outcomes in CALL order. A call whose arguments could not be read (invalid or truncated JSON, not
+an object: `ToolCall.args_error`) is never executed and no hook sees it: its result is an error
+naming the tool and the JSON problem, so the model can send the call again. A tool (or hook) that raises fails the whole turn: the TaskGroup cancels
 the siblings (none keeps running unobserved) and the original exception is re-raised unchanged.
 
 `resolve_with_answer` is suspension.md §5 steps 3–4 for one call, reusable by the in-process
@@ -28,7 +30,8 @@ from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from .._schema import schema_error
 from ..types import Answer, Request, ToolContext, ToolResult, pending_of
-from .wire.base import ToolCall
+from .wire.base import ToolCall, arguments_error_text
+from ..errors import ToolnexusTypeError
 
 __all__ = ["CallOutcome", "ToolRunner", "resolve_with_answer", "gather_in_order", "first_leaf", "utc_now",
            "expires_at", "is_expired", "answer_schema_error"]
@@ -89,7 +92,7 @@ class ToolRunner:
             return ToolResult(output=f"unknown tool: {name}", is_error=True)
         result = await self.toolkit.execute(name, args, ctx)
         if not isinstance(result, ToolResult):
-            raise TypeError(f"toolnexus: tool {name!r} returned {type(result).__name__}, expected ToolResult")
+            raise ToolnexusTypeError(f"toolnexus: tool {name!r} returned {type(result).__name__}, expected ToolResult")
         return result
 
     def emit_tool(self, name: str, result: ToolResult, started: float) -> None:
@@ -110,6 +113,11 @@ class ToolRunner:
 
     async def run_one(self, call: ToolCall) -> CallOutcome:
         args = call.args
+        if call.args_error is not None:  # never run a tool on arguments the model did not send
+            started = time.monotonic()
+            result = ToolResult(output=arguments_error_text(call), is_error=True)
+            self.emit_tool(call.name, result, started)
+            return CallOutcome(call, args, result, None)
         hv = await self.client._call_hook("before_tool", {"name": call.name, "args": args, "id": call.id,
                                                            "turn": self.turn})
         started = time.monotonic()

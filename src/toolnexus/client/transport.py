@@ -12,6 +12,11 @@ users. A synchronous stream is read chunk by chunk on that pool (pull-based: the
 for the next chunk when the consumer wants it, so a slow consumer slows the socket instead of
 losing data).
 
+Bounded and careful with credentials: the stdlib transport reads a 2xx body only up to
+`max_response_bytes` (`MAX_RESPONSE_BYTES`, 32 MiB; `ResponseTooLarge` above it), and when it
+follows a redirect to another origin it forwards no header but the harmless ones (`Accept`,
+`Content-Type`, `User-Agent`...): the API key never travels to a host it was not meant for.
+
 Not here: retries, deadlines and cancellation (`retry.py`); the httpx default (`httpx_transport.py`).
 """
 
@@ -21,15 +26,22 @@ import asyncio
 import inspect
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_checkable
 
-from .errors import MAX_ERROR_READ_BYTES, ProviderError, ProviderResponseError
+from .._redact import SAFE_HEADERS
+from .errors import MAX_ERROR_READ_BYTES, ProviderError, ProviderResponseError, ResponseTooLarge
 from .wire.base import usage_of
+from ..errors import ToolnexusTypeError, UnsupportedOperation
 
 __all__ = ["HttpTransport", "UrllibTransport", "InProcessTransport", "TransportCaller", "ByteStream",
-           "TRANSPORT_POOL_SIZE", "encode_payload", "decode_json_body"]
+           "TRANSPORT_POOL_SIZE", "MAX_RESPONSE_BYTES", "SAFE_REDIRECT_HEADERS", "encode_payload",
+           "decode_json_body", "too_large"]
+
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+SAFE_REDIRECT_HEADERS = SAFE_HEADERS
 
 TRANSPORT_POOL_SIZE = 32
 _POOL = ThreadPoolExecutor(max_workers=TRANSPORT_POOL_SIZE, thread_name_prefix="toolnexus-transport")
@@ -58,26 +70,60 @@ def decode_json_body(raw: bytes, url: str) -> Any:
     """A 2xx body as JSON, or a `ProviderResponseError` that shows what came back."""
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         shown = raw[:200].decode("utf-8", errors="replace")
         raise ProviderResponseError(f"toolnexus: malformed response from {url}: body is not JSON: {shown!r}") from None
+
+
+def too_large(url: str, cap: int) -> ResponseTooLarge:
+    return ResponseTooLarge(f"toolnexus: the reply from {url} is larger than max_response_bytes ({cap} bytes); "
+                            "raise Client.max_response_bytes if that is expected")
+
+
+def _origin(url: str) -> tuple[str, str, Optional[int]]:
+    parts = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or default
+
+
+class _CredentialSafeRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects, minus every non-harmless header when the redirect leaves the origin."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            for name in list(new.headers):
+                if name.lower() not in SAFE_REDIRECT_HEADERS:
+                    del new.headers[name]
+            new.unredirected_hdrs.clear()
+        return new
+
+
+_OPENER = urllib.request.build_opener(_CredentialSafeRedirects)
 
 
 class UrllibTransport:
     """Stdlib transport: a new connection per request. Kept for compatibility; sync, may block."""
 
+    def __init__(self, *, max_response_bytes: Optional[int] = MAX_RESPONSE_BYTES) -> None:
+        self.max_response_bytes = max_response_bytes
+
     def _request(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
         req = urllib.request.Request(url, data=encode_payload(payload), headers=headers, method="POST")
         try:
-            return urllib.request.urlopen(req, timeout=timeout)
+            return _OPENER.open(req, timeout=timeout)
         except urllib.error.HTTPError as e:
             body = e.read(MAX_ERROR_READ_BYTES).decode("utf-8", errors="replace")
             e.close()
             raise ProviderError(e.code, body, e.headers.get("Retry-After")) from None
 
     def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        cap = self.max_response_bytes
         with self._request(url, headers, payload, timeout) as resp:
-            return decode_json_body(resp.read(), url)
+            raw = resp.read() if cap is None else resp.read(cap + 1)
+            if cap is not None and len(raw) > cap:
+                raise too_large(url, cap)
+            return decode_json_body(raw, url)
 
     def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
         return self._request(url, headers, payload, timeout)
@@ -111,10 +157,10 @@ class InProcessTransport:
         if inspect.isawaitable(out):
             if inspect.iscoroutine(out):
                 out.close()
-            raise TypeError(_NOT_ASYNC)
+            raise ToolnexusTypeError(_NOT_ASYNC)
         out = {} if out is None else out
         if not isinstance(out, dict):
-            raise TypeError(f"toolnexus: in-process `generate` must return a dict or None, got {type(out).__name__}")
+            raise ToolnexusTypeError(f"toolnexus: in-process `generate` must return a dict or None, got {type(out).__name__}")
         calls = out.get("tool_calls") or out.get("toolCalls")
         if calls:
             message: dict[str, Any] = {"role": "assistant", "tool_calls": [_wire_call(i, c) for i, c in enumerate(calls)]}
@@ -127,7 +173,7 @@ class InProcessTransport:
                 "usage": usage}
 
     def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
-        raise NotImplementedError(_NO_STREAM)
+        raise UnsupportedOperation(_NO_STREAM)
 
 
 async def _in_pool(fn: Callable[..., Any], *args: Any) -> Any:
@@ -152,7 +198,7 @@ class ByteStream:
             self._iter = response.__aiter__()
         reader = getattr(response, "read1", None) or getattr(response, "read", None)
         if self._iter is None and reader is None:
-            raise TypeError(f"toolnexus: http_transport.open returned {type(response).__name__}, "
+            raise ToolnexusTypeError(f"toolnexus: http_transport.open returned {type(response).__name__}, "
                             "which has neither read1/read nor async iteration")
         self._reader = reader
 

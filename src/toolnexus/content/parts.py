@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Union
 
 from .errors import ContentPartError
+from ..errors import ToolnexusValueError
 
 __all__ = [
     "MEDIA_TYPES",
@@ -161,7 +162,7 @@ def placeholder_text(p: PartLike) -> str:
 def _check_base64(kind: str, data: str) -> None:
     try:
         if len(data) % 4:
-            raise ValueError(f"length {len(data)} is not a multiple of 4")
+            raise ToolnexusValueError(f"length {len(data)} is not a multiple of 4")
         base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as e:
         raise ContentPartError(f"a {kind} part's data is not valid padded base64 ({e})") from None

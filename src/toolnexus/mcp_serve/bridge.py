@@ -33,6 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..types import Answer, Request, ToolResult
+from ..errors import ToolnexusValueError
 
 __all__ = [
     "BRIDGED_KINDS",
@@ -140,7 +141,7 @@ def resumed_round(tool_name: str, params: mtypes.CallToolRequestParams) -> Optio
     try:
         state = json.loads(params.request_state)
         if state.get("v") != _STATE_VERSION or state.get("tool") != tool_name:
-            raise ValueError("state names another tool")
+            raise ToolnexusValueError("state names another tool")
         req = Request.from_dict(state["request"])
     except (ValueError, TypeError, KeyError, AttributeError):
         raise MCPError(code=mtypes.INVALID_PARAMS, message="Invalid requestState") from None

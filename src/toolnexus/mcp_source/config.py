@@ -15,6 +15,8 @@ from typing import Any, Optional, Union
 
 from .._diag import warn
 from .._env import expand_headers
+from .._redact import REDACTED, is_credential_header, mask_headers, redact_url
+from ..errors import ConfigError
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -47,9 +49,11 @@ def read_config_file(path: str) -> dict[str, Any]:
     try:
         data = json.loads(_COMMENTS.sub(lambda m: m.group(1) or "", text))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"toolnexus: config file {path} is not valid JSON: {exc}") from None
+        raise ConfigError(f"toolnexus: config file {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"toolnexus: config file {path} is not usable JSON: nested too deeply") from None
     if not isinstance(data, dict):
-        raise ValueError(f"toolnexus: config file {path} must hold a JSON object, got {type(data).__name__}")
+        raise ConfigError(f"toolnexus: config file {path} must hold a JSON object, got {type(data).__name__}")
     return data
 
 
@@ -102,9 +106,28 @@ def apply_tools_filter(server: str, defs: list[Any], filter: Optional[dict[str, 
     return [d for d in defs if filter.get(name_of(d)) is not False]
 
 
+def _shown_args(args: list[str]) -> list[str]:
+    """`args` with the value of a credential-looking flag masked (`--api-key X`, `--token=X`)."""
+    shown: list[str] = []
+    for i, arg in enumerate(args):
+        flag, eq, _ = arg.partition("=")
+        if eq and flag.startswith("-") and is_credential_header(flag):
+            shown.append(f"{flag}={REDACTED}")
+        elif i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1] and is_credential_header(args[i - 1]):
+            shown.append(REDACTED)
+        else:
+            shown.append(arg)
+    return shown
+
+
 @dataclass
 class ServerSpec:
-    """One enabled server, validated. Durations in seconds."""
+    """One enabled server, validated. Durations in seconds.
+
+    Its repr never shows a secret: header values (expanded from `${ENV}` by now) are masked, the
+    child's environment is summarised as a count, the URL loses any password or credential query
+    value, and the value of a credential-looking command-line flag is masked.
+    """
 
     name: str
     remote: bool
@@ -118,6 +141,18 @@ class ServerSpec:
     cwd: Optional[str] = None
     tools_filter: Optional[dict[str, bool]] = None
 
+    def __repr__(self) -> str:
+        fields = [f"name={self.name!r}", f"remote={self.remote}", f"timeout={self.timeout}",
+                  f"call_timeout={self.call_timeout}"]
+        if self.remote:
+            fields += [f"url={redact_url(self.url)!r}", f"headers={mask_headers(self.headers)!r}"]
+        else:
+            fields += [f"command={self.command!r}", f"args={_shown_args(self.args)!r}",
+                       f"env=<{len(self.env)} variables>", f"cwd={self.cwd!r}"]
+        if self.tools_filter is not None:
+            fields.append(f"tools_filter={self.tools_filter!r}")
+        return f"ServerSpec({', '.join(fields)})"
+
 
 def _seconds(value: Any, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -127,14 +162,14 @@ def _seconds(value: Any, default: float) -> float:
 
 def _str_list(value: Any, key: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
-        raise ValueError(f'"{key}" must be a list of strings')
+        raise ConfigError(f'"{key}" must be a list of strings')
     return [str(v) for v in value]
 
 
 def _child_env(cfg: ServerConfig) -> dict[str, str]:
     extra = cfg.get("environment") or cfg.get("env") or {}
     if not isinstance(extra, dict):
-        raise ValueError('"environment"/"env" must be an object of strings')
+        raise ConfigError('"environment"/"env" must be an object of strings')
     inherit = cfg.get("inheritEnv", True)
     if inherit is True:
         base = dict(os.environ)
@@ -147,22 +182,22 @@ def _child_env(cfg: ServerConfig) -> dict[str, str]:
 def server_spec(name: str, cfg: Any) -> ServerSpec:
     """Validate one enabled server entry (raises `ValueError` naming what is wrong)."""
     if not isinstance(cfg, dict):
-        raise ValueError(f"server config must be an object, got {type(cfg).__name__}")
+        raise ConfigError(f"server config must be an object, got {type(cfg).__name__}")
     timeout = _seconds(cfg.get("timeout"), DEFAULT_TIMEOUT)
     call_timeout = _seconds(cfg.get("callTimeout"), timeout)
     tools_filter = cfg.get("tools")
     if tools_filter is not None and not isinstance(tools_filter, dict):
-        raise ValueError('"tools" must be an object of tool name -> true/false')
+        raise ConfigError('"tools" must be an object of tool name -> true/false')
     spec = ServerSpec(name, is_remote(cfg), timeout, call_timeout, tools_filter=tools_filter or None)
     if spec.remote:
         url = cfg.get("url")
         if not isinstance(url, str) or not url:
-            raise ValueError('a remote server needs a "url" string')
+            raise ConfigError('a remote server needs a "url" string')
         headers = cfg.get("headers")
         if headers is not None and not (
             isinstance(headers, dict) and all(isinstance(v, str) for v in headers.values())
         ):
-            raise ValueError('"headers" must be an object of strings')
+            raise ConfigError('"headers" must be an object of strings')
         spec.url, spec.headers = url, expand_env_headers(headers)
         return spec
     command = cfg.get("command")
@@ -171,15 +206,15 @@ def server_spec(name: str, cfg: Any) -> ServerSpec:
     elif isinstance(command, str) and command:
         argv = [command]  # Claude-desktop form: the executable alone, arguments in "args"
     elif command is None:
-        raise ValueError('a local server needs a "command" (or a "url" for a remote one)')
+        raise ConfigError('a local server needs a "command" (or a "url" for a remote one)')
     else:
-        raise ValueError('"command" must be a list [exe, *args] or an executable name')
+        raise ConfigError('"command" must be a list [exe, *args] or an executable name')
     if not argv or not argv[0]:
-        raise ValueError('"command" is empty')
+        raise ConfigError('"command" is empty')
     if cfg.get("args") is not None:
         argv += _str_list(cfg["args"], "args")
     cwd = cfg.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
-        raise ValueError('"cwd" must be a string')
+        raise ConfigError('"cwd" must be a string')
     spec.command, spec.args, spec.env, spec.cwd = argv[0], argv[1:], _child_env(cfg), cwd
     return spec

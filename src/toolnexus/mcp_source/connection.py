@@ -33,6 +33,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_htt
 from .config import ServerSpec
 from .convert import answer_to_elicit_result, elicitation_to_request, wire
 from .stdio import stdio_transport
+from ..errors import NetworkError, ToolnexusError, ToolnexusRuntimeError
 
 __all__ = ["MAX_LIST_PAGES", "ServerConnection", "describe_error"]
 
@@ -91,7 +92,7 @@ def _as_failure(exc: BaseException) -> Optional[Exception]:
     return None
 
 
-class _RemoteConnectError(Exception):
+class _RemoteConnectError(ToolnexusError, ConnectionError):
     """Both remote transports failed; the message names each cause once."""
 
     def __init__(self, first: BaseException, second: BaseException) -> None:
@@ -148,9 +149,9 @@ async def list_all_tools(session: ClientSession) -> list[dict[str, Any]]:
         if cursor is None:
             return tools
         if cursor in seen:
-            raise RuntimeError(f"MCP list returned duplicate cursor: {cursor}")
+            raise ToolnexusRuntimeError(f"MCP list returned duplicate cursor: {cursor}")
         seen.add(cursor)
-    raise RuntimeError(f"MCP list exceeded {MAX_LIST_PAGES} pages")
+    raise ToolnexusRuntimeError(f"MCP list exceeded {MAX_LIST_PAGES} pages")
 
 
 @dataclass
@@ -293,7 +294,7 @@ class ServerConnection:
     async def _live(self) -> _Link:
         """The live link, reconnecting once (shared by concurrent callers) if it was lost."""
         if self.closed:
-            raise RuntimeError(f'MCP server "{self.spec.name}" is closed')
+            raise ToolnexusRuntimeError(f'MCP server "{self.spec.name}" is closed')
         link = self._link
         if link is None or link.lost:
             async with self._lock:
@@ -303,14 +304,14 @@ class ServerConnection:
                     try:
                         fresh, _defs = await self._open_link()
                     except Exception as exc:
-                        raise ConnectionError(f"connection lost; reconnect failed: {describe_error(exc)}") from exc
+                        raise NetworkError(f"connection lost; reconnect failed: {describe_error(exc)}") from exc
                     if self.closed:
                         await self._retire(fresh)
-                        raise RuntimeError(f'MCP server "{self.spec.name}" is closed')
+                        raise ToolnexusRuntimeError(f'MCP server "{self.spec.name}" is closed')
                     self._link = fresh
                 link = self._link
         if link is None or link.session is None or link.lost:
-            raise ConnectionError("connection lost")
+            raise NetworkError("connection lost")
         return link
 
     @staticmethod

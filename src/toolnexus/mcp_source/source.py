@@ -19,6 +19,7 @@ from ..types import JSONSchema, McpStatus, Tool, ToolContext, ToolResult, saniti
 from .config import apply_tools_filter, is_enabled, parse_mcp_config, server_spec
 from .connection import ServerConnection, describe_error
 from .convert import build_input_schema, call_result_to_tool_result
+from ..errors import ConfigError
 
 __all__ = ["McpInventory", "McpSource", "ToolInfo", "list_mcp_tools", "load_mcp", "load_mcp_with_context"]
 
@@ -106,7 +107,7 @@ def _server_tools(server: ServerConnection, defs: list[dict[str, Any]]) -> list[
 async def _server_map(input: Union[str, dict[str, Any]]) -> dict[str, Any]:  # noqa: A002
     servers = await asyncio.to_thread(parse_mcp_config, input) if isinstance(input, str) else parse_mcp_config(input)
     if not isinstance(servers, dict):
-        raise ValueError(f"toolnexus: the MCP server map must be an object, got {type(servers).__name__}")
+        raise ConfigError(f"toolnexus: the MCP server map must be an object, got {type(servers).__name__}")
     return servers
 
 

@@ -6,6 +6,17 @@ at once instead of closing stdin and waiting seconds for a server that is still 
 A normal close follows the MCP shutdown sequence: close stdin, wait `GRACE` seconds, SIGTERM
 the group, wait `TERM_GRACE`, SIGKILL. The child runs in its own session (process group); its
 stderr is ours. Messages are the SDK's `SessionMessage`s, so `ClientSession` runs on top unchanged.
+
+The whole tree, not just the leader: a server that starts helpers and then exits (or crashes)
+leaves them in its process group, and signalling only a live leader would orphan them. So the
+group is swept — SIGTERM, `TERM_GRACE`, SIGKILL, until it is empty — whenever the leader is gone:
+as soon as it exits on its own (a watcher task), and on every close. (A helper that leaves the
+group with `setsid` is out of reach without privileges; the `bash` built-in's subreaper is not
+used here because an MCP server is a long-lived peer, not a command.)
+
+Bounded: one JSON-RPC line from the server may hold at most `MAX_LINE_BYTES` (32 MiB); a server
+that sends more without a newline gets the connection closed with a clear error rather than our
+memory growing without end.
 """
 
 from __future__ import annotations
@@ -16,20 +27,24 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, Optional
 
 import anyio
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
+from .._diag import warn
+from ..errors import InputTooLarge
 from .config import ServerSpec
 
-__all__ = ["GRACE", "TERM_GRACE", "stdio_transport"]
+__all__ = ["GRACE", "TERM_GRACE", "MAX_LINE_BYTES", "stdio_transport"]
 
 GRACE = 2.0
 TERM_GRACE = 2.0
+MAX_LINE_BYTES = 32 * 1024 * 1024
 _REAP = 2.0
 _CHUNK = 1 << 16
+_POLL = 0.02
 
 
 def _parse(line: bytes) -> Any:
@@ -39,17 +54,29 @@ def _parse(line: bytes) -> Any:
         return exc
 
 
-async def _read_pump(stdout: asyncio.StreamReader, to_session: Any) -> None:
+async def _read_pump(stdout: asyncio.StreamReader, to_session: Any, name: str = "",
+                     max_line: Optional[int] = None) -> None:
     """Child stdout → session, one JSON-RPC message per line; EOF closes the session's stream."""
+    max_line = MAX_LINE_BYTES if max_line is None else max_line
     buf = bytearray()
+    scanned = 0
     try:
         while chunk := await stdout.read(_CHUNK):
             buf += chunk
-            while (nl := buf.find(b"\n")) >= 0:
-                line = bytes(buf[:nl])
-                del buf[: nl + 1]
+            start = 0
+            while (nl := buf.find(b"\n", max(start, scanned))) >= 0:
+                line = bytes(buf[start:nl])
+                start, scanned = nl + 1, 0
                 if line.strip():
                     await to_session.send(_parse(line))
+            del buf[:start]
+            scanned = len(buf)
+            if len(buf) > max_line:
+                error = InputTooLarge(f'MCP server "{name}" sent a line longer than {max_line} bytes without a '
+                                      "newline; the connection is closed")
+                warn(f"[toolnexus] {error}")
+                await to_session.send(error)
+                return
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
         pass
     finally:
@@ -75,27 +102,89 @@ def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
             os.killpg(proc.pid, sig)
 
 
-async def _exited(proc: asyncio.subprocess.Process, timeout: float) -> bool:
+async def _leader_exit(proc: asyncio.subprocess.Process, pidfd: Optional[int]) -> None:
+    """Until the leader process has exited. Not `proc.wait()`: asyncio only completes that once
+    every pipe is closed too, and a helper the server started may hold its stdout for ever."""
+    if pidfd is not None:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        loop.add_reader(pidfd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            loop.remove_reader(pidfd)
+        return
+    while proc.returncode is None:  # pragma: no cover - no pidfd (old kernel, not Linux)
+        await asyncio.sleep(_POLL)
+
+
+def _open_pidfd(proc: asyncio.subprocess.Process) -> Optional[int]:
     try:
-        await asyncio.wait_for(proc.wait(), timeout)
+        return os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
+    except OSError:  # pragma: no cover - kernel without pidfd
+        return None
+
+
+async def _exited(proc: asyncio.subprocess.Process, timeout: float, pidfd: Optional[int] = None) -> bool:
+    try:
+        await asyncio.wait_for(_leader_exit(proc, pidfd), timeout)
     except TimeoutError:
         return False
     return True
 
 
-async def _stop(proc: asyncio.subprocess.Process, graceful: bool) -> None:
+def _group_alive(pgid: int) -> bool:
+    if sys.platform == "win32":  # pragma: no cover - no process groups
+        return False
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's group now
+        return False
+    return True
+
+
+async def _group_empty(pgid: int, timeout: float) -> bool:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while _group_alive(pgid):
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(_POLL)
+    return True
+
+
+async def _sweep_group(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """The leader has exited: stop whatever it left in its process group (SIGTERM, grace, SIGKILL)."""
+    if not _group_alive(proc.pid):
+        return
+    _signal_group(proc, signal.SIGTERM)
+    if not await _group_empty(proc.pid, grace):
+        _signal_group(proc, signal.SIGKILL)
+        await _group_empty(proc.pid, _REAP)
+
+
+async def _watch_exit(proc: asyncio.subprocess.Process, pidfd: Optional[int]) -> None:
+    """When the server exits or crashes on its own, sweep its group at once."""
+    await _leader_exit(proc, pidfd)
+    await _sweep_group(proc, TERM_GRACE)
+
+
+async def _stop(proc: asyncio.subprocess.Process, graceful: bool, pidfd: Optional[int] = None) -> None:
     try:
         if graceful and proc.returncode is None:
             if proc.stdin is not None:
                 proc.stdin.close()
-            if not await _exited(proc, GRACE):
+            if not await _exited(proc, GRACE, pidfd):
                 _signal_group(proc, signal.SIGTERM)
-                await _exited(proc, TERM_GRACE)
+                await _exited(proc, TERM_GRACE, pidfd)
     finally:
         # Abort path (or a server that ignored SIGTERM): the whole group goes, right now.
         if proc.returncode is None:
             _signal_group(proc, signal.SIGKILL)
-            await _exited(proc, _REAP)
+            await _exited(proc, _REAP, pidfd)
+        # Helpers the leader left behind in its group, whether it exited just now or long ago.
+        await _sweep_group(proc, TERM_GRACE if graceful else 0)
 
 
 @asynccontextmanager
@@ -114,12 +203,14 @@ async def stdio_transport(spec: ServerSpec) -> AsyncIterator[tuple[Any, Any, asy
         cwd=spec.cwd,
         start_new_session=sys.platform != "win32",
     )
+    pidfd = _open_pidfd(proc)
     to_session, from_server = anyio.create_memory_object_stream[Any](0)
     to_server, from_session = anyio.create_memory_object_stream[Any](0)
     assert proc.stdout is not None and proc.stdin is not None
     pumps = [
-        asyncio.ensure_future(_read_pump(proc.stdout, to_session)),
+        asyncio.ensure_future(_read_pump(proc.stdout, to_session, spec.name)),
         asyncio.ensure_future(_write_pump(proc.stdin, from_session, to_session)),
+        asyncio.ensure_future(_watch_exit(proc, pidfd)),
     ]
     graceful = False
     try:
@@ -127,10 +218,17 @@ async def stdio_transport(spec: ServerSpec) -> AsyncIterator[tuple[Any, Any, asy
         graceful = True
     finally:
         try:
-            await _stop(proc, graceful)
+            await _stop(proc, graceful, pidfd)
         finally:
             for pump in pumps:
                 pump.cancel()
             await asyncio.gather(*pumps, return_exceptions=True)
+            if pidfd is not None:
+                os.close(pidfd)
+            # The child is reaped; release its pipes even if a reader stopped early (a flooding
+            # server), so no transport outlives us. asyncio's Process has no public close().
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                transport.close()
             for stream in (to_session, from_server, to_server, from_session):
                 stream.close()

@@ -36,6 +36,7 @@ from .a2a_render import VersionError, message_in, negotiate, render_send_result,
 from .card import CARD_PATH, build_agent_card
 from .fulfil import Fulfiller, ServerStopping, TaskBusy, TaskFinished, TaskNotFound
 from .guard import BodyTooLarge, ClientGone, HostGuard, bearer_ok, header, read_body
+from ..errors import ToolnexusError
 
 __all__ = ["A2AEndpoint"]
 
@@ -53,7 +54,7 @@ _OPS = {"SendMessage": _SEND, "message/send": _SEND, "GetTask": _GET, "tasks/get
         "CancelTask": _CANCEL, "tasks/cancel": _CANCEL}
 
 
-class _RpcError(Exception):
+class _RpcError(ToolnexusError):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code, self.message = code, message

@@ -33,6 +33,7 @@ from ..a2a.wire import (
     v1_part,
     v1_state,
 )
+from ..errors import ToolnexusError
 
 __all__ = [
     "MIXED",
@@ -52,7 +53,7 @@ MIXED = "mixed"
 _ID_NAMESPACE = uuid.UUID("6f1d2a57-3c4b-4a7e-9e0b-7f2a1c9d5e31")
 
 
-class VersionError(Exception):
+class VersionError(ToolnexusError):
     """The request names an A2A version we do not speak (JSON-RPC -32009)."""
 
 

@@ -37,6 +37,7 @@ from typing import Any, Optional, Union
 from .._diag import logger
 from ..types import Answer, Request
 from .tasks import FINISHED_STATES, TaskStore
+from ..errors import ToolnexusError
 
 __all__ = [
     "INTERRUPTED_STATES",
@@ -62,13 +63,13 @@ INTERRUPTED_STATES = frozenset({"input-required", "auth-required"})
 _STOPPED_TEXT = "canceled: the server stopped before the task finished"
 
 
-class TaskNotFound(Exception):
+class TaskNotFound(ToolnexusError):
     def __init__(self, task_id: str) -> None:
         super().__init__(task_id)
         self.task_id = task_id
 
 
-class TaskFinished(Exception):
+class TaskFinished(ToolnexusError):
     """The task is in a final state (nothing left to answer or cancel)."""
 
     def __init__(self, task_id: str, state: str) -> None:
@@ -76,11 +77,11 @@ class TaskFinished(Exception):
         self.task_id, self.state = task_id, state
 
 
-class ServerStopping(Exception):
+class ServerStopping(ToolnexusError):
     """`stop()` has begun: no new runs are started."""
 
 
-class TaskBusy(Exception):
+class TaskBusy(ToolnexusError):
     """The task is still running; it cannot take a message now."""
 
     def __init__(self, task_id: str) -> None:

@@ -21,17 +21,18 @@ import ipaddress
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Optional
 from urllib.parse import urlsplit
+from ..errors import ToolnexusError
 
 __all__ = ["BodyTooLarge", "ClientGone", "HostGuard", "bearer_ok", "header", "read_body"]
 
 Message = dict[str, Any]
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(ToolnexusError):
     """The request body is over the cap."""
 
 
-class ClientGone(Exception):
+class ClientGone(ToolnexusError):
     """The client disconnected before the body was complete."""
 
 

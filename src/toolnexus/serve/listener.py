@@ -25,6 +25,7 @@ import uvicorn
 from ..mcp_serve.errors import ServeConfigError, ServeTypeError
 from ..mcp_serve.http import reap_task
 from .limits import ServeLimits, guarded_protocol
+from ..errors import ToolnexusRuntimeError
 
 __all__ = ["GRACEFUL_SHUTDOWN", "ServeHandle", "parse_addr", "start_listener"]
 
@@ -194,7 +195,7 @@ async def start_listener(app: Any, addr: str, *, on_stop: Sequence[Callable[[], 
         await asyncio.wait({started, task}, return_when=asyncio.FIRST_COMPLETED)
         if not started.done():  # the server task ended without finishing startup
             exc = task.exception() if not task.cancelled() else None
-            raise RuntimeError(f"toolnexus: server on {addr} failed to start: {exc}") from exc
+            raise ToolnexusRuntimeError(f"toolnexus: server on {addr} failed to start: {exc}") from exc
         started.result()
     except BaseException:
         server.should_exit = True

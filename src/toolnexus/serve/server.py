@@ -44,6 +44,7 @@ from .mcp_app import McpEndpoint
 from .safety import check_exposure, make_redactor, unsafe_tools, warn_open_network
 from ..durable import is_run_store
 from .tasks import DurableTaskStore, TaskStore, resolve_store
+from ..errors import ToolnexusRuntimeError
 
 __all__ = ["serve_toolkit", "start_a2a_server"]
 
@@ -127,7 +128,7 @@ async def _start(
 
 
 async def _no_runner(text: str, context_id: Optional[str] = None) -> Any:
-    raise RuntimeError("toolnexus: this server has no run_task to fulfil A2A tasks with")
+    raise ToolnexusRuntimeError("toolnexus: this server has no run_task to fulfil A2A tasks with")
 
 
 async def serve_toolkit(
@@ -163,14 +164,14 @@ async def serve_toolkit(
 
     async def run_task(text: str, context_id: Optional[str] = None) -> Any:
         if client is None:
-            raise RuntimeError("toolnexus: serve() was given no client= to run A2A tasks with")
+            raise ToolnexusRuntimeError("toolnexus: serve() was given no client= to run A2A tasks with")
         if context_id:
             return await client.ask(text, toolkit, id=context_id)
         return await client.run(text, toolkit)
 
     async def resume_task(context_id: str, request: Any, answer: Any) -> Any:
         if client is None:
-            raise RuntimeError("toolnexus: serve() was given no client= to run A2A tasks with")
+            raise ToolnexusRuntimeError("toolnexus: serve() was given no client= to run A2A tasks with")
         return await client.ask_with_answer(toolkit, context_id, request, answer)
 
     skills_of = getattr(toolkit, "skill_infos", None)

@@ -42,6 +42,7 @@ from typing import Any, Optional, Union
 
 from ..mcp_serve.errors import UnknownStoreError
 from ..types import sanitize
+from ..errors import ToolnexusValueError, UnsupportedOperation
 
 __all__ = [
     "DEFAULT_MAX_TASKS",
@@ -86,7 +87,7 @@ class TaskStore(ABC):
 
     async def list_tasks(self, *, states: Optional[Iterable[str]] = None) -> list[A2ATask]:
         """Stored tasks, optionally only those in `states` (e.g. the ones waiting for input)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot list its tasks")
+        raise UnsupportedOperation(f"{type(self).__name__} cannot list its tasks")
 
     async def close(self) -> None:
         """Release what the store holds (connections, files). The built-in stores hold nothing."""
@@ -99,7 +100,7 @@ class InMemoryTaskStore(TaskStore):
                  terminal_ttl: Optional[float] = DEFAULT_TERMINAL_TTL,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if max_tasks is not None and (isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or max_tasks < 1):
-            raise ValueError(f"toolnexus: InMemoryTaskStore max_tasks must be a positive integer or None, got {max_tasks!r}")
+            raise ToolnexusValueError(f"toolnexus: InMemoryTaskStore max_tasks must be a positive integer or None, got {max_tasks!r}")
         self.max_tasks = max_tasks
         self.terminal_ttl = terminal_ttl
         self._clock = clock
@@ -158,7 +159,7 @@ class FileTaskStore(TaskStore):
 
     def __init__(self, dir: str) -> None:  # noqa: A002 - the spec's name
         if not isinstance(dir, str) or not dir:
-            raise ValueError(f"toolnexus: FileTaskStore needs a directory path, got {dir!r}")
+            raise ToolnexusValueError(f"toolnexus: FileTaskStore needs a directory path, got {dir!r}")
         self.dir = dir
         os.makedirs(dir, exist_ok=True)
 
@@ -260,7 +261,7 @@ _SCHEMES: dict[str, StoreFactory] = {"file": FileTaskStore, "sqlite": _durable("
 def register_store_scheme(scheme: str, factory: StoreFactory) -> None:
     """Let `resolve_store("<scheme>:<rest>")` build a store with `factory(<rest>)`."""
     if not scheme or not scheme.isidentifier():
-        raise ValueError(f"toolnexus: a store scheme must be a plain word, got {scheme!r}")
+        raise ToolnexusValueError(f"toolnexus: a store scheme must be a plain word, got {scheme!r}")
     _SCHEMES[scheme] = factory
 
 

@@ -31,6 +31,7 @@ from .._walk import walk_files
 from .frontmatter import parse_frontmatter
 from .model import SkillDef, SkillInfo, SkillInventory, SkillSkip, SkillSource
 from .tool import SKILL_FILE, create_skill_tool
+from ..errors import ToolnexusTypeError
 
 __all__ = [
     "MAX_DISCOVERY_ENTRIES",
@@ -91,7 +92,7 @@ def _discover(root: str) -> list[Candidate]:
 
 def _data_candidate(index: int, d: Any) -> Candidate:
     if not isinstance(d, SkillDef):
-        raise TypeError(f"toolnexus: skills[{index}] must be a SkillDef, got {type(d).__name__}")
+        raise ToolnexusTypeError(f"toolnexus: skills[{index}] must be a SkillDef, got {type(d).__name__}")
     if not isinstance(d.name, str) or not d.name.strip():
         return SkillSkip(d.base or "skill://", "missing-name", f"skills[{index}] has an empty name")
     base = d.base or f"skill://{d.name}/"
@@ -142,9 +143,9 @@ def load_skills(
 ) -> SkillSource:
     """Load skills from `dirs` (searched for `**/SKILL.md`) and `skills`; does blocking file I/O."""
     if isinstance(sample_limit, bool) or not isinstance(sample_limit, int):
-        raise TypeError(f"toolnexus: sample_limit must be an int, got {type(sample_limit).__name__}")
+        raise ToolnexusTypeError(f"toolnexus: sample_limit must be an int, got {type(sample_limit).__name__}")
     if filter is not None and not isinstance(filter, Mapping):
-        raise TypeError(f"toolnexus: skills filter must be a dict of name -> bool, got {type(filter).__name__}")
+        raise ToolnexusTypeError(f"toolnexus: skills filter must be a dict of name -> bool, got {type(filter).__name__}")
     kept, skipped = _merge(_candidates(dirs, skills))
     for skip in skipped:
         if skip.reason != "duplicate-name":

@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..durable import StoreError, StoreUnavailable
 from .sql import Query, SqlStore, Steps, schema_statements, schema_steps
+from ..errors import ToolnexusValueError
 
 __all__ = ["PostgresStore", "redact_url"]
 
@@ -46,7 +47,7 @@ class PostgresStore(SqlStore):
         options = dict(parse_qsl(parts.query))
         self.schema = options.pop("schema", None)
         if self.schema is not None and not _IDENT.match(self.schema):
-            raise ValueError(f"toolnexus: schema={self.schema!r} in the store URL is not a plain SQL identifier")
+            raise ToolnexusValueError(f"toolnexus: schema={self.schema!r} in the store URL is not a plain SQL identifier")
         self.pool_size = int(options.pop("pool", 4))
         self.timeout = float(options.pop("timeout", 10))
         self._conninfo = urlunsplit(parts._replace(query=urlencode(options)))

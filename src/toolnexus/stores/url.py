@@ -17,6 +17,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlsplit
 
 from ..durable import RunStore
+from ..errors import ToolnexusValueError
 
 __all__ = ["open_store"]
 
@@ -35,7 +36,7 @@ def open_store(url: str) -> RunStore:
     """The durable store `url` names (see the module docstring). Raises `ValueError` for a URL it
     does not understand."""
     if not isinstance(url, str) or not url.strip():
-        raise ValueError("toolnexus: open_store needs a URL such as 'sqlite:///runs.db', 'memory:', 'file:DIR' "
+        raise ToolnexusValueError("toolnexus: open_store needs a URL such as 'sqlite:///runs.db', 'memory:', 'file:DIR' "
                          "or 'postgresql://user@host/db'")
     url = url.strip()
     scheme, _, rest = url.partition(":")
@@ -55,12 +56,12 @@ def open_store(url: str) -> RunStore:
         base, _, query = rest.partition("?")
         path = _sqlite_path(base)
         if not path or path == ":memory:":
-            raise ValueError(f"toolnexus: {url!r} names no database file (an in-memory SQLite database cannot be "
+            raise ToolnexusValueError(f"toolnexus: {url!r} names no database file (an in-memory SQLite database cannot be "
                              "shared; use 'memory:' for a store in this process)")
         options = dict(parse_qsl(query))
         timeout = float(options.pop("timeout", 10))
         if options:
-            raise ValueError(f"toolnexus: unknown option(s) {', '.join(sorted(options))} in {url!r} (known: timeout)")
+            raise ToolnexusValueError(f"toolnexus: unknown option(s) {', '.join(sorted(options))} in {url!r} (known: timeout)")
         return SqliteStore(path, timeout=timeout)
     if scheme in ("postgresql", "postgres"):
         from .postgres import PostgresStore
@@ -69,8 +70,8 @@ def open_store(url: str) -> RunStore:
         known = {"schema", "pool", "timeout", "sslmode", "connect_timeout", "application_name"}
         unknown = sorted(k for k, _ in parse_qsl(parts.query) if k not in known)
         if unknown:
-            raise ValueError(f"toolnexus: unknown option(s) {', '.join(unknown)} in the PostgreSQL store URL "
+            raise ToolnexusValueError(f"toolnexus: unknown option(s) {', '.join(unknown)} in the PostgreSQL store URL "
                              f"(known: {', '.join(sorted(known))})")
         return PostgresStore(url)
-    raise ValueError(f"toolnexus: cannot open a store from {url!r}: use 'sqlite:///runs.db', 'memory:', "
+    raise ToolnexusValueError(f"toolnexus: cannot open a store from {url!r}: use 'sqlite:///runs.db', 'memory:', "
                      "'file:DIR' or 'postgresql://user@host/db'")

@@ -8,6 +8,7 @@ from ..parts import PartPolicy
 from .anthropic import AnthropicWire
 from .base import ResultEntry, StreamAccumulator, ToolCall, Turn, WireDialect
 from .openai import OpenAIWire
+from ...errors import ToolnexusValueError
 
 __all__ = ["dialect_for", "OpenAIWire", "AnthropicWire", "ToolCall", "Turn", "ResultEntry",
            "StreamAccumulator", "WireDialect"]
@@ -20,5 +21,5 @@ def dialect_for(style: str, policy: Optional[PartPolicy] = None) -> WireDialect:
     try:
         cls = _DIALECTS[style]
     except (KeyError, TypeError):
-        raise ValueError(f'toolnexus: unknown client style {style!r} (expected "openai" or "anthropic")') from None
+        raise ToolnexusValueError(f'toolnexus: unknown client style {style!r} (expected "openai" or "anthropic")') from None
     return cls(policy)

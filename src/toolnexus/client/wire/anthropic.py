@@ -43,6 +43,13 @@ __all__ = ["AnthropicWire", "ANTHROPIC_VERSION", "MAX_TOKENS", "finish_reason_fo
 WIRE = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 MAX_TOKENS = 4096
+def input_args(value: Any) -> tuple[dict[str, Any], None, Optional[str]]:
+    """A `tool_use.input` as `(args, None, problem)`: a dict (or absent ⇒ `{}`), else a problem."""
+    if value is None or isinstance(value, dict):
+        return value or {}, None, None
+    return {}, None, f"the input is {type(value).__name__}, not a JSON object"
+
+
 
 
 class AnthropicWire(DialectBase):
@@ -139,7 +146,7 @@ class AnthropicWire(DialectBase):
         if not isinstance(content, list):
             return []
         return [
-            ToolCall(str(b.get("id") or ""), b["name"], b.get("input") if isinstance(b.get("input"), dict) else {})
+            ToolCall(str(b.get("id") or ""), b["name"], *input_args(b.get("input")))
             for b in content
             if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("name"), str)
         ]

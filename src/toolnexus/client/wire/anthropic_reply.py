@@ -11,11 +11,10 @@ Not here: the request side and the dialect object (`anthropic.py`).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 from ..sse import SseEvent, json_payloads
-from .base import ToolCall, Turn, usage_of
+from .base import ToolCall, Turn, read_arguments, usage_of
 
 __all__ = ["AnthropicStream", "reply_usage", "reply_text"]
 
@@ -32,10 +31,17 @@ def reply_text(blocks: list[dict[str, Any]]) -> str:
 
 
 class AnthropicStream:
-    """Assembles a streamed messages turn, blocks kept verbatim (see module docstring)."""
+    """Assembles a streamed messages turn, blocks kept verbatim (see module docstring).
+
+    `finished` is set by `message_stop`; `complete` also by a `message_delta` carrying a
+    `stop_reason`. A stream that ends with neither is truncated.
+    """
+
+    end_marker = "message_stop or a stop_reason"
 
     def __init__(self) -> None:
         self.finished = False
+        self.complete = False
         self._blocks: dict[int, dict[str, Any]] = {}
         self._json: dict[int, list[str]] = {}
         self._usage: dict[str, Any] = {}
@@ -61,9 +67,10 @@ class AnthropicStream:
                 delta = data.get("delta") if isinstance(data.get("delta"), dict) else {}
                 if delta.get("stop_reason") is not None:
                     self._stop_reason = delta["stop_reason"]
+                    self.complete = True
                 self._usage.update(data.get("usage") or {})
             elif kind == "message_stop":
-                self.finished = True
+                self.finished = self.complete = True
         return deltas
 
     @staticmethod
@@ -87,20 +94,19 @@ class AnthropicStream:
 
     def turn(self) -> Turn:
         content = []
+        problems: dict[int, Optional[str]] = {}
         for index in sorted(self._blocks):
             block = self._blocks[index]
             if block.get("type") == "tool_use":
                 raw = "".join(self._json.get(index, []))
-                try:
-                    parsed = json.loads(raw) if raw.strip() else block.get("input")
-                except ValueError:
-                    parsed = None
-                block = {**block, "input": parsed if isinstance(parsed, dict) else {}}
+                parsed, problem = read_arguments(raw if raw.strip() else block.get("input"))
+                problems[len(content)] = problem
+                block = {**block, "input": parsed}
             content.append(block)
         message = {"role": "assistant", "content": content}
         text = reply_text(content)
-        calls = [ToolCall(str(b.get("id") or ""), str(b.get("name") or ""), b["input"])
-                 for b in content if b.get("type") == "tool_use"]
+        calls = [ToolCall(str(b.get("id") or ""), str(b.get("name") or ""), b["input"], None, problems.get(i))
+                 for i, b in enumerate(content) if b.get("type") == "tool_use"]
         if self._stop_reason != "tool_use":
             calls = []
         return Turn(text, calls, reply_usage(self._usage), message)

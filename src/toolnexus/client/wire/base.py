@@ -33,6 +33,8 @@ __all__ = [
     "find_last_assistant",
     "add_usage",
     "parse_arguments",
+    "read_arguments",
+    "arguments_error_text",
     "malformed",
     "DialectBase",
 ]
@@ -40,12 +42,18 @@ __all__ = [
 
 @dataclass
 class ToolCall:
-    """One tool call the model asked for. `arguments` is the raw wire string when there was one."""
+    """One tool call the model asked for. `arguments` is the raw wire string when there was one.
+
+    `args_error` says why the model's arguments could not be read (invalid or truncated JSON, not
+    an object); such a call is never executed — the model gets that reason as the call's error
+    result instead (`arguments_error_text`).
+    """
 
     id: str
     name: str
     args: dict[str, Any]
     arguments: Optional[str] = None
+    args_error: Optional[str] = None
 
 
 @dataclass
@@ -153,16 +161,58 @@ def usage_of(prompt: Any, completion: Any, total: Any = None) -> dict[str, int]:
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:
-    """Tool-call arguments as a dict: a dict is kept; a JSON-object string parsed; anything else `{}`."""
+    """Tool-call arguments as a dict: a dict is kept; a JSON-object string parsed; anything else `{}`.
+
+    The lenient reader (translation, declarations). The loop uses `read_arguments`, which also
+    says what was wrong so that a call with broken arguments is refused instead of run with `{}`.
+    """
+    return read_arguments(raw)[0]
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return {list: "an array", str: "a string", int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def read_arguments(raw: Any, *, missing_ok: bool = True) -> tuple[dict[str, Any], Optional[str]]:
+    """`(args, problem)` for a call's wire arguments; `problem` is None when they are usable.
+
+    A dict is kept. A string must hold one JSON object (`""`/whitespace reads as `{}`); invalid or
+    truncated JSON and any other JSON value give `({}, <what is wrong>)`. `None` (no arguments at
+    all) is `{}` unless `missing_ok=False`; any other type is a problem.
+    """
     if isinstance(raw, dict):
-        return raw
-    if isinstance(raw, str) and raw.strip():
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return {}
-        return value if isinstance(value, dict) else {}
-    return {}
+        return raw, None
+    if raw is None:
+        return {}, (None if missing_ok else "no arguments were sent")
+    if not isinstance(raw, str):
+        return {}, f"the arguments are {_json_type(raw)}, not a JSON object"
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        truncated = exc.pos >= len(raw.rstrip()) or exc.msg.startswith("Unterminated")
+        where = "the JSON ends early (truncated?)" if truncated else f"at character {exc.pos}"
+        return {}, f"the arguments are not valid JSON: {exc.msg}, {where}"
+    except ValueError as exc:  # e.g. a lone surrogate the decoder refuses
+        return {}, f"the arguments are not valid JSON: {exc}"
+    except RecursionError:
+        return {}, "the arguments are nested too deeply to read"
+    if not isinstance(value, dict):
+        return {}, f"the arguments are {_json_type(value)}, not a JSON object"
+    return value, None
+
+
+def arguments_error_text(call: "ToolCall") -> str:
+    """The error result the model gets for a call whose arguments could not be read."""
+    shown = call.arguments if isinstance(call.arguments, str) else ""
+    tail = f" Received {len(shown)} characters: {shown[:200]!r}{'…' if len(shown) > 200 else ''}." if shown else ""
+    return (f'toolnexus: tool "{call.name}" was not run: {call.args_error}. Call it again with the '
+            f"complete arguments as one JSON object.{tail}")
 
 
 def malformed(wire: str, what: str, data: Any) -> ProviderResponseError:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Optional
 from ...content.parts import MEDIA_PART_TYPES, is_part_dict
 from ..sse import SseEvent, json_payloads
 from .base import (DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, add_usage,
-                   malformed, parse_arguments, usage_of, zero_usage)
+                   malformed, parse_arguments, read_arguments, usage_of, zero_usage)
 
 __all__ = ["OpenAIWire", "content_text", "args_string", "has_system_message", "message_calls", "canonical_part"]
 
@@ -247,8 +247,9 @@ class OpenAIWire(DialectBase):
                     raise malformed(WIRE, f"`message.tool_calls[{i}].function.name` is missing", tc)
                 continue
             arguments = fn.get("arguments")
-            calls.append(ToolCall(str(tc.get("id") or ""), fn["name"], parse_arguments(arguments),
-                                  arguments if isinstance(arguments, str) else None))
+            args, problem = read_arguments(arguments)
+            calls.append(ToolCall(str(tc.get("id") or ""), fn["name"], args,
+                                  arguments if isinstance(arguments, str) else None, problem))
         return calls
 
     def new_stream(self) -> "OpenAIStream":
@@ -313,11 +314,23 @@ class OpenAIWire(DialectBase):
         return TranslateReply(content_text(message.get("content")), calls, finish, usage)
 
 
+def _checked(arguments: str) -> tuple[dict[str, Any], str, Optional[str]]:
+    args, problem = read_arguments(arguments)
+    return args, arguments, problem
+
+
 class OpenAIStream:
-    """Assembles a streamed chat-completions turn (tool-call deltas merged by `index`)."""
+    """Assembles a streamed chat-completions turn (tool-call deltas merged by `index`).
+
+    `finished` is set by `[DONE]`; `complete` also by a chunk's `finish_reason` (some compatible
+    servers end there without `[DONE]`). A stream that ends with neither is truncated.
+    """
+
+    end_marker = "[DONE] or a finish_reason"
 
     def __init__(self) -> None:
         self.finished = False
+        self.complete = False
         self._text: list[str] = []
         self._calls: dict[int, dict[str, str]] = {}
         self._usage = zero_usage()
@@ -326,7 +339,7 @@ class OpenAIStream:
         deltas: list[str] = []
         for chunk in json_payloads(event):
             if chunk == "[DONE]":
-                self.finished = True
+                self.finished = self.complete = True
                 break
             if not isinstance(chunk, dict):
                 continue
@@ -335,6 +348,8 @@ class OpenAIStream:
             choices = chunk.get("choices")
             if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
                 continue
+            if choices[0].get("finish_reason"):
+                self.complete = True
             delta = choices[0].get("delta")
             if not isinstance(delta, dict):
                 continue
@@ -371,6 +386,6 @@ class OpenAIStream:
             }
         else:
             message = {"role": "assistant", "content": text}
-        calls = [ToolCall(s["id"], s["name"], parse_arguments(s["arguments"]), s["arguments"]) for s in slots]
+        calls = [ToolCall(s["id"], s["name"], *_checked(s["arguments"])) for s in slots]
         return Turn(text, calls, dict(self._usage), message)
 
