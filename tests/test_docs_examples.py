@@ -97,7 +97,7 @@ def console_commands(code: str) -> list[tuple[str, str, int]]:
         command = line[2:]
         while command.endswith("\\") and i + 1 < len(lines):
             i += 1
-            command = command[:-1] + "\n" + lines[i]
+            command = command + "\n" + lines[i]  # bash reads the backslash-newline as one line
         exit_code = 0
         m = re.search(r"\s+# exits (\d+)$", command)
         if m:
