@@ -1,10 +1,11 @@
-# Two commands on a fresh machine: `make demo` and `make test`.
+# Two commands on a fresh machine: `make demo` and `make test`; `make docs` builds the user guide.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: demo test fuzz venv clean bench
+.PHONY: demo test docs fuzz venv clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,5 +30,13 @@ bench: $(STAMP)
 fuzz: $(STAMP)
 	TOOLNEXUS_FUZZ_PROFILE=fuzz $(PY) -m pytest -p no:cacheprovider -o timeout=3600 tests/test_fuzz_*.py
 
+$(DOCS_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+# The user guide (docs/ + mkdocs.yml) into site/; any warning fails the build.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build site src/*.egg-info .pytest_cache
