@@ -190,10 +190,25 @@ class TemporalHost:
             if _not_found(exc):
                 if not await self._exists(target):
                     raise RunNotFound(target, "this Temporal namespace") from None
-                raise AnswerRejected(f"toolnexus: cannot resume — run {target!r} has finished; request "
-                                     f"{answer.id!r} is not pending", reason="unknown", request_id=answer.id,
-                                     run_id=target) from None
+                raise await self._finished_refusal(target, answer.id) from None
             raise
+
+    async def _finished_refusal(self, run_id: str, request_id: str) -> Exception:
+        """Why a finished run refuses an answer: answered (or expired) earlier, or never asked."""
+        how = None
+        try:
+            state = await self.client.get_workflow_handle(run_id).query(STATUS_QUERY)
+            how = (state.get("answered") or {}).get(request_id)
+        except Exception:  # noqa: BLE001 - no worker to replay it: say what we know
+            pass
+        if how == "answered":
+            return AnswerAlreadyApplied(request_id, run_id)
+        if how == "expired":
+            return AnswerRejected(f"toolnexus: request {request_id!r} of run {run_id!r} expired and was declined; "
+                                  "this answer was not applied", reason="expired", request_id=request_id,
+                                  run_id=run_id)
+        return AnswerRejected(f"toolnexus: cannot resume — run {run_id!r} has finished; request {request_id!r} is "
+                              "not pending", reason="unknown", request_id=request_id, run_id=run_id)
 
     @staticmethod
     def _refusal(exc: WorkflowUpdateFailedError, request_id: str, run_id: str) -> Exception:

@@ -8,8 +8,8 @@ definitions; the `llm` endpoint, API key and transport are each worker's own. Th
 in the worker process: workflows see a placeholder (`names.KEY_PLACEHOLDER`).
 
 Workflows run in Temporal's sandbox with `toolnexus` (and any `passthrough` modules you name —
-those your definitions live in, for speed) passed through, so the definitions are this process's
-objects. `register_search_attributes` (default on) adds the `Toolnexus*` search attributes to the
+those your definitions live in, and anything their hooks import lazily) passed through, so the
+definitions are this process's objects. `register_search_attributes` (default on) adds the `Toolnexus*` search attributes to the
 namespace when they are missing — the dev server and a self-hosted cluster allow that; on a cluster
 that does not (Temporal Cloud), create them once with your tooling and pass False.
 
@@ -36,7 +36,11 @@ from .names import DEFAULT_TASK_QUEUE, KEY_PLACEHOLDER, SEARCH_ATTRIBUTES
 from .options import TemporalOptions
 from .workflow import AgentWorkflow
 
-__all__ = ["AgentWorker", "create_worker", "run_worker", "ensure_search_attributes", "connect"]
+__all__ = ["AgentWorker", "create_worker", "run_worker", "ensure_search_attributes", "connect", "SANDBOX_PASSTHROUGH"]
+
+#: Modules workflow code takes from the worker process instead of re-importing in the sandbox:
+#: toolnexus itself, and what it imports lazily on the workflow path (answer-schema checks).
+SANDBOX_PASSTHROUGH = ("toolnexus", "jsonschema")
 
 
 def _checked_llm(llm: Optional[dict[str, Any]]) -> dict[str, Any]:
@@ -140,7 +144,7 @@ async def create_worker(client: Client, *, agents: Any, llm: Optional[dict[str, 
     hosted = Hosted(workflow_registry(registry, options), public, options)
     host(task_queue, hosted)
     acts = AgentActivities(registry, transport, api_key, options)
-    restrictions = SandboxRestrictions.default.with_passthrough_modules("toolnexus", *passthrough)
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH, *passthrough)
     try:
         worker = Worker(client, task_queue=task_queue, workflows=[AgentWorkflow], activities=acts.activities(),
                         workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions), **worker_options)

@@ -341,7 +341,8 @@ class AgentWorkflow:
             handles = [{"id": h.id, "state": h.state, "tokens": h.usage_total, "own_tokens": h.own_total,
                         "turns": h.turns_total, "inbox": len(h.inbox)} for h in subtree(root) if h is not root]
         return {"run_id": workflow.info().workflow_id, "status": self._status(), "quiet": self._quiet(),
-                "result": self._final, "handles": handles, "trace": list(self._rt.trace) if self._rt else []}
+                "result": self._final, "handles": handles, "answered": dict(self._answered),
+                "trace": list(self._rt.trace) if self._rt else []}
 
     @workflow.query(name=TRANSCRIPT_QUERY)
     def transcript(self, handle_id: str) -> Optional[list[dict[str, Any]]]:
