@@ -3,9 +3,12 @@ traceback; a working worker is exercised by `test_temporal_processes.py`."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 TESTS = Path(__file__).resolve().parent
 
@@ -28,6 +31,7 @@ def test_a_bad_agents_spec_is_a_usage_error_naming_it():
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.skipif(importlib.util.find_spec("temporalio") is None, reason="needs the temporalio SDK")
 def test_an_unreachable_server_is_one_line_and_exit_1():
     done = worker_cli("--temporal", "127.0.0.1:1", "--agents", "support.temporal_agents:AGENTS",
                       "--api-key", "sk-cli-secret-4242")

