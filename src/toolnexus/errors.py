@@ -54,6 +54,12 @@ them. The tree (each entry: where it is defined, what it means):
     │   ├── RequestWithdrawn                        the request was cancelled by an interrupt
     │   ├── StoreConflict                           a client conversation changed under its writer
     │   └── RestoreError                            a run cannot be restored with the definitions given (also ValueError)
+    ├── TemporalRunError                temporal    base of the Temporal integration's errors (temporal/errors.py)
+    │   ├── TemporalNotInstalled                    the temporalio SDK is missing (also ImportError)
+    │   ├── TemporalUnavailable                     the Temporal server cannot be reached (also ConnectionError)
+    │   ├── AnswerRejected                          a run's validator refused an answer (also ResumeError, so ValueError)
+    │   ├── PayloadTooLarge                         a value bound for workflow history is over the payload limit (also ValueError)
+    │   └── LLMCallFailed                           an LLM-call activity failed for good
     ├── ServeError                      mcp_serve   base of the serving errors (mcp_serve/errors.py)
     │   ├── ServeConfigError                        a bad serve profile, address or limit value (also ValueError)
     │   │   ├── UnsafeServeError                    shell/file built-ins served without a token: refused

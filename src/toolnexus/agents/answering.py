@@ -45,11 +45,13 @@ A failed resume gives its claim back and may be retried.
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import TYPE_CHECKING, Optional
 
 from ..client import ResumeError
 from ..client.tool_calls import answer_schema_error, is_expired, utc_now
 from ..types import Answer, Request
+from .clock import wall_now
 from .defs import RESUME_CONTINUE
 from .escalation import ReplayBinding, pending_result
 from .handle import is_parked, live_turn, take_suspension
@@ -67,12 +69,12 @@ __all__ = ["apply_answer", "checked_answer", "parked_handles", "route", "replay_
 _PREFIX = "toolnexus: cannot resume — "
 
 
-def checked_answer(request: Request, answer: Answer) -> Answer:
+def checked_answer(request: Request, answer: Answer, now: Optional[datetime] = None) -> Answer:
     """The answer to apply: a schema violation is a `ResumeError`; an `ok` answer to an expired
-    request becomes a decline with reason `expired`."""
+    request (by `now`, default the machine's wall time) becomes a decline with reason `expired`."""
     if answer.id != request.id:
         raise ResumeError(_PREFIX + f"answer id {answer.id!r} does not match the pending request {request.id!r}")
-    if answer.ok and is_expired(request, utc_now()):
+    if answer.ok and is_expired(request, now if now is not None else utc_now()):
         return Answer(id=answer.id, ok=False, reason="expired")
     problem = answer_schema_error(request, answer)
     if problem is not None:
@@ -96,7 +98,7 @@ async def apply_answer(core: "RuntimeCore", answer: Answer, *, claimed: bool = F
         await durable.refuse_unheld(answer.id)  # the store's ledger says why (answered, withdrawn)
     leaf = route(core, answer)
     assert leaf.suspension is not None
-    answer = checked_answer(leaf.suspension.request, answer)
+    answer = checked_answer(leaf.suspension.request, answer, wall_now(core.clock))
     if durable is not None:
         await durable.claim(answer, ours_already=claimed)
     done: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()

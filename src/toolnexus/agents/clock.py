@@ -5,6 +5,11 @@ Everything in the agent runtime that waits or measures (wait timeouts, the close
 deadlines) goes through one injected `Clock`, so a test can drive time by hand with
 `VirtualClock.advance(...)` instead of sleeping.
 
+A clock may also offer `utc_now()` (an aware `datetime`): then that is the wall time the runtime
+checks a request's `expiresAt` against, in `resume` and in each turn's client, instead of the
+machine's. A clock that follows a Temporal workflow's time does (`toolnexus.temporal`), so an
+expiry decision replays the same way it was first made. `wall_now(clock)` reads it.
+
 This module does not schedule turns or know about handles; it only tells time and fires timers.
 """
 
@@ -16,7 +21,7 @@ import itertools
 import time
 from typing import Any, Callable, Protocol, runtime_checkable
 
-__all__ = ["Clock", "AsyncioClock", "VirtualClock"]
+__all__ = ["Clock", "AsyncioClock", "VirtualClock", "wall_now"]
 
 
 @runtime_checkable
@@ -34,6 +39,16 @@ class Clock(Protocol):
     def call_later(self, seconds: float, cb: Callable[[], Any]) -> Any:
         """Run `cb()` after `seconds`; the returned object has `.cancel()`."""
         ...
+
+
+def wall_now(clock: Any) -> Any:
+    """The wall time (aware UTC `datetime`) by `clock`'s `utc_now()` if it has one, else the machine's."""
+    read = getattr(clock, "utc_now", None)
+    if callable(read):
+        return read()
+    from ..client.tool_calls import utc_now
+
+    return utc_now()
 
 
 class AsyncioClock:

@@ -1,10 +1,16 @@
 """The global turn gate and the per-turn usage meter, both living at the §8 transport seam.
 
-`GatedTransport` wraps the runtime's `HttpTransport` for one turn. Its `post` holds one slot of a
-process-wide `threading.Semaphore(max_concurrent_turns)` for exactly one HTTP attempt — never a
-whole Run, because a parent that holds a slot while waiting for its children would deadlock them.
-The slot is released in `finally`, on the worker thread that took it, so a cancelled run cannot
-leak it. Streaming `open()` is passed through ungated.
+`GatedTransport` wraps the runtime's `HttpTransport` for one turn. Its `post` holds one of
+`max_concurrent_turns` slots for exactly one HTTP attempt — never a whole Run, because a parent
+that holds a slot while waiting for its children would deadlock them.
+
+The gate is asyncio-native: a slot is taken on the event loop by awaiting a future (no thread
+parks on a semaphore), handed to waiters in arrival order, and given back on the event loop. A
+synchronous transport's `post` then runs on the client's transport pool; the slot is freed when
+that call has really returned — also when the turn awaiting it was cancelled meanwhile (the
+worker thread cannot be stopped), so `concurrent_turns` and `quiesce` count a request until it is
+over. Nothing here needs a thread of its own, which is what lets the whole runtime run on a
+deterministic event loop (a Temporal workflow's). Streaming `open()` is passed through ungated.
 
 The same wrapper meters every successful response (`TurnMeter`): the runtime rolls usage up from
 the meter rather than from the `RunResult`, so spend of attempts that a completion gate retried,
@@ -17,10 +23,12 @@ This module never decides anything about handles; it counts and gates.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import threading
 from typing import Any, Callable, Optional
 
+from ..client.transport import _POOL
 from ..client.wire.base import usage_of
 from ..errors import ToolnexusValueError
 
@@ -42,62 +50,79 @@ def usage_tokens(response: Any) -> int:
 
 
 class TurnGate:
-    """`max_concurrent_turns` slots shared by every handle of one runtime, plus live counters."""
+    """`max_concurrent_turns` slots shared by every handle of one runtime, plus live counters.
+
+    Slots are taken and given back on the runtime's event loop; waiters are served in arrival
+    order. `wait_idle` (blocking, for a thread) and `idle` (a coroutine) wait until no slot is held.
+    """
 
     def __init__(self, limit: int) -> None:
         if not isinstance(limit, int) or limit < 1:
             raise ToolnexusValueError(f"toolnexus.agents: max_concurrent_turns must be an integer >= 1, got {limit!r}")
-        self._sem = threading.Semaphore(limit)
-        self._lock = threading.Condition()
+        self.limit = limit
         self.active = 0
         self.max_observed = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._idle: list[asyncio.Future[None]] = []
+        self._cond = threading.Condition()  # never held across an await: only guards the counters
 
     def _entered(self) -> None:
-        with self._lock:
+        with self._cond:
             self.active += 1
             self.max_observed = max(self.max_observed, self.active)
 
     def wait_idle(self, timeout: Optional[float] = None) -> bool:
-        """Block until no request holds a slot (a worker-thread call); False on timeout."""
-        with self._lock:
-            return self._lock.wait_for(lambda: self.active == 0, timeout)
+        """Block until no request holds a slot (call it from a thread, not the loop); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.active == 0, timeout)
 
-    def acquire(self) -> None:
-        """Block the calling (worker) thread until a slot is free."""
-        self._sem.acquire()
-        self._entered()
-
-    def release(self) -> None:
-        with self._lock:
-            self.active -= 1
-            self._lock.notify_all()
-        self._sem.release()
+    async def idle(self, timeout: Optional[float] = None) -> bool:
+        """Wait on the loop until no request holds a slot; False on timeout (seconds)."""
+        if self.active == 0:
+            return True
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._idle.append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            if fut in self._idle:
+                self._idle.remove(fut)
 
     async def acquire_async(self) -> None:
-        """Take a slot from a coroutine without blocking the loop and without leaking on cancel."""
-        if self._sem.acquire(blocking=False):
+        """Take a slot without blocking the loop; a cancelled waiter never keeps (or leaks) one."""
+        if self.active < self.limit and not self._waiters:
             self._entered()
             return
-        lock = threading.Lock()
-        state = {"phase": "waiting"}
-
-        def blocking_acquire() -> None:
-            self._sem.acquire()
-            with lock:
-                if state["phase"] == "abandoned":
-                    self._sem.release()
-                    return
-                state["phase"] = "acquired"
-
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
         try:
-            await asyncio.to_thread(blocking_acquire)
-        except BaseException:
-            with lock:
-                if state["phase"] == "acquired":
-                    self._sem.release()
-                state["phase"] = "abandoned"
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # the slot was handed over as we were cancelled
+                self.release()
+            elif fut in self._waiters:
+                self._waiters.remove(fut)
             raise
-        self._entered()
+
+    def release(self) -> None:
+        """Give a slot back (on the loop) and hand it to the oldest waiter."""
+        with self._cond:
+            self.active -= 1
+            self._cond.notify_all()
+        while self._waiters and self.active < self.limit:
+            fut = self._waiters.popleft()
+            if fut.done():  # its waiter was cancelled
+                continue
+            self._entered()
+            fut.set_result(None)
+        if self.active == 0:
+            idle, self._idle = self._idle, []
+            for fut in idle:
+                if not fut.done():
+                    fut.set_result(None)
 
 
 class TurnMeter:
@@ -135,7 +160,7 @@ class TurnMeter:
         if self._on_late is None or self._loop is None:
             return
         try:
-            self._loop.call_soon_threadsafe(self._on_late, tokens)
+            self._loop.call_soon(self._on_late, tokens)
         except RuntimeError:  # the loop is gone: nobody is left to account to
             pass
 
@@ -150,21 +175,61 @@ class TurnMeter:
 
 
 class GatedTransport:
-    """Wraps a synchronous `HttpTransport`: gate + meter around `post`, `open` untouched."""
+    """Wraps a synchronous `HttpTransport`: gate + meter around `post` (now a coroutine, the
+    inner call on the transport pool), `open` untouched."""
 
     def __init__(self, inner: Any, gate: TurnGate, meter: TurnMeter) -> None:
         self._inner = inner
         self._gate = gate
         self._meter = meter
 
-    def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
-        self._gate.acquire()
-        try:
-            response = self._inner.post(url, headers, payload, timeout)
-            self._meter.record(response)  # before the slot is freed: see AgentRuntime.quiesce
-        finally:
+    async def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
+        await self._gate.acquire_async()
+        loop = asyncio.get_running_loop()
+        outcome: asyncio.Future[Any] = loop.create_future()
+
+        def settle(response: Any, error: Optional[BaseException]) -> None:  # on the loop, once the call is over
+            if error is None:
+                self._meter.record(response)  # before the slot is freed: see AgentRuntime.quiesce
             self._gate.release()
-        return response
+            if not outcome.done():
+                if error is not None:
+                    outcome.set_exception(error)
+                else:
+                    outcome.set_result(response)
+
+        async def finish_awaitable(pending: Any) -> None:  # a sync post that handed back an awaitable
+            try:
+                response = await pending
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting turn
+                settle(None, exc)
+                return
+            settle(response, None)
+
+        def returned(job: Any) -> None:  # on the pool thread
+            def on_loop() -> None:
+                try:
+                    response = job.result()
+                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting turn
+                    settle(None, exc)
+                    return
+                if inspect.isawaitable(response):
+                    asyncio.ensure_future(finish_awaitable(response))
+                    return
+                settle(response, None)
+
+            try:
+                loop.call_soon_threadsafe(on_loop)
+            except RuntimeError:  # the loop is gone: nobody is left to hand the slot to
+                pass
+
+        try:
+            job = _POOL.submit(self._inner.post, url, headers, payload, timeout)
+        except BaseException:
+            self._gate.release()
+            raise
+        job.add_done_callback(returned)
+        return await outcome
 
     def __getattr__(self, name: str) -> Any:
         # `open` (streaming) and anything else pass straight through, keeping sync/async nature.

@@ -262,7 +262,7 @@ class AgentRuntime:
         unwinding = [turn.finished.wait() for turn in self._core.turns if turn.settled]
         if unwinding:  # aborted bodies still unwinding: let them close their meters first
             await asyncio.gather(*unwinding)
-        return await asyncio.to_thread(self._core.gate.wait_idle, timeout)
+        return await self._core.gate.idle(timeout)
 
     def list(self, h: Optional[Handle] = None, acc: Optional[builtins.list[HandleView]] = None) -> builtins.list[HandleView]:
         """Pre-order views of the subtree under `h` (default: the whole tree), root excluded."""

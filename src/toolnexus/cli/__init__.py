@@ -1,6 +1,6 @@
 """The `toolnexus` command: `main(argv) -> exit code`, and the dispatcher over its subcommands.
 
-Each subcommand is one module (`run`, `tools`, `serve`) exposing `NAME`, `SUMMARY`, `FLAGS`
+Each subcommand is one module (`run`, `tools`, `serve`, `worker`) exposing `NAME`, `SUMMARY`, `FLAGS`
 (`cli.flags.Flag`s) and `async execute(opts, console) -> int`; adding one is a new module plus
 one entry in `COMMANDS` (a task-store command reuses `common.STORE_FLAG` and `common.open_store`,
 which accept every selector `toolnexus.serve.resolve_store` knows). The dispatcher owns what every subcommand shares: usage and help text
@@ -26,12 +26,13 @@ from . import pending as _pending
 from . import run as _run
 from . import serve as _serve
 from . import tools as _tools
+from . import worker as _worker
 from .common import API_KEY_ENV, MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console
 from .flags import Flag, UsageError, parse
 
 __all__ = ["COMMANDS", "main", "usage"]
 
-COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer)}
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer, _worker)}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
