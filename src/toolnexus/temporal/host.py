@@ -44,6 +44,7 @@ from .names import (ANSWER_UPDATE, DEFAULT_TASK_QUEUE, MEMO_PENDING, PENDING_QUE
                     SA_STATUS, SETTLED_UPDATE, STATUS_QUERY, TRANSCRIPT_QUERY, WORKFLOW_TYPE)
 from .spec import RunSpec
 from .workflow import REJECT_ANSWERED, RESUME_FAILED
+from ..errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = ["TemporalHost"]
 
@@ -69,7 +70,7 @@ def _result(record: dict[str, Any]) -> TaskResult:
 
 def _quoted(value: str, what: str) -> str:
     if any(ch in value for ch in "'\"\\\n"):
-        raise ValueError(f"toolnexus.temporal: cannot look up {what} {value!r} by visibility (it holds a quote or "
+        raise ToolnexusValueError(f"toolnexus.temporal: cannot look up {what} {value!r} by visibility (it holds a quote or "
                          "backslash); pass run_id= to address the run directly")
     return f"'{value}'"
 
@@ -102,7 +103,7 @@ class TemporalHost:
         """Start a run of `agent` (a name the workers host) under `run_id`, once; its id, or with
         `wait=True` its first result (`pending` with the request, or final) as a `TaskResult`."""
         if not isinstance(run_id, str) or not run_id.strip():
-            raise ValueError(f"toolnexus.temporal: run_id must be a non-empty string, got {run_id!r}")
+            raise ToolnexusValueError(f"toolnexus.temporal: run_id must be a non-empty string, got {run_id!r}")
         spec = RunSpec.of(agent, prompt, budget=budget, resume_mode=resume_mode,
                           max_concurrent_turns=max_concurrent_turns, inbox_cap=inbox_cap)
         attrs = TypedSearchAttributes([SearchAttributePair(SearchAttributeKey.for_keyword(SA_STATUS), "running"),
@@ -191,7 +192,7 @@ class TemporalHost:
         if isinstance(answer, dict):
             answer = Answer.from_dict(answer)
         if not isinstance(answer, Answer):
-            raise TypeError(f"toolnexus.temporal: answer() takes an Answer, got {type(answer).__name__}")
+            raise ToolnexusTypeError(f"toolnexus.temporal: answer() takes an Answer, got {type(answer).__name__}")
         target = run_id if run_id is not None else await self._route(answer.id)
         handle = self.client.get_workflow_handle(target)
         try:

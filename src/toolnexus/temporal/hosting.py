@@ -20,6 +20,7 @@ from typing import Any
 
 from ..agents.defs import AgentDef
 from .options import TemporalOptions
+from ..errors import ToolnexusRuntimeError
 
 __all__ = ["Hosted", "host", "hosted_for", "unhost", "workflow_registry"]
 
@@ -48,7 +49,7 @@ def unhost(task_queue: str, hosted: Hosted) -> None:
 def hosted_for(task_queue: str) -> Hosted:
     found = _HOSTED.get(task_queue)
     if found is None:
-        raise LookupError(f"toolnexus.temporal: no agents are hosted for task queue {task_queue!r} in this worker "
+        raise ToolnexusRuntimeError(f"toolnexus.temporal: no agents are hosted for task queue {task_queue!r} in this worker "
                           f"(hosted: {', '.join(sorted(_HOSTED)) or 'none'}) — start the worker with "
                           "toolnexus.temporal.create_worker")
     return found

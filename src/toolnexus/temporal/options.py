@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Optional
+from ..errors import ToolnexusValueError
 
 __all__ = ["TemporalOptions", "DEFAULT_MAX_PAYLOAD_BYTES"]
 
@@ -48,15 +49,15 @@ class TemporalOptions:
         for name in ("llm_timeout", "tool_timeout", "heartbeat_timeout", "retry_initial", "retry_max"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"toolnexus.temporal: TemporalOptions.{name} must be a number of seconds > 0, "
+                raise ToolnexusValueError(f"toolnexus.temporal: TemporalOptions.{name} must be a number of seconds > 0, "
                                  f"got {value!r}")
         for name in ("llm_attempts", "tool_attempts"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"toolnexus.temporal: TemporalOptions.{name} must be an integer >= 1, got {value!r}")
+                raise ToolnexusValueError(f"toolnexus.temporal: TemporalOptions.{name} must be an integer >= 1, got {value!r}")
         limit = self.max_payload_bytes
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1024):
-            raise ValueError("toolnexus.temporal: TemporalOptions.max_payload_bytes must be None or an integer "
+            raise ToolnexusValueError("toolnexus.temporal: TemporalOptions.max_payload_bytes must be None or an integer "
                              f">= 1024, got {limit!r}")
 
     def retry_policy(self, attempts: int, non_retryable: tuple[str, ...] = ()) -> Any:

@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter, PayloadCodec
+from ..errors import ToolnexusValueError
 
 __all__ = ["ExternalPayloadCodec", "REFERENCE_ENCODING"]
 
@@ -41,7 +42,7 @@ class ExternalPayloadCodec(PayloadCodec):
 
     def __init__(self, directory: str | os.PathLike[str], *, threshold: int = 256 * 1024) -> None:
         if not isinstance(threshold, int) or threshold < 1024:
-            raise ValueError(f"toolnexus.temporal: ExternalPayloadCodec threshold must be an integer >= 1024, "
+            raise ToolnexusValueError(f"toolnexus.temporal: ExternalPayloadCodec threshold must be an integer >= 1024, "
                              f"got {threshold!r}")
         self.directory = Path(directory)
         self.threshold = threshold
@@ -98,7 +99,7 @@ class ExternalPayloadCodec(PayloadCodec):
             key = payload.data.decode("ascii")
             data: Any = await asyncio.to_thread(self.get, key)
             if hashlib.sha256(data).hexdigest() != key:
-                raise ValueError(f"toolnexus.temporal: payload {key} in {self.directory} does not match its hash "
+                raise ToolnexusValueError(f"toolnexus.temporal: payload {key} in {self.directory} does not match its hash "
                                  "(changed or truncated on disk)")
             out.append(Payload.FromString(data))
         return out

@@ -36,6 +36,7 @@ from ..types import Tool, ToolContext, ToolResult
 from .errors import LLMCallFailed, PayloadTooLarge
 from .names import LLM_ACTIVITY, TOOL_ACTIVITY
 from .options import TemporalOptions
+from ..errors import UnsupportedOperation
 
 __all__ = ["ActivityTransport", "proxy_tool", "NON_RETRYABLE", "TOOL_MISSING", "PAYLOAD_TOO_LARGE",
            "check_payload", "encoded_size"]
@@ -95,7 +96,7 @@ class ActivityTransport:
             raise LLMCallFailed(_failure_text(exc)) from None
 
     def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
-        raise NotImplementedError("toolnexus.temporal: streaming is not available inside a workflow; agent turns "
+        raise UnsupportedOperation("toolnexus.temporal: streaming is not available inside a workflow; agent turns "
                                   "use the non-streaming call")
 
 

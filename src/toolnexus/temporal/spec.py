@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from ..agents.budget import Budget
 from ..agents.defs import RESUME_CONTINUE, check_resume_mode
+from ..errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = ["RunSpec"]
 
@@ -32,22 +33,22 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.agent, str) or not self.agent:
-            raise ValueError(f"toolnexus.temporal: the agent to run must be a non-empty name, got {self.agent!r}")
+            raise ToolnexusValueError(f"toolnexus.temporal: the agent to run must be a non-empty name, got {self.agent!r}")
         if not isinstance(self.prompt, str):
-            raise TypeError(f"toolnexus.temporal: the prompt must be a str, got {type(self.prompt).__name__}")
+            raise ToolnexusTypeError(f"toolnexus.temporal: the prompt must be a str, got {type(self.prompt).__name__}")
         check_resume_mode(self.resume_mode, "run")
         if self.resume_mode is None:
-            raise ValueError("toolnexus.temporal: resume_mode must be 'replay' or 'continue'")
+            raise ToolnexusValueError("toolnexus.temporal: resume_mode must be 'replay' or 'continue'")
         for name in ("max_concurrent_turns", "inbox_cap"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "max_concurrent_turns" else 0):
-                raise ValueError(f"toolnexus.temporal: {name} must be a non-negative integer, got {value!r}")
+                raise ToolnexusValueError(f"toolnexus.temporal: {name} must be a non-negative integer, got {value!r}")
         if self.budget is not None:
             if not isinstance(self.budget, dict):
-                raise TypeError(f"toolnexus.temporal: budget must be a Budget or a dict, got {type(self.budget).__name__}")
+                raise ToolnexusTypeError(f"toolnexus.temporal: budget must be a Budget or a dict, got {type(self.budget).__name__}")
             unknown = sorted(k for k in self.budget if k not in _BUDGET_FIELDS)
             if unknown:
-                raise ValueError(f"toolnexus.temporal: unknown budget field(s) {', '.join(unknown)} "
+                raise ToolnexusValueError(f"toolnexus.temporal: unknown budget field(s) {', '.join(unknown)} "
                                  f"(known: {', '.join(_BUDGET_FIELDS)})")
 
     @classmethod
@@ -63,7 +64,7 @@ class RunSpec:
     @classmethod
     def from_dict(cls, data: Any) -> "RunSpec":
         if not isinstance(data, dict):
-            raise TypeError(f"toolnexus.temporal: a run's input is a JSON object, got {type(data).__name__}")
+            raise ToolnexusTypeError(f"toolnexus.temporal: a run's input is a JSON object, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

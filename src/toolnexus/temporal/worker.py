@@ -35,6 +35,7 @@ from .hosting import Hosted, host, unhost, workflow_registry
 from .names import DEFAULT_TASK_QUEUE, KEY_PLACEHOLDER, SEARCH_ATTRIBUTES
 from .options import TemporalOptions
 from .workflow import AgentWorkflow
+from ..errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = ["AgentWorker", "create_worker", "run_worker", "ensure_search_attributes", "connect", "SANDBOX_PASSTHROUGH"]
 
@@ -47,7 +48,7 @@ def _checked_llm(llm: Optional[dict[str, Any]]) -> dict[str, Any]:
     llm = dict(llm or {})
     unknown = sorted(k for k in llm if k not in LLM_KEYS)
     if unknown:
-        raise ValueError(f"toolnexus.temporal: unknown llm key(s) {', '.join(map(repr, unknown))} — a worker reads "
+        raise ToolnexusValueError(f"toolnexus.temporal: unknown llm key(s) {', '.join(map(repr, unknown))} — a worker reads "
                          f"only {', '.join(LLM_KEYS)}; configure anything else on the transport")
     return llm
 
@@ -123,13 +124,13 @@ async def create_worker(client: Client, *, agents: Any, llm: Optional[dict[str, 
     against `llm` through `transport`; `worker_options` go to `temporalio.worker.Worker`."""
     registry = await registry_of(agents)
     if not registry:
-        raise ValueError("toolnexus.temporal: create_worker needs at least one agent definition (agents=...)")
+        raise ToolnexusValueError("toolnexus.temporal: create_worker needs at least one agent definition (agents=...)")
     llm = _checked_llm(llm)
     api_key = llm.get("api_key")
     public = {**llm, "api_key": KEY_PLACEHOLDER} if api_key else llm
     options = options if options is not None else TemporalOptions()
     if not isinstance(options, TemporalOptions):
-        raise TypeError(f"toolnexus.temporal: options must be a TemporalOptions, got {type(options).__name__}")
+        raise ToolnexusTypeError(f"toolnexus.temporal: options must be a TemporalOptions, got {type(options).__name__}")
     owned = None
     if transport is None:
         from ..client import HttpxTransport

@@ -46,9 +46,9 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from ..agents.answering import durably_suspended
+    from ..agents.answering import parked_handles
     from ..agents.escalation import pending_result, stamp_path
-    from ..agents.handle import SpawnError, TaskResult, is_durably_suspended, subtree
+    from ..agents.handle import SpawnError, TaskResult, is_parked, subtree
     from ..agents.runtime import AgentRuntime
     from ..client.memory import InMemoryConversationStore
     from ..client.tool_calls import answer_schema_error, expires_at
@@ -166,7 +166,7 @@ class AgentWorkflow:
     def _settled(self) -> bool:
         """The entry agent has its result and nothing is left running or parked under it."""
         entry = self._entry
-        if not self._quiet() or entry is None or is_durably_suspended(entry):
+        if not self._quiet() or entry is None or is_parked(entry):
             return False
         return entry.state in ("idle", "closed") and entry.last_result is not None and not entry.wake_queue
 
@@ -175,7 +175,7 @@ class AgentWorkflow:
         if self._final is not None:
             return self._final
         entry = self._entry
-        if entry is not None and is_durably_suspended(entry):
+        if entry is not None and is_parked(entry):
             result = pending_result(entry)
         elif entry is not None and entry.last_result is not None:
             result = entry.last_result
@@ -195,7 +195,7 @@ class AgentWorkflow:
         if self._rt is None or self._final is not None:
             return {}
         found: dict[str, tuple[Request, list[str], int]] = {}
-        for h in durably_suspended(self._core()):
+        for h in parked_handles(self._core()):
             req = h.pending_req
             if req is None:
                 continue
