@@ -26,7 +26,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Iterator, Optional
 
 import pytest
 
@@ -103,6 +103,8 @@ class DevServer:
                 self.proc.wait()
         with contextlib.suppress(OSError):
             self.log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log.name)
 
     @classmethod
     def shared(cls) -> "DevServer":
@@ -120,8 +122,11 @@ class DevServer:
 
 
 @pytest.fixture(scope="session")
-def temporal_server() -> DevServer:
-    return DevServer.shared()
+def temporal_server() -> Iterator[DevServer]:
+    server = DevServer.shared()
+    yield server
+    server.stop()  # the session's end: nothing is left running
+    DevServer._shared = None
 
 
 _queues = itertools.count(1)
