@@ -21,7 +21,7 @@ async def test_default_transport_is_pooled_http_shared_by_every_turn_and_closed_
         assert {req.connection for req in server.requests} == {1}  # one keep-alive connection for both turns
         assert server.requests[0].headers["authorization"] == "Bearer k"
         assert r.runtime.root.state == "closed"
-        assert r.runtime.transport._client is None  # the pool was closed with the root
+        assert r.runtime.transport._idle == {}  # the pool was closed with the root
 
 
 async def test_the_api_key_is_found_like_the_client_finds_it(monkeypatch):

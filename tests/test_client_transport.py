@@ -138,18 +138,27 @@ async def test_urllib_transport_streams_through_a_worker_thread():
     assert events[-1]["result"].text == "from urllib"
 
 
-async def test_default_transport_is_pooled_httpx_and_aclose_releases_it():
+async def test_default_transport_is_pooled_http11_and_aclose_releases_it(monkeypatch):
     from toolnexus.client import HttpxTransport
+    from toolnexus.client.http11 import Http11Transport
 
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
     with LlmServer() as server:
-        server.add(Sse(openai_sse("x")))
+        server.add(Sse(openai_sse("x")), Sse(openai_sse("y")))
         async with create_client(base_url=server.base_url, style="openai", model="m", api_key="k") as c:
-            assert isinstance(c._http_transport, HttpxTransport)
+            assert isinstance(c._http_transport, Http11Transport)
             await c.ask("x", on_text=lambda d: None)
-        assert c._http_transport._client is None
-        supplied = UrllibTransport()
-        async with create_client(base_url="b", style="openai", model="m", http_transport=supplied) as other:
-            assert other._http_transport is supplied
+            await c.ask("y", on_text=lambda d: None)
+            assert sum(len(v) for v in c._http_transport._idle.values()) == 1  # the connection went back
+        assert c._http_transport._idle == {}
+        assert {req.connection for req in server.requests} == {1}
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    async with create_client(base_url="http://b", style="openai", model="m") as proxied:
+        assert isinstance(proxied._http_transport, HttpxTransport)  # only httpx speaks to a proxy
+    supplied = UrllibTransport()
+    async with create_client(base_url="b", style="openai", model="m", http_transport=supplied) as other:
+        assert other._http_transport is supplied
 
 
 # -- stores ----------------------------------------------------------------------------------------

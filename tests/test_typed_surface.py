@@ -144,9 +144,9 @@ async def test_agent_runtime_as_async_context_manager_releases_its_transport():
             h = rt.spawn(rt.root, "solo")
             rt.wake(h, "hi")
             result = await rt.wait(h)
-            pool = rt.transport._client
+            pooled = [conn for conns in rt.transport._idle.values() for conn in conns]
             assert (result.status, result.text) == ("done", "hello")
-            assert pool is not None and not pool.is_closed
-        assert pool.is_closed
-        assert rt.transport._client is None
+            assert len(pooled) == 1 and pooled[0].alive()  # the keep-alive connection waits in the pool
+        assert rt.transport._idle == {}
+        assert not pooled[0].alive()
         assert len(server.requests) == 1

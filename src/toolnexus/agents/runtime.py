@@ -27,7 +27,7 @@ Choices where the spec is silent (each tested):
   declined (`expired`). Without a store a repeated answer returns the first result and changes
   nothing; with one it raises `AnswerAlreadyApplied`.
 - Unknown `llm` keys raise `ValueError` instead of being dropped.
-- With neither `transport` nor `in_process`, the wire is the client's pooled `HttpxTransport`
+- With neither `transport` nor `in_process`, the wire is the client's pooled default transport
   (one keep-alive pool for every handle, closed by `close(root)` or `aclose()`).
 - `on_budget(handle, limit)` (def over runtime) is notified whenever a limit stops work.
 - `resume_mode="continue"` (def over runtime) keeps a halted transcript and continues it; the
@@ -48,7 +48,8 @@ import builtins
 import uuid
 from typing import Any, Callable, Optional
 
-from ..client import HttpxTransport, InMemoryConversationStore, InProcessTransport
+from ..client import InMemoryConversationStore, InProcessTransport
+from ..client.http11 import default_transport
 from .._redact import REDACTED
 from ..client.client import api_key_from_env
 from ..durable import DEFAULT_LEASE_TTL, RunStore, is_run_store
@@ -150,7 +151,7 @@ class AgentRuntime:
         elif transport is not None:
             wire = transport
         else:  # one pooled keep-alive client for every handle's turns; closed with the root
-            wire = HttpxTransport()
+            wire = default_transport()
         the_clock: Clock = clock if clock is not None else AsyncioClock()
         durable = None
         if durable_store is not None:

@@ -14,6 +14,7 @@ from .errors import (MAX_ERROR_BODY, REDACTED, ContentPartError, ProviderError, 
                      ResponseTooLarge, ResumeError, RunCancelled, RunTimeout, _HttpError, capped_error_body,
                      redact_identifiers, redact_secrets, safe_error_body)
 from .httpx_transport import HttpxTransport
+from .http11 import Http11Transport
 from .memory import Conversation, ConversationStore, InMemoryConversationStore
 from .metrics import MetricsRegistry
 from .result import (LIMIT_COMPLETION, LIMIT_MAX_TURNS, LIMIT_TIMEOUT, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE,
@@ -30,7 +31,7 @@ __all__ = [
     "create_in_process_client", "ProviderError", "_HttpError", "ProviderResponseError", "ContentPartError",
     "ResumeError", "MetricsRegistry", "redact_identifiers", "safe_error_body", "capped_error_body", "REDACTED",
     "MAX_ERROR_BODY", "RUN_STATUS_DONE", "RUN_STATUS_PENDING", "RUN_STATUS_INCOMPLETE", "RUN_STATUSES",
-    "LIMIT_MAX_TURNS", "LIMIT_COMPLETION", "LIMIT_TIMEOUT", "HttpxTransport", "_is_retryable_status",
+    "LIMIT_MAX_TURNS", "LIMIT_COMPLETION", "LIMIT_TIMEOUT", "HttpxTransport", "Http11Transport", "_is_retryable_status",
     "_parse_retry_after", "Timer", "OutputValidationError", "FINAL_RESULT_TOOL", "NO_DEADLINE", "DEFAULT_CALL_TIMEOUT_MS",
     "MAX_RESPONSE_BYTES", "ResponseTooLarge", "redact_secrets",
 ]

@@ -6,7 +6,9 @@ private members below (`_dialect`, `_resolve_api_key`, `_abort`, `_shape_body`, 
 `_llm_call`, `_call_hook`, `_emit`) are the interface the loop and `toolnexus.translate` share.
 
 Choices beyond the contract (all opt-in or invisible to the wire):
-- default transport: `HttpxTransport` (pooled, async); `await client.aclose()` / `async with` frees it.
+- default transport: `Http11Transport` (a lean pooled keep-alive HTTP/1.1 client; `HttpxTransport`
+  when a proxy is configured, or pass `http_transport=HttpxTransport(...)` for HTTP/2);
+  `await client.aclose()` / `async with` frees it.
 - `max_retry_after_ms`: a longer `Retry-After` fails at once instead of sleeping (retry.py).
 - `race_tools`: deadline and cancel also interrupt tools and `wait_for` (default: LLM calls only).
 - `resolve_concurrently`: a turn's `wait_for`s run concurrently, results still in call order.
@@ -177,9 +179,9 @@ class Client:
         self.max_response_bytes: Optional[int] = MAX_RESPONSE_BYTES
         self._owns_transport = http_transport is None
         if http_transport is None:
-            from .httpx_transport import HttpxTransport
+            from .http11 import default_transport
 
-            http_transport = HttpxTransport(max_response_bytes=lambda: self.max_response_bytes)
+            http_transport = default_transport(max_response_bytes=lambda: self.max_response_bytes)
         self._http_transport = http_transport
         self._caller = TransportCaller(http_transport)
         self._metrics = MetricsRegistry()

@@ -13,7 +13,7 @@ definitions are this process's objects. `register_search_attributes` (default on
 namespace when they are missing — the dev server and a self-hosted cluster allow that; on a cluster
 that does not (Temporal Cloud), create them once with your tooling and pass False.
 
-Choices: the default transport is the client's pooled `HttpxTransport`, closed when the worker
+Choices: the default transport is the client's pooled default transport, closed when the worker
 stops; a transport you pass is yours to close. `llm` takes the runtime's four keys (`base_url`,
 `style`, `model`, `api_key`); anything else is an error, as with `AgentRuntime`.
 """
@@ -133,9 +133,9 @@ async def create_worker(client: Client, *, agents: Any, llm: Optional[dict[str, 
         raise ToolnexusTypeError(f"toolnexus.temporal: options must be a TemporalOptions, got {type(options).__name__}")
     owned = None
     if transport is None:
-        from ..client import HttpxTransport
+        from ..client.http11 import default_transport
 
-        transport = owned = HttpxTransport()
+        transport = owned = default_transport()
     if register_search_attributes:
         try:
             await ensure_search_attributes(client)
