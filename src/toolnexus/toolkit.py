@@ -33,6 +33,7 @@ from .types import McpStatus, Tool, ToolContext, ToolResult
 from .errors import ConfigError, ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .client.body import EncodedList
     from .a2a import Agent as A2AAgent
     from .skill import SkillDef, SkillSource
 
@@ -76,6 +77,7 @@ class Toolkit:
         self._extra = list(extra_tools)
         self._registered: list[Tool] = []
         self._by_name: dict[str, Tool] = {}
+        self._declared: dict[str, tuple[tuple[Any, ...], Any]] = {}  # style -> (tools key, declarations)
         self._assemble(warn_unknown_disabled=True)
 
     def _assemble(self, *, warn_unknown_disabled: bool = False) -> None:
@@ -142,6 +144,26 @@ class Toolkit:
 
     def to_gemini(self) -> list[dict[str, Any]]:
         return adapters.to_gemini(self.tools())
+
+    def declarations(self, style: str) -> "EncodedList":
+        """The tools as `style` ("openai" | "anthropic") declares them: one shared list, encoded
+        to JSON once per change of the toolkit, that the client sends every turn as it is.
+
+        Treat it as read-only (`to_openai()` / `to_anthropic()` give copies to edit). A change is
+        a tool added, removed or replaced, or a tool's name, description or schema object
+        replaced; editing a schema dict in place is not noticed.
+        """
+        from .client.body import EncodedList
+
+        tools = self.tools()
+        key = tuple((id(t), t.name, t.description, id(t.input_schema)) for t in tools)
+        cached = self._declared.get(style)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        shape = adapters.to_anthropic if style == "anthropic" else adapters.to_openai
+        declared = EncodedList(shape(tools))
+        self._declared[style] = (key, declared)
+        return declared
 
     # ------------------------------------------------------------------ mutation
 

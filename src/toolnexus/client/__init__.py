@@ -1,19 +1,20 @@
 """The unified LLM client: one tool-calling loop for OpenAI- and Anthropic-style endpoints.
 
 Layout: `client.py` (public `Client`), `loop.py` (the one loop), `tool_calls.py` (executing and
-resolving calls), `wire/` (provider dialects), `transport.py` / `httpx_transport.py` (the seam),
-`retry.py`, `streaming.py` + `sse.py`, `memory.py`, `parts.py`, `errors.py`, `result.py`,
+resolving calls), `wire/` (provider dialects), `transport.py` (the seam) with `http11.py` (the
+default), `httpx_transport.py` and `urllib_transport.py` (loaded on first use), `retry.py`, `streaming.py` + `sse.py`, `memory.py`, `parts.py`, `errors.py`, `result.py`,
 `metrics.py` (Prometheus registry), `structured.py` (`output_type=`), `tracing.py` (the seam
 `toolnexus.otel` plugs into).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .client import DEFAULT_CALL_TIMEOUT_MS, NO_DEADLINE, Client, create_client, create_in_process_client
 from .errors import (MAX_ERROR_BODY, REDACTED, ContentPartError, ProviderError, ProviderResponseError,
                      ResponseTooLarge, ResumeError, RunCancelled, RunTimeout, _HttpError, capped_error_body,
                      redact_identifiers, redact_secrets, safe_error_body)
-from .httpx_transport import HttpxTransport
 from .http11 import Http11Transport
 from .memory import Conversation, ConversationStore, InMemoryConversationStore
 from .metrics import MetricsRegistry
@@ -22,7 +23,11 @@ from .result import (LIMIT_COMPLETION, LIMIT_MAX_TURNS, LIMIT_TIMEOUT, RUN_STATU
                      MetricEvent, OnMetric, RunResult, WaitFor)
 from .retry import Timer, _is_retryable_status, _parse_retry_after
 from .structured import FINAL_RESULT_TOOL, OutputValidationError
-from .transport import MAX_RESPONSE_BYTES, HttpTransport, InProcessTransport, UrllibTransport
+from .transport import MAX_RESPONSE_BYTES, HttpTransport, InProcessTransport
+
+if TYPE_CHECKING:  # loaded lazily at run time (see __getattr__ below)
+    from .httpx_transport import HttpxTransport
+    from .urllib_transport import UrllibTransport
 
 __all__ = [
     "Client", "ClientStyle", "Conversation", "ConversationStore", "ErrorClassifier", "ErrorInfo", "ErrorTier",
@@ -35,3 +40,17 @@ __all__ = [
     "_parse_retry_after", "Timer", "OutputValidationError", "FINAL_RESULT_TOOL", "NO_DEADLINE", "DEFAULT_CALL_TIMEOUT_MS",
     "MAX_RESPONSE_BYTES", "ResponseTooLarge", "redact_secrets",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """`HttpxTransport` and `UrllibTransport` load on first use: httpx and urllib.request together
+    cost ~50 ms of import time that a client on the default transport never needs."""
+    if name == "HttpxTransport":
+        from .httpx_transport import HttpxTransport
+
+        return HttpxTransport
+    if name == "UrllibTransport":
+        from .urllib_transport import UrllibTransport
+
+        return UrllibTransport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

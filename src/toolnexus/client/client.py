@@ -265,6 +265,12 @@ class Client:
     def _llm_call(self, model: str, parts: list[dict[str, Any]]) -> _LlmCall:
         return _LlmCall(self, model, parts)
 
+    def _has_hook(self, name: str) -> bool:
+        hooks = self.hooks
+        if hooks is None:
+            return False
+        return callable(hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None))
+
     async def _call_hook(self, name: str, event: dict) -> Any:
         hooks = self.hooks
         if hooks is None:

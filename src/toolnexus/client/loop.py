@@ -42,6 +42,7 @@ from ..types import Answer, Request, ToolResult
 from .errors import RunCancelled
 from .journal import IN_DOUBT_KIND, not_run_text
 from .parts import media_parts_summary
+from .prepared import PreparedTranscript
 from .result import (LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult,
                      zero_usage)
 from .retry import race
@@ -98,7 +99,11 @@ class RunLoop:
         self.api_key = client._resolve_api_key(self.dialect)
         self.abort = client._abort(cancel)
         self.system = compose_system(client.system_prompt, toolkit)
-        self.tools: list[dict] = self.dialect.declare_tools(toolkit)
+        # Without a hook or body_transform that could edit them, the declarations and transcript
+        # are sent as kept, pre-encoded lists (each part encoded once per change, see prepared.py).
+        editable = client.body_transform is not None or client._has_hook("before_llm")
+        self.tools: list[dict] = self.dialect.declare_tools(toolkit, shared=not editable)
+        self.prepared: Optional[PreparedTranscript] = None if editable else PreparedTranscript(self.dialect)
         self.messages: list[dict] = []
         self.run_start = 0
         self.usage = zero_usage()
@@ -236,11 +241,16 @@ class RunLoop:
             if hv.get("model"):
                 model = hv["model"]
         self.model = model
-        body = self.dialect.build_body(model, self.messages, self.tools, self.system, self.streaming)
+        if self.prepared is not None:
+            wire, media = self.prepared.prepare(self.messages)
+            body = self.dialect.build_body(model, wire, self.tools, self.system, self.streaming, wired=True)
+        else:
+            body = self.dialect.build_body(model, self.messages, self.tools, self.system, self.streaming)
+            media = media_parts_summary(self.messages)
         body = client._shape_body(body)
         url = self.dialect.url(client.base_url)
         headers = self.dialect.headers(self.api_key, client.headers)
-        call = client._llm_call(model, media_parts_summary(self.messages))
+        call = client._llm_call(model, media)
         if self.span is not None:
             call.span = self.span.llm(model, self.streaming)
         async with call:

@@ -46,6 +46,7 @@ from typing import Any, Optional
 from .._schema import schema_problems
 from .._typed import Adapter, ArgumentProblems, json_default, pydantic_schema
 from ..adapters import to_anthropic, to_openai
+from .body import EncodedList
 from ..errors import ToolnexusError, ToolnexusTypeError, ToolnexusValueError
 from ..types import Tool, ToolResult
 
@@ -217,6 +218,16 @@ class OutputToolkit:
 
     def to_anthropic(self) -> list[dict[str, Any]]:
         return [*(self.inner.to_anthropic() if self.inner is not None else []), *to_anthropic([self._tool])]
+
+    def declarations(self, style: str) -> EncodedList:
+        """The inner toolkit's shared declarations (see `Toolkit.declarations`) plus `final_result`."""
+        own = EncodedList((to_anthropic if style == "anthropic" else to_openai)([self._tool]))
+        inner = self.inner
+        if inner is not None and callable(getattr(type(inner), "declarations", None)):
+            shared = inner.declarations(style)
+            return EncodedList([*shared, *own], [*shared.chunks, *own.chunks])
+        theirs = [] if inner is None else (inner.to_anthropic() if style == "anthropic" else inner.to_openai())
+        return EncodedList([*theirs, *own])
 
     async def execute(self, name: str, args: Any = None, ctx: Any = None) -> ToolResult:
         if name == FINAL_RESULT_TOOL:

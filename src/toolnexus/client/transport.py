@@ -17,7 +17,9 @@ Bounded and careful with credentials: the stdlib transport reads a 2xx body only
 follows a redirect to another origin it forwards no header but the harmless ones (`Accept`,
 `Content-Type`, `User-Agent`...): the API key never travels to a host it was not meant for.
 
-Not here: retries, deadlines and cancellation (`retry.py`); the httpx default (`httpx_transport.py`).
+Not here: retries, deadlines and cancellation (`retry.py`); the default transport (`http11.py`),
+`HttpxTransport` (`httpx_transport.py`) and `UrllibTransport` (`urllib_transport.py`, re-exported
+here), each imported only when used — `urllib.request` alone costs ~15 ms of import time.
 """
 
 from __future__ import annotations
@@ -25,14 +27,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import urllib.error
-import urllib.parse
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_checkable
 
 from .._redact import SAFE_HEADERS
-from .errors import MAX_ERROR_READ_BYTES, ProviderError, ProviderResponseError, ResponseTooLarge
+from .body import encode_payload
+from .errors import ProviderResponseError, ResponseTooLarge
 from .wire.base import usage_of
 from ..errors import ToolnexusTypeError, UnsupportedOperation
 
@@ -62,10 +62,6 @@ class HttpTransport(Protocol):
     def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any: ...
 
 
-def encode_payload(payload: dict[str, Any]) -> bytes:
-    return json.dumps(payload).encode("utf-8")
-
-
 def decode_json_body(raw: bytes, url: str) -> Any:
     """A 2xx body as JSON, or a `ProviderResponseError` that shows what came back."""
     try:
@@ -78,55 +74,6 @@ def decode_json_body(raw: bytes, url: str) -> Any:
 def too_large(url: str, cap: int) -> ResponseTooLarge:
     return ResponseTooLarge(f"toolnexus: the reply from {url} is larger than max_response_bytes ({cap} bytes); "
                             "raise Client.max_response_bytes if that is expected")
-
-
-def _origin(url: str) -> tuple[str, str, Optional[int]]:
-    parts = urllib.parse.urlsplit(url)
-    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
-    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or default
-
-
-class _CredentialSafeRedirects(urllib.request.HTTPRedirectHandler):
-    """urllib's redirects, minus every non-harmless header when the redirect leaves the origin."""
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and _origin(newurl) != _origin(req.full_url):
-            for name in list(new.headers):
-                if name.lower() not in SAFE_REDIRECT_HEADERS:
-                    del new.headers[name]
-            new.unredirected_hdrs.clear()
-        return new
-
-
-_OPENER = urllib.request.build_opener(_CredentialSafeRedirects)
-
-
-class UrllibTransport:
-    """Stdlib transport: a new connection per request. Kept for compatibility; sync, may block."""
-
-    def __init__(self, *, max_response_bytes: Optional[int] = MAX_RESPONSE_BYTES) -> None:
-        self.max_response_bytes = max_response_bytes
-
-    def _request(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
-        req = urllib.request.Request(url, data=encode_payload(payload), headers=headers, method="POST")
-        try:
-            return _OPENER.open(req, timeout=timeout)
-        except urllib.error.HTTPError as e:
-            body = e.read(MAX_ERROR_READ_BYTES).decode("utf-8", errors="replace")
-            e.close()
-            raise ProviderError(e.code, body, e.headers.get("Retry-After")) from None
-
-    def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-        cap = self.max_response_bytes
-        with self._request(url, headers, payload, timeout) as resp:
-            raw = resp.read() if cap is None else resp.read(cap + 1)
-            if cap is not None and len(raw) > cap:
-                raise too_large(url, cap)
-            return decode_json_body(raw, url)
-
-    def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
-        return self._request(url, headers, payload, timeout)
 
 
 def _field(data: dict, snake: str, camel: str) -> Any:
@@ -242,3 +189,11 @@ class TransportCaller:
             out = closer()
             if inspect.isawaitable(out):
                 await out
+
+
+def __getattr__(name: str) -> Any:
+    if name == "UrllibTransport":  # loaded on first use, like the module docstring says
+        from .urllib_transport import UrllibTransport
+
+        return UrllibTransport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
