@@ -36,6 +36,7 @@ from mcp.types import jsonrpc_message_adapter
 from .._diag import warn
 from ..errors import InputTooLarge
 from .config import ServerSpec
+from .handshake import NotJsonRpc
 
 __all__ = ["GRACE", "TERM_GRACE", "MAX_LINE_BYTES", "stdio_transport"]
 
@@ -50,8 +51,8 @@ _POLL = 0.02
 def _parse(line: bytes) -> Any:
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:  # the session surfaces it to its message handler
-        return exc
+    except ValueError as exc:  # the session surfaces it to its message handler (the handshake guard judges it)
+        return NotJsonRpc(line).with_traceback(exc.__traceback__)
 
 
 async def _read_pump(stdout: asyncio.StreamReader, to_session: Any, name: str = "",
