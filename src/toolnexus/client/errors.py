@@ -132,8 +132,9 @@ def provider_hint(status: int, *, key_source: str, model: str, path_suffix: str 
     appended to `base_url` (`/chat/completions`).
     """
     if status in (401, 403) and unset_key:
-        return (f'no API key was set, so the placeholder was sent: export {unset_key} (or another of '
-                "OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY) or pass api_key")
+        others = " / ".join(v for v in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY") if v != unset_key)
+        return (f"no API key was set, so a placeholder was sent: export {unset_key} (or {others}), or pass one "
+                '(api_key=, or llm["api_key"] for an agent)')
     if status == 401:
         return f"check {key_source}: the endpoint did not accept it"
     if status == 403:

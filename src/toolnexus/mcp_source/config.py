@@ -207,7 +207,7 @@ def _milliseconds(server: str, cfg: ServerConfig, key: str, default: float) -> f
         raise _bad(key, "a number of milliseconds", value)
     if not math.isfinite(value) or value <= 0:
         warn_once(f"mcp-ms:{server}:{key}:{value}", f'[toolnexus] MCP server "{server}": "{key}" must be more than 0 '
-                                            f"milliseconds, got {value!r} — using {default * 1000:g}")
+                                            f"milliseconds, got {value!r} — using {default * 1000:g} ms")
         return default
     if value < SUSPICIOUS_MS:
         warn_once(f"mcp-ms:{server}:{key}:{value}", f'[toolnexus] MCP server "{server}": "{key}" is in milliseconds: '
@@ -282,6 +282,8 @@ def server_spec(name: str, cfg: Any) -> ServerSpec:
     if kind is not None and kind not in _TYPES:
         warn_once(f"mcp-type:{name}", f'[toolnexus] MCP server "{name}": unknown "type" "{kind}" — read as '
                                       f'{"remote (it has a url)" if is_remote(cfg) else "local (it has no url)"}')
+    if cfg.get("url") is not None and not isinstance(cfg["url"], str):
+        raise _bad("url", "a string (an http:// or https:// URL)", cfg["url"])
     remote = is_remote(cfg)
     _warn_unknown_keys(name, cfg, remote)
     for key in ("enabled", "disabled"):
@@ -300,7 +302,7 @@ def server_spec(name: str, cfg: Any) -> ServerSpec:
     if spec.remote:
         url = cfg.get("url")
         if not isinstance(url, str) or not url:
-            raise ConfigError('a remote server needs a "url" string' + (f", got {_kind(url)}" if url is not None else ""))
+            raise ConfigError('a remote server needs a "url" string')
         if not url.lower().startswith(("http://", "https://")):
             raise ConfigError(f'"url" must be an http:// or https:// URL, got "{redact_url(url)}"')
         headers = cfg.get("headers")

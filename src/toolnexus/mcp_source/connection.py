@@ -276,7 +276,6 @@ class ServerConnection:
         def lost() -> None:
             link.lost = True
 
-        guard = guard or HandshakeGuard()
         session = ClientSession(
             _Watched(read, lost, guard),
             write,
@@ -285,7 +284,7 @@ class ServerConnection:
             message_handler=self._on_message,
         )
         await stack.enter_async_context(session)
-        await guard.run(session.initialize())
+        await (guard.run(session.initialize()) if guard is not None else session.initialize())
         return session
 
     # ------------------------------------------------------------------ server → client
