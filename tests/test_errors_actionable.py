@@ -397,6 +397,13 @@ def test_durations_are_milliseconds_with_warnings_for_values_that_cannot_be_mean
     ]
 
 
+def test_a_misspelt_server_map_key_is_named():
+    with pytest.raises(ValueError) as info:
+        server_spec("mcp_servers", {"github": {"url": "https://mcp.example.com/github"}})
+    assert str(info.value) == ('"mcp_servers" was read as one server: write the server map under "mcpServers" '
+                               '(or "servers", "mcp"; the case matters)')
+
+
 def test_env_values_may_be_numbers_or_booleans_written_as_json_text():
     env = server_spec("s", {"command": ["x"], "env": {"PORT": 8080, "DEBUG": True}}).env
     assert (env["PORT"], env["DEBUG"]) == ("8080", "true")

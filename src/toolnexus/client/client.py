@@ -65,7 +65,8 @@ from ..durable import is_run_store
 from .._redact import credential_values
 from .loop import RunLoop, drain
 from .memory import Conversation, ConversationStore, IdLocks, InMemoryConversationStore
-from .errors import PLACEHOLDER_KEYS, ProviderError, ProviderResponseError, RunCancelled, RunTimeout, endpoint_of, provider_hint
+from .errors import (PLACEHOLDER_KEYS, ProviderError, ProviderResponseError, RunCancelled, RunTimeout, endpoint_of,
+                     provider_hint)
 from .metrics import MetricsRegistry
 from .parts import PartPolicy, normalize_prompt
 from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, WaitFor

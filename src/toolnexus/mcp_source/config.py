@@ -276,6 +276,10 @@ def server_spec(name: str, cfg: Any) -> ServerSpec:
     """Validate one enabled server entry (raises `ConfigError`, a `ValueError`, naming what is wrong)."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"server config must be an object, got {type(cfg).__name__}")
+    looks_like_the_map = bool(cfg) and all(isinstance(v, dict) for v in cfg.values())
+    if looks_like_the_map and re.sub(r"[-_]", "", name).lower() in ("mcpservers", "servers", "mcp"):
+        raise ConfigError(f'"{name}" was read as one server: write the server map under "mcpServers" '
+                          '(or "servers", "mcp"; the case matters)')
     kind = cfg.get("type")
     if kind is not None and not isinstance(kind, str):
         raise _bad("type", '"local" or "remote"', kind)

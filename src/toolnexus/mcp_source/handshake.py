@@ -81,8 +81,9 @@ class HandshakeGuard:
     async def run(self, handshake: Awaitable[T]) -> T:
         """Await `handshake` (the session's `initialize`), ending it at once when the guard trips."""
         task = asyncio.ensure_future(handshake)
+        waiters: list[asyncio.Future[Any]] = [task, self._failure]
         try:
-            await asyncio.wait([task, self._failure], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -100,8 +101,9 @@ class HandshakeGuard:
             return reason
         code = await self._exit_code()
         if code is None:
-            return "closed its stdout before answering initialize: is the command an MCP server? (its stderr may say more)"
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            how = "closed its stdout"
+        else:
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         return f"{how} before answering initialize: is the command an MCP server? (its stderr may say more)"
 
     async def _exit_code(self) -> Optional[int]:
