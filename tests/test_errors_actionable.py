@@ -14,6 +14,7 @@ import traceback
 
 import pytest
 
+from support.http_server import LoopbackServer, Reply
 from support.llm_server import Json, LlmServer, Sse, sse_lines
 from support.mcp_servers.helpers import DEMO, captured_warnings, demo_cmd
 from toolnexus import create_toolkit, define_tool, list_mcp_tools
@@ -304,6 +305,28 @@ async def test_the_inventory_carries_the_reasons_too():
     inventory = await list_mcp_tools({"mcpServers": {"junk": {"command": ["echo", "hello"]}}})
     assert inventory.status == {"junk": "failed"}
     assert inventory.reasons == {"junk": NOT_JSON_RPC.format(line="hello")}
+
+
+@pytest.mark.parametrize("status, reason", [
+    (401, 'HTTP 401 from {url}?token=«redacted»: the server wants credentials: check "headers" (e.g. '
+          '"Authorization": "Bearer ${{TOKEN}}")'),
+    (403, 'HTTP 403 from {url}?token=«redacted»: the server refused these credentials: check "headers" and what '
+          "the token may access"),
+    (404, 'HTTP 404 from {url}?token=«redacted»: no MCP endpoint there: check "url" (it often ends in /mcp, or /sse '
+          "for the legacy transport)"),
+    (500, "HTTP 500 from {url}?token=«redacted»"),
+])
+async def test_a_remote_that_answers_with_an_http_error_is_named_by_its_status(status, reason):
+    with LoopbackServer() as web:
+        web.route("/mcp", Reply(status=status, body='{"error": "no"}', content_type="application/json"))
+        url = f"{web.url}/mcp"
+        toolkit = await create_toolkit({"mcpServers": {"remote": {"url": f"{url}?token=s3cr3t-value",
+                                                                  "headers": {"Authorization": "Bearer abc"}}}},
+                                       builtins=False)
+        try:
+            assert toolkit.mcp_reasons() == {"remote": reason.format(url=url)}
+        finally:
+            await toolkit.close()
 
 
 BANNER = ["sh", "-c", 'echo "demo server starting up"; exec "$0" "$@"', sys.executable, DEMO]

@@ -302,7 +302,7 @@ class Client:
         with suppress(AttributeError, TypeError):
             error.endpoint = endpoint  # type: ignore[attr-defined]
         message = error.args[0] if len(error.args) == 1 and isinstance(error.args[0], str) else None
-        if isinstance(error, (ToolnexusError,)) and message is not None:
+        if isinstance(error, ToolnexusError) and message is not None:
             # ours (every built-in transport): the message itself names the endpoint
             error.args = (message.replace(url, endpoint) if url in message else f"{message} (POST {endpoint})",)
         else:  # a custom transport's own exception keeps its type and text

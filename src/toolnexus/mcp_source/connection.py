@@ -10,7 +10,8 @@ A connection whose transport ended (the stdio child died, the HTTP stream broke)
 the next request reconnects once, lazily. A remote server is tried over streamable HTTP first,
 then over legacy SSE if that fails at any point up to and including `initialize`. While
 `initialize` is in flight a `HandshakeGuard` (handshake.py) ends it at once for a program that
-is not an MCP server (junk on stdout, an early exit) and for a command that cannot start.
+is not an MCP server (junk on stdout, an early exit) and for a command that cannot start; a
+remote that answers our POSTs with an HTTP error is reported by that status (`http_refusal`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_htt
 
 from .config import ServerSpec
 from .convert import answer_to_elicit_result, elicitation_to_request, wire
-from .handshake import HandshakeGuard, spawn_failure
+from .handshake import HandshakeGuard, http_refusal, spawn_failure
 from .stdio import stdio_transport
 from ..errors import NetworkError, ToolnexusError, ToolnexusRuntimeError
 
@@ -66,6 +67,8 @@ def describe_error(exc: BaseException) -> str:
     exc = _leaf(exc)
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, httpx2.HTTPStatusError):  # the legacy SSE transport's refusal
+        return str(http_refusal(exc.response.status_code, str(exc.request.url)))
     if isinstance(exc, httpx2.TransportError):
         cause = _os_cause(exc)
         if cause is not None:
@@ -249,21 +252,29 @@ class ServerConnection:
             return await self._start(stack, link, read, write, guard)
         failures: list[Exception] = []
         for streamable in (True, False):  # streamable HTTP, then the legacy SSE transport
+            refused: list[int] = []  # non-2xx statuses of our POSTs (the SDK reports them vaguely)
             try:
-                return await self._try_remote(stack, link, streamable=streamable)
+                return await self._try_remote(stack, link, streamable=streamable, refused=refused)
             except BaseException as exc:
                 failure = _as_failure(exc)
                 if failure is None:
                     raise
-                failures.append(failure)
+                failures.append(http_refusal(refused[0], spec.url) if refused else failure)
         raise _RemoteConnectError(*failures) from failures[0]
 
-    async def _try_remote(self, stack: AsyncExitStack, link: _Link, *, streamable: bool) -> ClientSession:
+    async def _try_remote(self, stack: AsyncExitStack, link: _Link, *, streamable: bool,
+                          refused: list[int]) -> ClientSession:
         spec = self.spec
+
+        async def note(response: httpx2.Response) -> None:
+            if response.status_code >= 400 and response.request.method == "POST":
+                refused.append(response.status_code)
+
         async with AsyncExitStack() as attempt:
             if streamable:
                 timeout = httpx2.Timeout(spec.timeout, read=max(spec.timeout, MCP_DEFAULT_SSE_READ_TIMEOUT))
                 client = await attempt.enter_async_context(create_mcp_http_client(headers=spec.headers, timeout=timeout))
+                client.event_hooks["response"].append(note)
                 streams = await attempt.enter_async_context(streamable_http_client(spec.url, http_client=client))
             else:
                 streams = await attempt.enter_async_context(sse_client(spec.url, headers=spec.headers, timeout=spec.timeout))

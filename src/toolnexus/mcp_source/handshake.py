@@ -17,7 +17,8 @@ at `timeout`. What the guard never does: judge messages after the handshake (a l
 stray line is skipped, as before), or read the child's stderr (that stays the user's terminal's).
 
 `spawn_failure` is the same idea for a command that cannot start at all: the reason names the
-executable (or the `cwd`) instead of a bare `[Errno 2]`.
+executable (or the `cwd`) instead of a bare `[Errno 2]`; `http_refusal` for a remote server that
+answers with an HTTP error: the status, the URL without its secrets, and what to check.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import asyncio
 import os
 from typing import Any, Awaitable, Optional, TypeVar
 
+from .._redact import redact_url
 from ..errors import ToolnexusRuntimeError, ToolnexusValueError
 
-__all__ = ["EXIT_WAIT", "HandshakeFailed", "HandshakeGuard", "NotJsonRpc", "spawn_failure"]
+__all__ = ["EXIT_WAIT", "HandshakeFailed", "HandshakeGuard", "NotJsonRpc", "http_refusal", "spawn_failure"]
 
 T = TypeVar("T")
 EXIT_WAIT = 1.0
@@ -127,3 +129,16 @@ def spawn_failure(command: str, cwd: Optional[str], exc: OSError) -> Exception:
     if isinstance(exc, PermissionError):
         return HandshakeFailed(f'cannot start "{command}": permission denied (is it executable?)')
     return HandshakeFailed(f'cannot start "{command}": {exc.strerror or exc}')
+
+
+_REFUSALS = {
+    401: 'the server wants credentials: check "headers" (e.g. "Authorization": "Bearer ${TOKEN}")',
+    403: 'the server refused these credentials: check "headers" and what the token may access',
+    404: 'no MCP endpoint there: check "url" (it often ends in /mcp, or /sse for the legacy transport)',
+}
+
+
+def http_refusal(status: int, url: str) -> Exception:
+    """A clear reason for a remote server that answered with an HTTP error status."""
+    hint = _REFUSALS.get(status)
+    return HandshakeFailed(f"HTTP {status} from {redact_url(url)}" + (f": {hint}" if hint else ""))
