@@ -185,7 +185,7 @@ def _settle(slots: list[_Slot]) -> _Settled:
             error = asyncio.CancelledError("connect cancelled") if outcome.cancelled() else outcome.exception()
         if error is not None:
             status[name] = "failed"
-            reasons[name] = describe_error(error)
+            reasons[name] = " ".join(describe_error(error).split())  # one line, for logs and `toolnexus tools`
             warn(f'[toolnexus] MCP server "{name}" failed: {reasons[name]}')
             continue
         status[name] = "connected"
