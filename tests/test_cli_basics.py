@@ -107,9 +107,11 @@ def test_tools_reports_mcp_servers_in_config_order_and_json(tmp_path) -> None:
     done = run_cli("tools", "--config", str(config))
     as_json = run_cli("tools", f"--config={config}", "--json", "--tools-from", "cli_tools:TOOLS")
     assert done.returncode == 0
-    assert done.stdout.splitlines() == ["# mcp broken: failed", "# mcp off: disabled"]
+    reason = f'cannot start "{tmp_path / "no-such-server"}": no such executable (check "command", or install it)'
+    assert done.stdout.splitlines() == [f"# mcp broken: failed ({reason})", "# mcp off: disabled"]
     parsed = json.loads(as_json.stdout)
     assert parsed["mcp"] == {"broken": "failed", "off": "disabled"}
+    assert parsed["mcp_reasons"] == {"broken": reason}
     assert [t["name"] for t in parsed["tools"]] == ["echo", "fail", "ask", "approve"]
     assert parsed["tools"][0] == {"name": "echo", "source": "native", "description": "Echo x back"}
 

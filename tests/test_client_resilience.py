@@ -106,7 +106,7 @@ async def test_exhausted_retries_raise_last_error_and_call_on_error_every_attemp
     async with llm(server, retries=2, on_error=lambda info: infos.append(info["attempt"]) or "retry") as c:
         with pytest.raises(ProviderError) as e:
             await c.run("x")
-    assert str(e.value) == 'LLM 503: {"error": "down 2"}'
+    assert str(e.value) == f'LLM 503: {{"error": "down 2"}} (POST {server.base_url}/chat/completions)'
     assert infos == [0, 1, 2] and len(server.requests) == 3
 
 

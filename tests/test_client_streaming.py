@@ -226,7 +226,8 @@ async def test_stream_that_is_not_sse_is_a_clear_error(server):
     async with llm(server, "openai") as c:
         with pytest.raises(ProviderResponseError) as e:
             await collect(c.stream("x"))
-    assert str(e.value) == "toolnexus: malformed openai stream: no SSE `data:` events (body began '{\"choices\": []}')"
+    assert str(e.value) == ("toolnexus: malformed openai stream: no SSE `data:` events (body began '{\"choices\": []}') "
+                            f"(POST {server.base_url}/chat/completions)")
 
 
 async def test_stream_open_is_retried_on_429(server):

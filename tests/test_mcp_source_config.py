@@ -73,10 +73,10 @@ def test_claude_desktop_string_command_with_args_is_one_executable_plus_args():
         ({"command": []}, '"command" is empty'),
         ({}, 'a local server needs a "command" (or a "url" for a remote one)'),
         ({"type": "remote"}, 'a remote server needs a "url" string'),
-        ({"command": ["x"], "args": "-v"}, '"args" must be a list of strings'),
-        ({"command": ["x"], "env": ["A=1"]}, '"environment"/"env" must be an object of strings'),
-        ({"url": "http://h", "headers": {"A": 1}}, '"headers" must be an object of strings'),
-        ({"command": ["x"], "tools": ["a"]}, '"tools" must be an object of tool name -> true/false'),
+        ({"command": ["x"], "args": "-v"}, '"args" must be a list of strings, got a string'),
+        ({"command": ["x"], "env": ["A=1"]}, '"environment"/"env" must be an object of strings, got a list'),
+        ({"url": "http://h", "headers": {"A": 1}}, '"headers" must be an object of strings, got an object holding a number'),
+        ({"command": ["x"], "tools": ["a"]}, '"tools" must be an object of tool name -> true/false, got a list'),
     ],
 )
 def test_bad_server_entries_raise_errors_naming_the_key(cfg, message):
@@ -87,7 +87,7 @@ def test_bad_server_entries_raise_errors_naming_the_key(cfg, message):
 
 def test_timeouts_are_ms_with_defaults_and_a_separate_call_timeout():
     assert server_spec("s", {"command": ["x"]}).timeout == 30.0
-    assert server_spec("s", {"command": ["x"], "timeout": "soon"}).timeout == 30.0
+    assert server_spec("s", {"command": ["x"], "timeout": None}).timeout == 30.0
     spec = server_spec("s", {"command": ["x"], "timeout": 1500})
     assert (spec.timeout, spec.call_timeout) == (1.5, 1.5)
     spec = server_spec("s", {"command": ["x"], "timeout": 1500, "callTimeout": 120000})

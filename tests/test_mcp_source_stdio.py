@@ -90,7 +90,8 @@ async def test_statuses_keep_config_order_and_failures_stay_isolated(shared):
     ]
     assert lines == [
         '[toolnexus] MCP server "$schema" failed: server config must be an object, got str',
-        "[toolnexus] MCP server \"missing\" failed: [Errno 2] No such file or directory: '/nonexistent/tn-mcp-server'",
+        '[toolnexus] MCP server "missing" failed: cannot start "/nonexistent/tn-mcp-server": no such executable '
+        '(check "command", or install it)',
         '[toolnexus] MCP server "dup" failed: MCP list returned duplicate cursor: same',
         '[toolnexus] MCP server "endless" failed: MCP list exceeded 1000 pages',
         '[toolnexus] MCP server "slow" failed: timed out',

@@ -134,7 +134,7 @@ async def test_raise_and_non_serialisable_return_become_error_results():
     def boom() -> str:
         raise RuntimeError("kaput")
 
-    assert await boom.execute({}) == ToolResult("kaput", True)
+    assert await boom.execute({}) == ToolResult("kaput", True, {"error_type": "RuntimeError"})
 
     @tool
     def weird() -> object:
@@ -221,9 +221,10 @@ async def test_a_timeout_error_the_function_raises_is_its_own_error_result():
     def upstream() -> str:
         raise TimeoutError("upstream timed out")
 
-    assert await upstream.execute({}) == ToolResult("upstream timed out", True)
+    raised = ToolResult("upstream timed out", True, {"error_type": "TimeoutError"})
+    assert await upstream.execute({}) == raised
     # with a deadline that did not expire, the error is still the function's, not ours
-    assert await upstream.execute({}, ToolContext(timeout=30)) == ToolResult("upstream timed out", True)
+    assert await upstream.execute({}, ToolContext(timeout=30)) == raised
 
 
 async def test_cancellation_propagates():

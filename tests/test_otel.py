@@ -175,7 +175,7 @@ async def test_a_failed_llm_call_marks_the_chat_and_run_spans(spans):
     chat, run = named(spans, "chat claude-x")[0], named(spans, "invoke_agent")[0]
     for span in (chat, run):
         assert span.status.status_code is StatusCode.ERROR
-        assert span.status.description == "ProviderError: LLM 500: upstream down"
+        assert span.status.description == "ProviderError: LLM 500: upstream down (POST http://mock.local/v1/messages)"
         assert span.attributes["error.type"] == "500"
         assert [e.name for e in span.events] == ["exception"]
     assert run.attributes["toolnexus.run.status"] == "error"

@@ -91,7 +91,7 @@ async def test_a_raising_tool_becomes_an_error_result():
 
     tk = Toolkit(None, None, [], [], [Tool("bad", "", {}, "custom", execute)])
     r = await tk.execute("bad", {})
-    assert r == ToolResult("tool bad failed: KeyError: 'k'", True)
+    assert r == ToolResult("tool bad failed: KeyError: 'k'", True, {"error_type": "KeyError"})
 
 
 async def test_close_is_idempotent_and_empties_the_toolkit():

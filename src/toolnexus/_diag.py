@@ -4,6 +4,10 @@ The spec pins the text of every diagnostic. We emit it through `logging.getLogge
 at WARNING level: with no logging configured, Python's last-resort handler prints exactly the
 message to stderr (the historical behaviour); an application that configures logging gets them
 as ordinary records it can filter. Values of headers and environment variables never reach here.
+
+`tool_raised` is the one DEBUG record: a tool that raised reaches the model as its pinned text
+only (`str(exc)` for a native tool), so the exception's type and traceback are logged here for
+whoever debugs it, and its type goes into the result's metadata under `ERROR_TYPE`.
 """
 
 from __future__ import annotations
@@ -11,7 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 
-__all__ = ["logger", "warn", "warn_once"]
+__all__ = ["logger", "warn", "warn_once", "ERROR_TYPE", "tool_raised"]
+
+ERROR_TYPE = "error_type"
+"""The `ToolResult.metadata` key naming the exception class of a tool that raised (`"KeyError"`)."""
 
 logger = logging.getLogger("toolnexus")
 
@@ -31,3 +38,12 @@ def warn_once(key: str, text: str) -> None:
             return
         _seen.add(key)
     logger.warning(text)
+
+
+def tool_raised(name: str, exc: BaseException) -> dict[str, str]:
+    """Log a tool's exception (type, message, traceback) at DEBUG; return the result metadata."""
+    kind = type(exc).__name__
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug('[toolnexus] tool "%s" raised %s: %s', name, kind, exc,
+                     exc_info=(type(exc), exc, exc.__traceback__))
+    return {ERROR_TYPE: kind}

@@ -12,22 +12,29 @@ them. The tree (each entry: where it is defined, what it means):
     ├── ToolnexusValueError             errors      a bad argument value (also ValueError)
     │   ├── ConfigError                 errors      a config that cannot be used: MCP server map,
     │   │                                           builtins dict, OpenAPI document, skills, agents
-    │   └── InputTooLarge               errors      a peer sent more than a buffer's cap: an MCP
-    │                                               stdout line, an SSE line/event, an LLM body
+    │   ├── InputTooLarge               errors      a peer sent more than a buffer's cap: an MCP
+    │   │                                           stdout line, an SSE line/event, an LLM body
+    │   └── NotJsonRpc                  mcp_source  a stdout line of an MCP server that is not
+    │                                   .handshake  JSON-RPC; never raised (handed to the session)
     ├── ToolnexusTypeError              errors      an argument of the wrong type (also TypeError);
     │                                               e.g. `Answer(ok="yes")`
     ├── ToolnexusRuntimeError           errors      an operation that cannot proceed (also
-    │                                               RuntimeError): no API key, no shell, a closed
-    │                                               MCP server, an MCP listing that loops
+    │   │                                           RuntimeError): no API key, no shell, a closed
+    │   │                                           MCP server, an MCP listing that loops
+    │   └── HandshakeFailed             mcp_source  a program that is not an MCP server, or cannot
+    │                                   .handshake  start; never escapes (becomes the server's
+    │                                               `failed` reason)
     ├── MissingExtra                    errors      an optional feature's packages are not installed
     │                                               (also ImportError): `pip install toolnexus[otel]`
     ├── UnsupportedOperation            errors      not available on this object (also
     │                                               NotImplementedError): streaming in-process
     ├── NetworkError                    errors      one transport attempt failed (also
-    │   │                                           ConnectionError, so retried like any OSError)
+    │   │                                           ConnectionError, so retried like any OSError);
+    │   │                                           the client's final one names the endpoint
     │   └── StreamTruncated             errors      an LLM stream ended before its end marker
     ├── NetworkTimeout                  errors      one transport attempt timed out (also TimeoutError)
-    ├── ProviderError                   client      a non-2xx reply from the LLM endpoint
+    ├── ProviderError                   client      a non-2xx reply from the LLM endpoint (names
+    │                                               the endpoint; 401/403/404 say what to check)
     ├── ProviderResponseError           client      a 2xx body of the wrong shape (also ValueError)
     │   └── ResponseTooLarge            client      a 2xx body above `max_response_bytes`
     │                                               (also InputTooLarge)

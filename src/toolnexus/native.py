@@ -23,6 +23,10 @@ Choices beyond the plain 0.21 behaviour, all deliberate:
 - Forward references are resolved per parameter: one unresolvable hint costs only that
   parameter its schema. String annotations (`from __future__ import annotations`) may name
   classes local to the function that defines the tool: the defining scope's locals are consulted.
+- A function that raises reaches the model as `str(exc)` (the pinned text), but is not lost to
+  whoever debugs it: the type and traceback are logged on the `toolnexus` logger at DEBUG, and
+  the result's `metadata["error_type"]` names the class (`"KeyError"`). Running out of
+  `ctx.timeout` is not the tool's exception: that result has no `error_type`.
 - Sync functions run in a worker thread; an awaitable they return (or an object with an
   `async __call__`) is awaited. A `ctx.timeout` is enforced with `asyncio.timeout`; a sync
   function that times out keeps running in its thread (Python cannot kill a thread), its result
@@ -43,6 +47,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Optional, Union, get_args, get_origin, overload
 
+from ._diag import tool_raised
 from ._schema import schema_error
 from ._typed import Adapter, ArgumentProblems, involves_model, involves_pydantic, json_default, pydantic_schema
 from .types import JSONSchema, Tool, ToolContext, ToolResult
@@ -318,7 +323,7 @@ def _build(
         except Exception as exc:  # noqa: BLE001 - the tool boundary: failures become results
             if deadline.expired():  # our deadline, not a TimeoutError the function raised itself
                 return ToolResult(output=f"tool {tool_name} timed out after {timeout:g}s", is_error=True)
-            return ToolResult(output=str(exc), is_error=True)
+            return ToolResult(output=str(exc), is_error=True, metadata=tool_raised(tool_name, exc))
         return _to_result(tool_name, value)
 
     return Tool(name=name, description=description, input_schema=input_schema, source=source,  # type: ignore[arg-type]

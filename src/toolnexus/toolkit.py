@@ -5,12 +5,14 @@ agents, then the caller's `extra_tools` — and the first tool to claim a name k
 tool may shadow a built-in of the same name). `execute` routes a call by name.
 
 Deliberate choices beyond the pinned baseline (core.md §8):
-- `execute` never lets a tool's exception escape: it becomes an error result naming the tool.
+- `execute` never lets a tool's exception escape: it becomes an error result naming the tool, with
+  `metadata["error_type"]` naming the class; the traceback is logged at DEBUG.
 - `execute` accepts the arguments as a JSON string too; unknown names list close matches.
 - `register()` honours `disable_tools`; unknown `disable_tools` / `disable_skills` entries and
   tool names a provider would reject (`^[a-zA-Z0-9_-]{1,64}$`) are warned about once.
 - When `mcp_config` is a file path, its reserved keys (`builtins`, `agents`, `a2a`, `mcpServer`)
   are honoured exactly as for a dict config.
+- `mcp_reasons()` sits next to the pinned `mcp_status()`: `{server: reason}` for each failed server.
 - `refresh()` re-lists MCP tools (a server's `tools/list_changed`) and re-assembles the table.
 - After `close()` the toolkit lists no tools and `execute` answers `toolkit closed`; `close()` is
   idempotent.
@@ -28,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import adapters
-from ._diag import warn, warn_once
+from ._diag import tool_raised, warn, warn_once
 from .types import McpStatus, Tool, ToolContext, ToolResult
 from .errors import ConfigError, ToolnexusTypeError
 
@@ -134,7 +136,12 @@ class Toolkit:
         return self._skill.prompt() if self._skill is not None else ""
 
     def mcp_status(self) -> dict[str, McpStatus]:
+        """Each configured MCP server's status (`connected`, `failed`, `disabled`), in config order."""
         return dict(getattr(self._mcp, "status", None) or {})
+
+    def mcp_reasons(self) -> dict[str, str]:
+        """Why each `failed` MCP server failed, in config order (the logged reason); `{}` if none did."""
+        return dict(getattr(self._mcp, "reasons", None) or {})
 
     def to_openai(self) -> list[dict[str, Any]]:
         return adapters.to_openai(self.tools())
@@ -215,7 +222,8 @@ class Toolkit:
         try:
             return await t.execute(args or {}, ctx)
         except Exception as exc:  # noqa: BLE001 - the tool boundary
-            return ToolResult(output=f"tool {name} failed: {type(exc).__name__}: {exc}", is_error=True)
+            return ToolResult(output=f"tool {name} failed: {type(exc).__name__}: {exc}", is_error=True,
+                              metadata=tool_raised(name, exc))
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -1,10 +1,11 @@
 """`toolnexus tools`: what the toolkit the flags describe holds.
 
 stdout: one line per configured MCP server, in config order, `# mcp <server>: <status>`
-(`connected`, `failed` or `disabled`), then one line per tool in toolkit order,
-`<name>\\t(<source>)` — built-ins included, as they are on by default. `--json` prints
-`{"mcp": {<server>: <status>}, "tools": [{"name", "source", "description"}]}` instead. No model
-is needed; the toolkit is closed before exiting.
+(`connected`, `failed` or `disabled`; a failed one adds its reason: `failed (<reason>)`), then
+one line per tool in toolkit order, `<name>\\t(<source>)` — built-ins included, as they are on
+by default. `--json` prints `{"mcp": {<server>: <status>}, "mcp_reasons": {<server>: <reason>},
+"tools": [{"name", "source", "description"}]}` instead. No model is needed; the toolkit is
+closed before exiting.
 """
 
 from __future__ import annotations
@@ -24,15 +25,18 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     toolkit = await build_toolkit(opts)
     try:
         status = toolkit.mcp_status()
+        reasons = toolkit.mcp_reasons()
         tools = toolkit.tools()
         if opts.get("json"):
             console.out(json.dumps({
                 "mcp": dict(status),
+                "mcp_reasons": reasons,
                 "tools": [{"name": t.name, "source": t.source, "description": t.description} for t in tools],
             }))
             return 0
         for server, state in status.items():
-            console.out(f"# mcp {server}: {state}")
+            reason = reasons.get(server)
+            console.out(f"# mcp {server}: {state} ({reason})" if reason else f"# mcp {server}: {state}")
         for t in tools:
             console.out(f"{t.name}\t({t.source})")
         return 0

@@ -40,6 +40,11 @@ Safety defaults (all overridable):
   buffering without end. The default transports enforce it on whole bodies, the client on streams.
 - Error bodies are scrubbed: a `ProviderError` never carries the API key or the value of a
   credential header, even when the upstream echoes the request back (errors.py).
+- Errors say where and what to check: the final error of a call (after the retries) names the
+  endpoint, `(POST <scheme://host[:port]/path>)` with no credentials, and a 401/403/404 adds what
+  to check — for a key, where it came from (`OPENAI_API_KEY`, the `api_key` option), never the
+  key (`_locate`). Ours (`ProviderError`, `NetworkError`...) say it in their message; an
+  exception a custom transport raises keeps its type and text and gets `.endpoint` and a note.
 
 Not here: the turn loop (loop.py), wire shapes (wire/), retries (retry.py), translate.
 """
@@ -53,7 +58,7 @@ import math
 import os
 import time
 from collections.abc import Mapping
-from contextlib import aclosing, nullcontext
+from contextlib import aclosing, nullcontext, suppress
 from dataclasses import asdict
 from typing import Any, AsyncGenerator, Awaitable, Callable, Concatenate, Iterable, Optional, ParamSpec
 
@@ -62,7 +67,8 @@ from ..durable import is_run_store
 from .._redact import credential_values
 from .loop import RunLoop, drain
 from .memory import Conversation, ConversationStore, IdLocks, InMemoryConversationStore
-from .errors import ProviderError
+from .errors import (PLACEHOLDER_KEYS, ProviderError, ProviderResponseError, RunCancelled, RunTimeout, endpoint_of,
+                     provider_hint)
 from .metrics import MetricsRegistry
 from .parts import PartPolicy, normalize_prompt
 from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, WaitFor
@@ -73,7 +79,7 @@ from .tracing import resume_context
 from .tool_calls import utc_now
 from .transport import MAX_RESPONSE_BYTES, ByteStream, HttpTransport, InProcessTransport, TransportCaller
 from .wire import WireDialect, dialect_for
-from ..errors import ToolnexusRuntimeError, ToolnexusTypeError
+from ..errors import ToolnexusError, ToolnexusRuntimeError, ToolnexusTypeError
 
 __all__ = ["Client", "create_client", "create_in_process_client", "api_key_from_env", "NO_DEADLINE",
            "DEFAULT_CALL_TIMEOUT_MS"]
@@ -260,7 +266,49 @@ class Client:
             except ProviderError as e:  # an upstream may echo the request (and its key) back
                 raise e.scrub(secrets)
 
-        return await call_with_retries(attempt, self._retry_policy(), self._call_abort(abort))
+        try:
+            return await call_with_retries(attempt, self._retry_policy(), self._call_abort(abort))
+        except (ProviderError, ProviderResponseError, OSError) as e:
+            self._locate(e, url, headers, payload)
+            raise
+
+    def _key_source(self) -> tuple[str, Optional[str]]:
+        """Where this call's key came from, as a phrase — a variable's or an option's name, never
+        the key — and, when none was configured (a placeholder was sent), the variable to set."""
+        for name in self.headers:
+            if str(name).lower() in ("authorization", "x-api-key"):
+                return f"the {name} header passed in headers", None
+        style_key = self._dialect.env_key
+        sent = self.api_key or api_key_from_env(style_key)
+        for name in ("OPENROUTER_API_KEY", style_key, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+            if name and sent and os.environ.get(name) == sent:
+                return f"the API key from {name}", None
+        if sent in PLACEHOLDER_KEYS:
+            return "the placeholder key", style_key or "OPENAI_API_KEY"
+        return "the API key passed as api_key", None
+
+    def _locate(self, error: BaseException, url: str, headers: dict[str, str], body: dict) -> None:
+        """Tell a failed call's final error where it was going (and, for 401/403/404, what to
+        check), in place: once per error, for every transport. In-process models have no endpoint."""
+        if getattr(error, "endpoint", None) or isinstance(error, (RunTimeout, RunCancelled)) \
+                or isinstance(self._http_transport, InProcessTransport):
+            return
+        endpoint = endpoint_of(url, self._secrets(headers))
+        if isinstance(error, ProviderError):
+            base = self.base_url.rstrip("/")
+            suffix = url[len(base):] if url.startswith(base) else ""
+            source, unset = self._key_source()
+            error.locate(endpoint, provider_hint(error.status, key_source=source, unset_key=unset,
+                                                 model=str(body.get("model", self.model)), path_suffix=suffix))
+            return
+        with suppress(AttributeError, TypeError):
+            error.endpoint = endpoint  # type: ignore[attr-defined]
+        message = error.args[0] if len(error.args) == 1 and isinstance(error.args[0], str) else None
+        if isinstance(error, ToolnexusError) and message is not None:
+            # ours (every built-in transport): the message itself names the endpoint
+            error.args = (message.replace(url, endpoint) if url in message else f"{message} (POST {endpoint})",)
+        else:  # a custom transport's own exception keeps its type and text
+            error.add_note(f"endpoint: POST {endpoint}")
 
     def _llm_call(self, model: str, parts: list[dict[str, Any]]) -> _LlmCall:
         return _LlmCall(self, model, parts)

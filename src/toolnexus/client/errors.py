@@ -12,6 +12,15 @@ replaces every given secret (the client passes its API key and the values of its
 headers), and `redact_secrets` also masks `Bearer …` tokens and `sk-…`-style keys it was not told
 about.
 
+Where and what to check: once the retries are spent, the client (`Client._with_retries`, one
+place above every transport) tells the error where it was going — `ProviderError.locate` adds
+`(POST <endpoint>)` and, for 401/403/404, a hint saying what to check; a network error of ours
+(`NetworkError`, `NetworkTimeout`) gets the same suffix. The endpoint is `endpoint_of(url)`:
+scheme, host, port and path, never a userinfo part, with credential-looking query values and
+every known secret masked. The key itself never appears in a hint — only where it came from.
+The bare constructor keeps the pinned `LLM <status>[: <body>]` text, which stays the message's
+beginning either way.
+
 This module holds exception types and pure string helpers only; nothing here does I/O.
 """
 
@@ -21,8 +30,10 @@ import re
 
 from collections.abc import Iterable
 
-from .._redact import scrub
+from .._redact import is_credential_header, scrub
 from ..content.errors import ContentPartError  # the content-part model's error, re-exported here
+from urllib.parse import unquote_plus, urlsplit
+
 from ..errors import InputTooLarge, ToolnexusError
 
 __all__ = [
@@ -34,16 +45,21 @@ __all__ = [
     "ContentPartError",
     "ResumeError",
     "ResponseTooLarge",
+    "endpoint_of",
+    "provider_hint",
     "redact_identifiers",
     "redact_secrets",
     "safe_error_body",
     "capped_error_body",
     "REDACTED",
+    "PLACEHOLDER_KEYS",
     "MAX_ERROR_BODY",
     "MAX_ERROR_READ_BYTES",
 ]
 
 REDACTED = "«redacted»"
+PLACEHOLDER_KEYS = ("unused",)
+"""Keys that mean "none was configured": the agent runtime sends `unused` when it found no key."""
 MAX_ERROR_BODY = 200
 MAX_ERROR_READ_BYTES = 64 * 1024
 
@@ -85,19 +101,76 @@ def capped_error_body(body: str, limit: int = MAX_ERROR_BODY) -> str:
     return body if len(body) <= limit else body[:limit] + "…"
 
 
+def endpoint_of(url: str, secrets: Iterable[str] = ()) -> str:
+    """`url` as safe to show: `scheme://host[:port]/path`, plus the query with each
+    credential-looking value (`key=`, `token=`, `sig=`...) masked; a userinfo part is dropped and
+    every given secret is masked wherever it appears."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return scrub(url.split("?", 1)[0].rsplit("@", 1)[-1], secrets)
+    if ":" in host:
+        host = f"[{host}]"
+    shown = f"{parts.scheme}://{host}{f':{port}' if port is not None else ''}{parts.path}"
+    if parts.query:
+        pieces = [f"{piece.partition('=')[0]}={REDACTED}"
+                  if is_credential_header(unquote_plus(piece.partition("=")[0])) else piece
+                  for piece in parts.query.split("&")]
+        shown += "?" + "&".join(pieces)
+    return scrub(shown, secrets)
+
+
+def provider_hint(status: int, *, key_source: str, model: str, path_suffix: str = "",
+                  unset_key: str | None = None) -> str | None:
+    """What to check after a 401, 403 or 404 (None for other statuses).
+
+    `key_source` names where the key came from, as a noun phrase (`the API key from
+    OPENAI_API_KEY`, `the API key passed as api_key`) — never the key; `unset_key`, when no key
+    was configured at all, is the variable to export instead. `path_suffix` is what the client
+    appended to `base_url` (`/chat/completions`).
+    """
+    if status in (401, 403) and unset_key:
+        others = " / ".join(v for v in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY") if v != unset_key)
+        return (f"no API key was set, so a placeholder was sent: export {unset_key} (or {others}), or pass one "
+                '(api_key=, or llm["api_key"] for an agent)')
+    if status == 401:
+        return f"check {key_source}: the endpoint did not accept it"
+    if status == 403:
+        return (f"the endpoint refused this request with {key_source}: check the key's permissions and "
+                f'its access to model "{model}"')
+    if status == 404:
+        where = f' (requests go to base_url + "{path_suffix}")' if path_suffix else ""
+        return f'check base_url{where} and the model name "{model}"'
+    return None
+
+
 class ProviderError(ToolnexusError):
     """A non-2xx reply from the LLM endpoint.
 
     `.status` is the HTTP status, `.body` the safe body (see `safe_error_body`), `.text` the same
-    (deprecated name), `.retry_after` the raw `Retry-After` header or None.
+    (deprecated name), `.retry_after` the raw `Retry-After` header or None. Raised by the client,
+    it also carries `.endpoint` (the URL it was sent to, made safe by `endpoint_of`) and, for
+    401/403/404, `.hint` (what to check); both are None on an error built by hand.
     """
 
     def __init__(self, status: int, text: str = "", retry_after: str | None = None) -> None:
         self.status = int(status)
         self.body = safe_error_body(self.status, text)
         self.retry_after = retry_after
+        self.endpoint: str | None = None
+        self.hint: str | None = None
+        super().__init__(self._message())
+
+    def _message(self) -> str:
         shown = capped_error_body(self.body)
-        super().__init__(f"LLM {self.status}: {shown}" if shown else f"LLM {self.status}")
+        text = f"LLM {self.status}: {shown}" if shown else f"LLM {self.status}"
+        if self.endpoint:
+            text += f" (POST {self.endpoint})"
+        if self.hint:
+            text += f" — {self.hint}"
+        return text
 
     @property
     def text(self) -> str:
@@ -107,8 +180,13 @@ class ProviderError(ToolnexusError):
     def scrub(self, secrets: Iterable[str]) -> "ProviderError":
         """Mask `secrets` (and token-shaped strings) in `.body` and the message, in place."""
         self.body = redact_secrets(self.body, secrets)
-        shown = capped_error_body(self.body)
-        self.args = (f"LLM {self.status}: {shown}" if shown else f"LLM {self.status}",)
+        self.args = (self._message(),)
+        return self
+
+    def locate(self, endpoint: str, hint: str | None = None) -> "ProviderError":
+        """Name the (safe) endpoint the request went to and what to check, in place."""
+        self.endpoint, self.hint = endpoint, hint
+        self.args = (self._message(),)
         return self
 
 

@@ -15,7 +15,8 @@ SSE line/event at `sse.MAX_EVENT_BYTES` (`InputTooLarge`).
 Retries (`streamed_turn`): opening the stream is retried as any call is (retry.py). A stream that
 breaks or is truncated *before any text reached the caller* is opened again, up to `retries`
 more times, with the same backoff and `on_error` rule — the caller cannot tell. Once a delta was
-yielded the error propagates: replaying would repeat text the caller already has.
+yielded the error propagates: replaying would repeat text the caller already has. Whatever ends
+the stream for good names the endpoint, as every failed call does (`Client._locate`).
 
 Not here: the provider's event vocabulary (wire/).
 """
@@ -97,12 +98,17 @@ async def streamed_turn(client: Any, url: str, headers: dict[str, str], body: di
             return
         except (RunTimeout, RunCancelled):
             raise
+        except ProviderResponseError as e:
+            client._locate(e, url, headers, body)
+            raise
         except OSError as e:
             if yielded:
+                client._locate(e, url, headers, body)
                 raise
             info = {"error": e, "attempt": reopened, "retryable": True}
             tier = policy.on_error(info) if policy.on_error is not None else "retry"
             if tier == "fail" or reopened >= policy.retries:
+                client._locate(e, url, headers, body)
                 raise
             await pause(backoff_seconds(reopened, policy.retry_base_ms), abort)
             reopened += 1

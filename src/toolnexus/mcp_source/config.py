@@ -1,25 +1,38 @@
 """MCP config: the server map, the enable/remote rules, and one server's normalised settings.
 
-`parse_mcp_config` & co. are the pinned public helpers (mcp-skills-builtins.md §1.2). `ServerSpec`
-is our internal, validated view of one server entry: every shape problem becomes a `ValueError`
-that names the key, so a bad entry fails alone with a readable reason.
+`parse_mcp_config` & co. are the pinned public helpers. `ServerSpec` is our internal, validated
+view of one server entry: every shape problem becomes a `ConfigError` (a `ValueError`) that names
+the key, what it must be and what it got, so a bad entry fails alone with a readable reason (the
+log line and `Toolkit.mcp_reasons()` add the server's name).
+
+What is checked, and why it only warns where it does: a value of the wrong JSON type fails the
+server (`"timeout": "30s"` cannot be guessed at). A key we do not know (a typo such as `timout`,
+or another host's key such as `envFile`) is warned about once per server and key and ignored:
+config files are shared between MCP hosts, and failing on a key another host understands would
+break them. A key that applies only to the other kind of server (`headers` on a local one) is
+warned about the same way. Durations are milliseconds; a non-positive one falls back to the
+default with a warning, and one under `SUSPICIOUS_MS` (100) warns that it looks like seconds.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from .._diag import warn
+from .._diag import warn, warn_once
 from .._env import expand_headers
 from .._redact import REDACTED, is_credential_header, mask_headers, redact_url
 from ..errors import ConfigError
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "SERVER_KEYS",
+    "SUSPICIOUS_MS",
     "McpConfig",
     "ServerConfig",
     "ServerSpec",
@@ -33,6 +46,15 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 30.0
+SUSPICIOUS_MS = 100
+# Every key of a server entry, and which kind of server it applies to.
+SERVER_KEYS: dict[str, str] = {
+    "type": "any", "enabled": "any", "disabled": "any", "timeout": "any", "callTimeout": "any", "tools": "any",
+    "command": "local", "args": "local", "env": "local", "environment": "local", "inheritEnv": "local",
+    "cwd": "local", "strictStdout": "local",
+    "url": "remote", "headers": "remote",
+}
+_TYPES = ("local", "remote", "stdio", "http", "sse", "streamable-http", "streamableHttp")
 ServerConfig = dict[str, Any]
 McpConfig = dict[str, ServerConfig]
 _RESERVED = ("builtins", "agents", "a2a", "mcpServer")
@@ -140,6 +162,7 @@ class ServerSpec:
     env: dict[str, str] = field(default_factory=dict)
     cwd: Optional[str] = None
     tools_filter: Optional[dict[str, bool]] = None
+    strict_stdout: bool = True
 
     def __repr__(self) -> str:
         fields = [f"name={self.name!r}", f"remote={self.remote}", f"timeout={self.timeout}",
@@ -154,50 +177,145 @@ class ServerSpec:
         return f"ServerSpec({', '.join(fields)})"
 
 
-def _seconds(value: Any, default: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+def _kind(value: Any) -> str:
+    """The JSON name of a value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _bad(key: str, expected: str, value: Any) -> ConfigError:
+    return ConfigError(f'"{key}" must be {expected}, got {_kind(value)}')
+
+
+def _milliseconds(server: str, cfg: ServerConfig, key: str, default: float) -> float:
+    """`cfg[key]` (milliseconds) in seconds; absent ⇒ `default` (seconds)."""
+    if key not in cfg or cfg[key] is None:
         return default
+    value = cfg[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _bad(key, "a number of milliseconds", value)
+    if not math.isfinite(value) or value <= 0:
+        warn_once(f"mcp-ms:{server}:{key}:{value}", f'[toolnexus] MCP server "{server}": "{key}" must be more than 0 '
+                                            f"milliseconds, got {value!r} — using {default * 1000:g} ms")
+        return default
+    if value < SUSPICIOUS_MS:
+        warn_once(f"mcp-ms:{server}:{key}:{value}", f'[toolnexus] MCP server "{server}": "{key}" is in milliseconds: '
+                                            f"{value:g} is {value / 1000:g} s — did you mean {value * 1000:g}?")
     return float(value) / 1000.0
 
 
+def _bool(cfg: ServerConfig, key: str, default: bool) -> bool:
+    value = cfg.get(key, default)
+    if not isinstance(value, bool):
+        raise _bad(key, "true or false", value)
+    return value
+
+
 def _str_list(value: Any, key: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
-        raise ConfigError(f'"{key}" must be a list of strings')
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                              for v in value):
+        got = _kind(value) if not isinstance(value, list) else "a list holding " + next(
+            _kind(v) for v in value if not isinstance(v, (str, int, float)) or isinstance(v, bool))
+        raise ConfigError(f'"{key}" must be a list of strings, got {got}')
     return [str(v) for v in value]
+
+
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _child_env(cfg: ServerConfig) -> dict[str, str]:
     extra = cfg.get("environment") or cfg.get("env") or {}
     if not isinstance(extra, dict):
-        raise ConfigError('"environment"/"env" must be an object of strings')
+        raise ConfigError(f'"environment"/"env" must be an object of strings, got {_kind(extra)}')
+    for name, value in extra.items():
+        if not isinstance(value, (str, int, float)):
+            raise ConfigError(f'"environment"/"env" must be an object of strings, got {_kind(value)} for "{name}"')
     inherit = cfg.get("inheritEnv", True)
     if inherit is True:
         base = dict(os.environ)
-    else:
+    elif inherit is False or isinstance(inherit, list):
         names = [] if inherit is False else _str_list(inherit, "inheritEnv")
         base = {k: os.environ[k] for k in (*_BASE_ENV, *names) if k in os.environ}
-    return {**base, **{str(k): str(v) for k, v in extra.items()}}
+    else:
+        raise _bad("inheritEnv", "true, false or a list of variable names", inherit)
+    return {**base, **{str(k): _env_value(v) for k, v in extra.items()}}
+
+
+def _warn_unknown_keys(name: str, cfg: ServerConfig, remote: bool) -> None:
+    """Warn once per server and key about keys we do not read (see the module docstring)."""
+    kind = "remote" if remote else "local"
+    for key in cfg:
+        applies = SERVER_KEYS.get(key)
+        if applies is None:
+            close = difflib.get_close_matches(str(key), list(SERVER_KEYS), n=1, cutoff=0.75)
+            hint = f' (did you mean "{close[0]}"?)' if close else ""
+            warn_once(f"mcp-key:{name}:{key}", f'[toolnexus] MCP server "{name}": unknown key "{key}" ignored{hint}')
+        elif applies not in ("any", kind):
+            why = 'it has a "url"' if remote else 'it has no "url"'
+            if isinstance(cfg.get("type"), str):
+                why = f'"type" is "{cfg["type"]}"'
+            warn_once(f"mcp-key:{name}:{key}", f'[toolnexus] MCP server "{name}": "{key}" applies to {applies} '
+                                               f"servers only — ignored (this one is {kind}: {why})")
 
 
 def server_spec(name: str, cfg: Any) -> ServerSpec:
-    """Validate one enabled server entry (raises `ValueError` naming what is wrong)."""
+    """Validate one enabled server entry (raises `ConfigError`, a `ValueError`, naming what is wrong)."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"server config must be an object, got {type(cfg).__name__}")
-    timeout = _seconds(cfg.get("timeout"), DEFAULT_TIMEOUT)
-    call_timeout = _seconds(cfg.get("callTimeout"), timeout)
+    looks_like_the_map = bool(cfg) and all(isinstance(v, dict) for v in cfg.values())
+    if looks_like_the_map and re.sub(r"[-_]", "", name).lower() in ("mcpservers", "servers", "mcp"):
+        raise ConfigError(f'"{name}" was read as one server: write the server map under "mcpServers" '
+                          '(or "servers", "mcp"; the case matters)')
+    kind = cfg.get("type")
+    if kind is not None and not isinstance(kind, str):
+        raise _bad("type", '"local" or "remote"', kind)
+    if kind is not None and kind not in _TYPES:
+        warn_once(f"mcp-type:{name}", f'[toolnexus] MCP server "{name}": unknown "type" "{kind}" — read as '
+                                      f'{"remote (it has a url)" if is_remote(cfg) else "local (it has no url)"}')
+    if cfg.get("url") is not None and not isinstance(cfg["url"], str):
+        raise _bad("url", "a string (an http:// or https:// URL)", cfg["url"])
+    remote = is_remote(cfg)
+    _warn_unknown_keys(name, cfg, remote)
+    for key in ("enabled", "disabled"):
+        if key in cfg:
+            _bool(cfg, key, True)
+    timeout = _milliseconds(name, cfg, "timeout", DEFAULT_TIMEOUT)
+    call_timeout = _milliseconds(name, cfg, "callTimeout", timeout)
     tools_filter = cfg.get("tools")
-    if tools_filter is not None and not isinstance(tools_filter, dict):
-        raise ConfigError('"tools" must be an object of tool name -> true/false')
-    spec = ServerSpec(name, is_remote(cfg), timeout, call_timeout, tools_filter=tools_filter or None)
+    if tools_filter is not None and not (
+        isinstance(tools_filter, dict) and all(isinstance(v, bool) for v in tools_filter.values())
+    ):
+        got = _kind(tools_filter) if not isinstance(tools_filter, dict) else "an object holding " + next(
+            _kind(v) for v in tools_filter.values() if not isinstance(v, bool))
+        raise ConfigError(f'"tools" must be an object of tool name -> true/false, got {got}')
+    spec = ServerSpec(name, remote, timeout, call_timeout, tools_filter=tools_filter or None)
     if spec.remote:
         url = cfg.get("url")
         if not isinstance(url, str) or not url:
             raise ConfigError('a remote server needs a "url" string')
+        if not url.lower().startswith(("http://", "https://")):
+            raise ConfigError(f'"url" must be an http:// or https:// URL, got "{redact_url(url)}"')
         headers = cfg.get("headers")
         if headers is not None and not (
             isinstance(headers, dict) and all(isinstance(v, str) for v in headers.values())
         ):
-            raise ConfigError('"headers" must be an object of strings')
+            got = _kind(headers) if not isinstance(headers, dict) else "an object holding " + next(
+                _kind(v) for v in headers.values() if not isinstance(v, str))
+            raise ConfigError(f'"headers" must be an object of strings, got {got}')
         spec.url, spec.headers = url, expand_env_headers(headers)
         return spec
     command = cfg.get("command")
@@ -208,13 +326,14 @@ def server_spec(name: str, cfg: Any) -> ServerSpec:
     elif command is None:
         raise ConfigError('a local server needs a "command" (or a "url" for a remote one)')
     else:
-        raise ConfigError('"command" must be a list [exe, *args] or an executable name')
+        raise _bad("command", "a list [exe, *args] or an executable name", command)
     if not argv or not argv[0]:
         raise ConfigError('"command" is empty')
     if cfg.get("args") is not None:
         argv += _str_list(cfg["args"], "args")
     cwd = cfg.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
-        raise ConfigError('"cwd" must be a string')
+        raise _bad("cwd", "a string", cwd)
+    spec.strict_stdout = _bool(cfg, "strictStdout", True)
     spec.command, spec.args, spec.env, spec.cwd = argv[0], argv[1:], _child_env(cfg), cwd
     return spec

@@ -8,7 +8,10 @@ for that task, so it works from any task, and is idempotent. Requests (`call_too
 
 A connection whose transport ended (the stdio child died, the HTTP stream broke) is "lost";
 the next request reconnects once, lazily. A remote server is tried over streamable HTTP first,
-then over legacy SSE if that fails at any point up to and including `initialize`.
+then over legacy SSE if that fails at any point up to and including `initialize`. While
+`initialize` is in flight a `HandshakeGuard` (handshake.py) ends it at once for a program that
+is not an MCP server (junk on stdout, an early exit) and for a command that cannot start; a
+remote that answers our POSTs with an HTTP error is reported by that status (`http_refusal`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_htt
 
 from .config import ServerSpec
 from .convert import answer_to_elicit_result, elicitation_to_request, wire
+from .handshake import HandshakeGuard, http_refusal, spawn_failure
 from .stdio import stdio_transport
 from ..errors import NetworkError, ToolnexusError, ToolnexusRuntimeError
 
@@ -63,6 +67,8 @@ def describe_error(exc: BaseException) -> str:
     exc = _leaf(exc)
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, httpx2.HTTPStatusError):  # the legacy SSE transport's refusal
+        return str(http_refusal(exc.response.status_code, str(exc.request.url)))
     if isinstance(exc, httpx2.TransportError):
         cause = _os_cause(exc)
         if cause is not None:
@@ -103,8 +109,8 @@ class _RemoteConnectError(ToolnexusError, ConnectionError):
 class _Watched:
     """A transport read stream that reports its end (the transport is gone)."""
 
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
-        self._inner, self._on_end = inner, on_end
+    def __init__(self, inner: Any, on_end: Callable[[], None], guard: Optional[HandshakeGuard] = None) -> None:
+        self._inner, self._on_end, self._guard = inner, on_end, guard
 
     @property
     def last_context(self) -> Any:  # the dispatcher restores the sender's context from this
@@ -112,10 +118,15 @@ class _Watched:
 
     async def receive(self) -> Any:
         try:
-            return await self._inner.receive()
+            item = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._on_end()
+            if self._guard is not None:
+                self._guard.ended()
             raise
+        if self._guard is not None:
+            self._guard.seen(item)
+        return item
 
     def __aiter__(self) -> "_Watched":
         return self
@@ -233,25 +244,37 @@ class ServerConnection:
     async def _open_session(self, stack: AsyncExitStack, link: _Link) -> ClientSession:
         spec = self.spec
         if not spec.remote:
-            read, write, _proc = await stack.enter_async_context(stdio_transport(spec))
-            return await self._start(stack, link, read, write)
+            try:
+                read, write, proc = await stack.enter_async_context(stdio_transport(spec))
+            except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+                raise spawn_failure(spec.command, spec.cwd, exc) from exc
+            guard = HandshakeGuard(strict=spec.strict_stdout, process=proc)
+            return await self._start(stack, link, read, write, guard)
         failures: list[Exception] = []
         for streamable in (True, False):  # streamable HTTP, then the legacy SSE transport
+            refused: list[int] = []  # non-2xx statuses of our POSTs (the SDK reports them vaguely)
             try:
-                return await self._try_remote(stack, link, streamable=streamable)
+                return await self._try_remote(stack, link, streamable=streamable, refused=refused)
             except BaseException as exc:
                 failure = _as_failure(exc)
                 if failure is None:
                     raise
-                failures.append(failure)
+                failures.append(http_refusal(refused[0], spec.url) if refused else failure)
         raise _RemoteConnectError(*failures) from failures[0]
 
-    async def _try_remote(self, stack: AsyncExitStack, link: _Link, *, streamable: bool) -> ClientSession:
+    async def _try_remote(self, stack: AsyncExitStack, link: _Link, *, streamable: bool,
+                          refused: list[int]) -> ClientSession:
         spec = self.spec
+
+        async def note(response: httpx2.Response) -> None:
+            if response.status_code >= 400 and response.request.method == "POST":
+                refused.append(response.status_code)
+
         async with AsyncExitStack() as attempt:
             if streamable:
                 timeout = httpx2.Timeout(spec.timeout, read=max(spec.timeout, MCP_DEFAULT_SSE_READ_TIMEOUT))
                 client = await attempt.enter_async_context(create_mcp_http_client(headers=spec.headers, timeout=timeout))
+                client.event_hooks["response"].append(note)
                 streams = await attempt.enter_async_context(streamable_http_client(spec.url, http_client=client))
             else:
                 streams = await attempt.enter_async_context(sse_client(spec.url, headers=spec.headers, timeout=spec.timeout))
@@ -259,19 +282,20 @@ class ServerConnection:
             await stack.enter_async_context(attempt.pop_all())
             return session
 
-    async def _start(self, stack: AsyncExitStack, link: _Link, read: Any, write: Any) -> ClientSession:
+    async def _start(self, stack: AsyncExitStack, link: _Link, read: Any, write: Any,
+                     guard: Optional[HandshakeGuard] = None) -> ClientSession:
         def lost() -> None:
             link.lost = True
 
         session = ClientSession(
-            _Watched(read, lost),
+            _Watched(read, lost, guard),
             write,
             read_timeout_seconds=self.spec.timeout,
             elicitation_callback=self._elicit if self.wait_for is not None else None,
             message_handler=self._on_message,
         )
         await stack.enter_async_context(session)
-        await session.initialize()
+        await (guard.run(session.initialize()) if guard is not None else session.initialize())
         return session
 
     # ------------------------------------------------------------------ server → client

@@ -2,8 +2,10 @@
 
 Servers connect concurrently; results (`status`, `tools`, diagnostics) keep config order. A
 failure of one server — a bad entry, a spawn error, a timeout, a refused connection — marks only
-that server `failed`. The `cancel` event is watched during the whole load and aborts in-flight
-connects at once (spawned children are killed), then `asyncio.CancelledError` is raised.
+that server `failed`, and its reason (the text of the `[toolnexus] MCP server "<name>" failed:
+<reason>` log line) is kept in `reasons`, so a program can show it without scraping logs. The
+`cancel` event is watched during the whole load and aborts in-flight connects at once (spawned
+children are killed), then `asyncio.CancelledError` is raised.
 """
 
 from __future__ import annotations
@@ -35,11 +37,12 @@ class ToolInfo:
 class McpInventory:
     tools: dict[str, list[ToolInfo]]
     status: dict[str, McpStatus]
+    reasons: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
 class McpSource:
-    """Connected servers' tools and every configured server's status.
+    """Connected servers' tools, every configured server's status, and each failed one's reason.
 
     `close()` closes every connection (from any task; safe to call twice). `refresh()` re-lists
     the tools of every connected server (e.g. after `notifications/tools/list_changed`, see
@@ -51,6 +54,7 @@ class McpSource:
     _stack: AsyncExitStack = field(repr=False)
     _servers: list[ServerConnection] = field(default_factory=list, repr=False)
     _by_server: dict[str, list[Tool]] = field(default_factory=dict, repr=False)
+    reasons: dict[str, str] = field(default_factory=dict)
 
     async def close(self) -> None:
         await self._stack.aclose()
@@ -162,9 +166,14 @@ async def _close_all(servers: list[ServerConnection]) -> None:
     await asyncio.gather(*(s.close() for s in servers), return_exceptions=True)
 
 
-def _settle(slots: list[_Slot]) -> tuple[dict[str, McpStatus], list[tuple[ServerConnection, list[dict[str, Any]]]]]:
-    """Statuses and connected servers in config order, with the pinned failure diagnostics."""
+_Settled = tuple[dict[str, McpStatus], dict[str, str], list[tuple[ServerConnection, list[dict[str, Any]]]]]
+
+
+def _settle(slots: list[_Slot]) -> _Settled:
+    """Statuses, failure reasons and connected servers in config order, with the pinned failure
+    diagnostics (the reason logged is the reason kept)."""
     status: dict[str, McpStatus] = {}
+    reasons: dict[str, str] = {}
     connected = []
     for name, conn, outcome in slots:
         if outcome == "disabled":
@@ -176,11 +185,12 @@ def _settle(slots: list[_Slot]) -> tuple[dict[str, McpStatus], list[tuple[Server
             error = asyncio.CancelledError("connect cancelled") if outcome.cancelled() else outcome.exception()
         if error is not None:
             status[name] = "failed"
-            warn(f'[toolnexus] MCP server "{name}" failed: {describe_error(error)}')
+            reasons[name] = " ".join(describe_error(error).split())  # one line, for logs and `toolnexus tools`
+            warn(f'[toolnexus] MCP server "{name}" failed: {reasons[name]}')
             continue
         status[name] = "connected"
         connected.append((conn, outcome.result()))
-    return status, connected
+    return status, reasons, connected
 
 
 async def load_mcp_with_context(
@@ -191,13 +201,14 @@ async def load_mcp_with_context(
 ) -> McpSource:
     """Connect every enabled server (concurrently) and collect their tools (spec §1.3)."""
     slots = await _connect_all(await _server_map(input), wait_for, cancel)
-    status, connected = _settle(slots)
+    status, reasons, connected = _settle(slots)
     servers = [conn for conn, _ in connected]
     stack = AsyncExitStack()
     stack.push_async_callback(_close_all, servers)
     by_server = {conn.spec.name: _server_tools(conn, defs) for conn, defs in connected}
     tools = [t for group in by_server.values() for t in group]
-    return McpSource(tools=tools, status=status, _stack=stack, _servers=servers, _by_server=by_server)
+    return McpSource(tools=tools, status=status, _stack=stack, _servers=servers, _by_server=by_server,
+                     reasons=reasons)
 
 
 async def load_mcp(input: Union[str, dict[str, Any]], wait_for: Any = None) -> McpSource:  # noqa: A002
@@ -212,11 +223,11 @@ async def list_mcp_tools(
     """Every connected server's tools, unfiltered and under their original names; nothing stays open."""
     slots = await _connect_all(await _server_map(input), None, cancel)
     try:
-        status, connected = _settle(slots)
+        status, reasons, connected = _settle(slots)
     finally:
         await _close_all([conn for _, conn, _ in slots if conn is not None])
     tools = {
         conn.spec.name: [ToolInfo(str(d.get("name", "")), d.get("description") or "", build_input_schema(d)) for d in defs]
         for conn, defs in connected
     }
-    return McpInventory(tools=tools, status=status)
+    return McpInventory(tools=tools, status=status, reasons=reasons)

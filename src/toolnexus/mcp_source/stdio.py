@@ -5,7 +5,8 @@ connect (the `cancel` event, a timeout, task cancellation) kills the child's who
 at once instead of closing stdin and waiting seconds for a server that is still starting up.
 A normal close follows the MCP shutdown sequence: close stdin, wait `GRACE` seconds, SIGTERM
 the group, wait `TERM_GRACE`, SIGKILL. The child runs in its own session (process group); its
-stderr is ours. Messages are the SDK's `SessionMessage`s, so `ClientSession` runs on top unchanged.
+stderr is ours. Messages are the SDK's `SessionMessage`s, so `ClientSession` runs on top unchanged;
+a line that is not JSON-RPC is handed on as a `NotJsonRpc` item (handshake.py judges it).
 
 The whole tree, not just the leader: a server that starts helpers and then exits (or crashes)
 leaves them in its process group, and signalling only a live leader would orphan them. So the
@@ -36,6 +37,7 @@ from mcp.types import jsonrpc_message_adapter
 from .._diag import warn
 from ..errors import InputTooLarge
 from .config import ServerSpec
+from .handshake import NotJsonRpc
 
 __all__ = ["GRACE", "TERM_GRACE", "MAX_LINE_BYTES", "stdio_transport"]
 
@@ -50,8 +52,8 @@ _POLL = 0.02
 def _parse(line: bytes) -> Any:
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:  # the session surfaces it to its message handler
-        return exc
+    except ValueError:  # the session surfaces it to its message handler; the handshake guard judges it
+        return NotJsonRpc(line)
 
 
 async def _read_pump(stdout: asyncio.StreamReader, to_session: Any, name: str = "",
