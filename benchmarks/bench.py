@@ -121,6 +121,36 @@ def peers(rounds: int) -> Optional[dict[str, Any]]:
     return json.loads(out.read_text()) if out.exists() else None
 
 
+PEER_NAMES = ("openai-agents", "pydantic-ai", "langgraph")
+
+
+def peer_table(peers: dict[str, Any]) -> dict[str, Any]:
+    """The reference harness's rows (its own floor and runners), with each row's cost over that
+    floor and as a fraction of the fastest peer's."""
+    rows = {r["framework"]: r for r in peers.get("summary") or [] if not r.get("errors")}
+    floor = next((r["p50"] for name, r in rows.items() if name.startswith("floor")), None)
+    table: dict[str, Any] = {}
+    for name, r in rows.items():
+        table[name] = {"p50_ms": round(r["p50"], 3), "p95_ms": round(r["p95"], 3), "import_ms": round(r["import_ms"], 1),
+                       "init_ms": round(r["init_ms"], 1), "peak_rss_mb": round(r["peak_rss_mb"], 1),
+                       "version": r.get("version"),
+                       "over_floor_ms": round(r["p50"] - floor, 3) if floor is not None else None}
+    fastest = min((table[n]["over_floor_ms"] for n in PEER_NAMES if n in table), default=None)
+    for row in table.values():
+        if fastest and row["over_floor_ms"] is not None:
+            row["x_fastest_peer"] = round(row["over_floor_ms"] / fastest, 3)
+    return table
+
+
+def print_peer_table(table: dict[str, Any]) -> None:
+    print("\nreference harness (../shared/bench), same machine, same scenario:\n")
+    print(f"{'framework':<22}{'p50 ms':>9}{'p95 ms':>9}{'- floor':>9}{'x fastest peer':>16}{'import ms':>11}"
+          f"{'start ms':>10}{'RSS MB':>8}")
+    for name, row in table.items():
+        print(f"{name:<22}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['over_floor_ms']:>9}"
+              f"{row.get('x_fastest_peer', '-'):>16}{row['import_ms']:>11}{row['init_ms']:>10}{row['peak_rss_mb']:>8}")
+
+
 def main() -> None:
     rounds = int(os.environ.get("BENCH_ROUNDS", 10))
     table = run(rounds)
@@ -144,6 +174,9 @@ def main() -> None:
             continue
         print(f"{name:<18}{row['p50_ms']:>9}{row['p95_ms']:>9}{row.get('over_floor_ms', 0):>9}"
               f"{row.get('over_floor_x_021', '-'):>8}{row['import_ms']:>11}{row['init_ms']:>10}{row['peak_rss_mb']:>8}")
+    if result.get("peers"):
+        result["peer_table"] = peer_table(result["peers"])
+        print_peer_table(result["peer_table"])
     folder = HERE / "results"
     folder.mkdir(exist_ok=True)
     stamp = time.strftime("%Y-%m-%d-%H%M", time.gmtime())

@@ -132,9 +132,9 @@ async def runs_by_store(turns: int, runs: int, rounds: int, pg: Optional[str]) -
         stores = {k: open_store(u) for k, u in urls.items() if u}
         for store in stores.values():
             await store.open()
-        from toolnexus.client import HttpxTransport
+        from toolnexus.client import Http11Transport
 
-        transport = HttpxTransport()
+        transport = Http11Transport()
         for _ in range(3):  # warm-up
             for store_key, tool in rows:
                 r = await agents[tool].run("go", llm=model.llm, transport=transport, store=stores.get(store_key))

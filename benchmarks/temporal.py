@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from durable import MockModel, looker  # noqa: E402
 
-from toolnexus.client import HttpxTransport  # noqa: E402
+from toolnexus.client import Http11Transport  # noqa: E402
 from toolnexus.stores import open_store  # noqa: E402
 
 
@@ -62,7 +62,7 @@ async def main() -> None:
     samples: dict[tuple[str, str], list[float]] = {row: [] for row in rows}
     try:
         with MockModel(opts.turns) as model:
-            transport = HttpxTransport()
+            transport = Http11Transport()
             stores = {"memory:": open_store("memory:"), "sqlite": open_store(f"sqlite:///{folder}/runs.db")}
             for store in stores.values():
                 await store.open()

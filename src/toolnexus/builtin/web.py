@@ -28,10 +28,11 @@ import codecs
 import re
 from collections.abc import Mapping
 from html.parser import HTMLParser
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urljoin, urlsplit
 
-import httpx
+if TYPE_CHECKING:  # httpx loads on the first fetch: building the toolkit stays cheap
+    import httpx
 
 from ..types import Tool, ToolContext, ToolResult
 from ._netguard import vet_host
@@ -165,6 +166,8 @@ def _is_html(response: httpx.Response, text: str) -> bool:
 
 async def _pinned_request(client: httpx.AsyncClient, url: str, settings: BuiltinSettings) -> httpx.Request:
     """A GET for `url` that connects to the vetted address of its host (see `_netguard`)."""
+    import httpx
+
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
@@ -179,6 +182,8 @@ async def _pinned_request(client: httpx.AsyncClient, url: str, settings: Builtin
 
 
 async def _fetch(url: str, timeout: float, settings: BuiltinSettings) -> tuple[httpx.Response, bytes, bool]:
+    import httpx
+
     cap = settings.fetch_max_bytes
     async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:
         for _ in range(settings.fetch_max_redirects + 1):
@@ -202,6 +207,8 @@ async def _fetch(url: str, timeout: float, settings: BuiltinSettings) -> tuple[h
 
 def make_webfetch(settings: BuiltinSettings) -> Tool:
     async def run(args: Mapping[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
+        import httpx
+
         url = required_str(args, "url")
         _check_url(url)
         fmt = args.get("format") if args.get("format") in FORMATS else "markdown"

@@ -34,8 +34,8 @@ class EncodedList(list):
     def __init__(self, items: Iterable[Any] = (), chunks: Optional[list[bytes]] = None) -> None:
         super().__init__(items)
         if chunks is None:
-            chunks = [inner(self)]
-        self.chunks: list[bytes] = [c for c in chunks if c]
+            chunks = [inner(self)] if self else []
+        self.chunks: list[bytes] = chunks  # none of them empty
         self.count = len(self)
 
     def pieces(self) -> list[bytes]:

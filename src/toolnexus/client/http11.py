@@ -174,11 +174,11 @@ class _Stream:
         except TimeoutError as exc:
             self._response.conn.close()
             await self.aclose()
-            raise _network_timeout(f"the stream from {_origin(self._url)} sent nothing for {self._timeout:g}s") from exc
+            raise _network_timeout(f"the stream sent nothing for {self._timeout:g}s") from exc
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError, ValueError) as exc:
             self._response.conn.close()
             await self.aclose()
-            raise _network_error(f"the stream from {_origin(self._url)} was cut: {type(exc).__name__}: {exc}") from exc
+            raise _network_error(f"the stream was cut: {_why(exc)}") from exc
         except BaseException:
             self._response.conn.close()
             await self.aclose()
@@ -354,13 +354,13 @@ class Http11Transport:
                     raise
                 self._release(response)  # kept only when the whole (small) error body was read
         except TimeoutError as exc:
-            raise _network_timeout(f"no complete reply from {_origin(url)} within {timeout:g}s") from exc
+            raise _network_timeout(f"no complete reply within {timeout:g}s") from exc
         except ToolnexusValueError:
             raise
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError) as exc:
             if isinstance(exc, (NetworkError, NetworkTimeout)):
                 raise
-            raise _network_error(f"{type(exc).__name__} talking to {_origin(url)}: {exc}") from exc
+            raise _network_error(_why(exc)) from exc
         raise ProviderError(response.status, text, response.headers.get("retry-after"))
 
     async def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
@@ -371,13 +371,13 @@ class Http11Transport:
                 raw = await response.read(cap, url)
         except TimeoutError as exc:
             response.conn.close()
-            raise _network_timeout(f"the reply from {_origin(url)} did not finish within {timeout:g}s") from exc
+            raise _network_timeout(f"the reply did not finish within {timeout:g}s") from exc
         except ResponseTooLarge:
             response.conn.close()
             raise
         except (asyncio.IncompleteReadError, ValueError, OSError) as exc:
             response.conn.close()
-            raise _network_error(f"the reply from {_origin(url)} was cut: {type(exc).__name__}: {exc}") from exc
+            raise _network_error(f"the reply was cut: {_why(exc)}") from exc
         except BaseException:
             response.conn.close()
             raise
@@ -406,9 +406,13 @@ async def _read_some(response: _Response, limit: int) -> bytes:
     return bytes(body[:limit])
 
 
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+def _why(exc: BaseException) -> str:
+    """A network failure in a few words ("connection refused"); the client adds the endpoint."""
+    if isinstance(exc, asyncio.IncompleteReadError):
+        return f"the connection closed after {len(exc.partial)} bytes of an incomplete message"
+    if isinstance(exc, OSError) and exc.errno:
+        return os.strerror(exc.errno).lower()
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _running_loop() -> Optional[asyncio.AbstractEventLoop]:

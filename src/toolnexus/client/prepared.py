@@ -68,5 +68,5 @@ class PreparedTranscript:
             self._media += media_parts_summary(grown)
         tail = messages[closed:]
         tail_wire = self._dialect.wire_messages(tail) if tail else []
-        wire_all = EncodedList(self._wire + tail_wire, [*self._json, inner(tail_wire)])
+        wire_all = EncodedList(self._wire + tail_wire, [*self._json, inner(tail_wire)] if tail_wire else list(self._json))
         return wire_all, (self._media + media_parts_summary(tail) if tail else list(self._media))

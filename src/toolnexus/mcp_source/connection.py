@@ -1,17 +1,22 @@
-"""One MCP server connection: an owner task holds the transport and the `ClientSession`.
+"""One MCP server connection: an owner task holds the transport and the session.
 
-Why an owner task: the SDK's transports and session are anyio task groups / cancel scopes that
-must be entered and exited by the same task. Each connection therefore lives in a dedicated
-task that opens it, lists the tools, then waits for `stop`; `close()` just sets `stop` and waits
-for that task, so it works from any task, and is idempotent. Requests (`call_tool`,
-`list_tools`) go through the session from the caller's own task.
+Why an owner task: the SDK's remote transports and session are anyio task groups / cancel scopes
+that must be entered and exited by the same task, and a local server's process must be stopped
+by whoever started it. Each connection therefore lives in a dedicated task that opens it, lists
+the tools, then waits for `stop`; `close()` just sets `stop` and waits for that task, so it works
+from any task, and is idempotent. Requests (`call`, `list_tools`) go through the session from the
+caller's own task.
 
-A connection whose transport ended (the stdio child died, the HTTP stream broke) is "lost";
-the next request reconnects once, lazily. A remote server is tried over streamable HTTP first,
-then over legacy SSE if that fails at any point up to and including `initialize`. While
-`initialize` is in flight a `HandshakeGuard` (handshake.py) ends it at once for a program that
-is not an MCP server (junk on stdout, an early exit) and for a command that cannot start; a
-remote that answers our POSTs with an HTTP error is reported by that status (`http_refusal`).
+Two kinds of session behind one small interface (`list_page`, `call`, `is_lost`): a local server
+gets our own `StdioSession` (session.py) on the child's pipes — no SDK import, a few
+microseconds per message; a remote one the SDK's `ClientSession` (remote.py), tried over
+streamable HTTP first, then over legacy SSE if that fails at any point up to and including
+`initialize`.
+
+A connection whose transport ended (the stdio child died, the HTTP stream broke) is "lost"; the
+next request reconnects once, lazily. While a local server's `initialize` is in flight a
+`HandshakeGuard` (handshake.py) ends it early for a program that is not an MCP server (junk on
+stdout and nothing else, an early exit) and for a command that cannot start.
 """
 
 from __future__ import annotations
@@ -20,24 +25,18 @@ import asyncio
 import inspect
 import os
 import socket
+import sys
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-import anyio
-import httpx2
-import mcp.types as mtypes
-from mcp import ClientSession
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
-
+from . import stdio
 from .config import ServerSpec
-from .convert import answer_to_elicit_result, elicitation_to_request, wire
-from .handshake import HandshakeGuard, http_refusal, spawn_failure
-from .stdio import stdio_transport
+from .convert import elicit_result_dict, elicitation_to_request
+from .handshake import HandshakeGuard, spawn_failure
+from .session import StdioSession
 from ..errors import NetworkError, ToolnexusError, ToolnexusRuntimeError
+from ..types import Answer
 
 __all__ = ["MAX_LIST_PAGES", "ServerConnection", "describe_error"]
 
@@ -62,25 +61,27 @@ def _os_cause(exc: BaseException) -> Optional[OSError]:
     return None
 
 
+def os_reason(exc: BaseException) -> Optional[str]:
+    """The OS error under `exc`, in words ("connection refused"), if there is one."""
+    cause = _os_cause(exc)
+    if cause is None:
+        return None
+    if isinstance(cause, socket.gaierror):
+        return str(cause.strerror or cause).lower()
+    return os.strerror(cause.errno).lower() if cause.errno and cause.errno > 0 else str(cause)
+
+
 def describe_error(exc: BaseException) -> str:
     """A one-line reason naming the real cause (not `timed out` for a refused connection)."""
     exc = _leaf(exc)
     if isinstance(exc, TimeoutError):
         return "timed out"
-    if isinstance(exc, httpx2.HTTPStatusError):  # the legacy SSE transport's refusal
-        return str(http_refusal(exc.response.status_code, str(exc.request.url)))
-    if isinstance(exc, httpx2.TransportError):
-        cause = _os_cause(exc)
-        if cause is not None:
-            if isinstance(cause, socket.gaierror):
-                reason = str(cause.strerror or cause).lower()
-            else:
-                reason = os.strerror(cause.errno).lower() if cause.errno and cause.errno > 0 else str(cause)
-            try:
-                where = str(exc.request.url)
-            except RuntimeError:
-                where = "server"
-            return f"could not connect to {where}: {reason}"
+    if "httpx2" in sys.modules:  # only a remote server's failure can be an httpx2 one
+        from .remote import describe_http_error
+
+        reason = describe_http_error(exc)
+        if reason is not None:
+            return reason
     return str(exc) or type(exc).__name__
 
 
@@ -106,55 +107,13 @@ class _RemoteConnectError(ToolnexusError, ConnectionError):
         super().__init__(a if a == b else f"{a} (SSE fallback: {b})")
 
 
-class _Watched:
-    """A transport read stream that reports its end (the transport is gone)."""
-
-    def __init__(self, inner: Any, on_end: Callable[[], None], guard: Optional[HandshakeGuard] = None) -> None:
-        self._inner, self._on_end, self._guard = inner, on_end, guard
-
-    @property
-    def last_context(self) -> Any:  # the dispatcher restores the sender's context from this
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        try:
-            item = await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._on_end()
-            if self._guard is not None:
-                self._guard.ended()
-            raise
-        if self._guard is not None:
-            self._guard.seen(item)
-        return item
-
-    def __aiter__(self) -> "_Watched":
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> "_Watched":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.aclose()
-
-
-async def list_all_tools(session: ClientSession) -> list[dict[str, Any]]:
+async def list_all_tools(session: Any) -> list[dict[str, Any]]:
     """Every page of `tools/list`, as wire dicts; guards against cursor loops."""
     tools: list[dict[str, Any]] = []
     cursor: Optional[str] = None
     seen: set[str] = set()
     for _ in range(MAX_LIST_PAGES):
-        params = mtypes.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-        page = wire(await session.list_tools(params=params))
+        page = await session.list_page(cursor)
         tools += [t for t in page.get("tools") or [] if isinstance(t, dict)]
         cursor = page.get("nextCursor")
         if cursor is None:
@@ -172,7 +131,7 @@ class _Link:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     ready: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     owner: Optional[asyncio.Task] = None
-    session: Optional[ClientSession] = None
+    session: Any = None  # a StdioSession, or remote.SdkSession
     lost: bool = False
 
 
@@ -241,20 +200,21 @@ class ServerConnection:
         finally:
             link.lost = True
 
-    async def _open_session(self, stack: AsyncExitStack, link: _Link) -> ClientSession:
+    async def _open_session(self, stack: AsyncExitStack, link: _Link) -> Any:
         spec = self.spec
         if not spec.remote:
-            try:
-                read, write, proc = await stack.enter_async_context(stdio_transport(spec))
-            except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-                raise spawn_failure(spec.command, spec.cwd, exc) from exc
-            guard = HandshakeGuard(strict=spec.strict_stdout, process=proc)
-            return await self._start(stack, link, read, write, guard)
+            return await self._open_local(stack, link)
+        from .handshake import http_refusal
+        from .remote import open_remote
+
         failures: list[Exception] = []
         for streamable in (True, False):  # streamable HTTP, then the legacy SSE transport
             refused: list[int] = []  # non-2xx statuses of our POSTs (the SDK reports them vaguely)
             try:
-                return await self._try_remote(stack, link, streamable=streamable, refused=refused)
+                return await open_remote(stack, spec, streamable=streamable, refused=refused,
+                                         on_lost=lambda: setattr(link, "lost", True),
+                                         ask=self._ask if self.wait_for is not None else None,
+                                         on_list_changed=self._list_changed)
             except BaseException as exc:
                 failure = _as_failure(exc)
                 if failure is None:
@@ -262,56 +222,46 @@ class ServerConnection:
                 failures.append(http_refusal(refused[0], spec.url) if refused else failure)
         raise _RemoteConnectError(*failures) from failures[0]
 
-    async def _try_remote(self, stack: AsyncExitStack, link: _Link, *, streamable: bool,
-                          refused: list[int]) -> ClientSession:
+    async def _open_local(self, stack: AsyncExitStack, link: _Link) -> StdioSession:
         spec = self.spec
+        try:
+            proc = await stack.enter_async_context(stdio.stdio_process(spec))
+        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+            raise spawn_failure(spec.command, spec.cwd, exc) from exc
+        guard = HandshakeGuard(strict=spec.strict_stdout, process=proc, server=spec.name)
 
-        async def note(response: httpx2.Response) -> None:
-            if response.status_code >= 400 and response.request.method == "POST":
-                refused.append(response.status_code)
-
-        async with AsyncExitStack() as attempt:
-            if streamable:
-                timeout = httpx2.Timeout(spec.timeout, read=max(spec.timeout, MCP_DEFAULT_SSE_READ_TIMEOUT))
-                client = await attempt.enter_async_context(create_mcp_http_client(headers=spec.headers, timeout=timeout))
-                client.event_hooks["response"].append(note)
-                streams = await attempt.enter_async_context(streamable_http_client(spec.url, http_client=client))
-            else:
-                streams = await attempt.enter_async_context(sse_client(spec.url, headers=spec.headers, timeout=spec.timeout))
-            session = await self._start(attempt, link, streams[0], streams[1])
-            await stack.enter_async_context(attempt.pop_all())
-            return session
-
-    async def _start(self, stack: AsyncExitStack, link: _Link, read: Any, write: Any,
-                     guard: Optional[HandshakeGuard] = None) -> ClientSession:
-        def lost() -> None:
+        def closed(reason: Optional[str]) -> None:
             link.lost = True
+            if reason is None:
+                guard.ended()
 
-        session = ClientSession(
-            _Watched(read, lost, guard),
-            write,
-            read_timeout_seconds=self.spec.timeout,
-            elicitation_callback=self._elicit if self.wait_for is not None else None,
-            message_handler=self._on_message,
-        )
-        await stack.enter_async_context(session)
-        await (guard.run(session.initialize()) if guard is not None else session.initialize())
+        assert proc.stdout is not None and proc.stdin is not None
+        session = StdioSession(proc.stdout, proc.stdin, name=spec.name, timeout=spec.timeout,
+                               max_line=stdio.MAX_LINE_BYTES, on_item=guard.seen, on_closed=closed,
+                               on_elicit=self._elicit_local if self.wait_for is not None else None,
+                               on_list_changed=self._list_changed)
+        session.start()
+        stack.push_async_callback(session.aclose)
+        await guard.run(session.initialize())
         return session
 
     # ------------------------------------------------------------------ server → client
 
-    async def _on_message(self, message: Any) -> None:
-        if isinstance(message, mtypes.ToolListChangedNotification):
-            self.stale = True
+    def _list_changed(self) -> None:
+        self.stale = True
 
-    async def _elicit(self, context: Any, params: Any) -> Any:
+    async def _ask(self, params: Any) -> Optional[Answer]:
+        """An elicitation as a suspension `Request`, answered by `wait_for`."""
+        answer = self.wait_for(elicitation_to_request(params))
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return answer
+
+    async def _elicit_local(self, params: dict[str, Any]) -> dict[str, Any]:
         try:
-            answer = self.wait_for(elicitation_to_request(params))
-            if inspect.isawaitable(answer):
-                answer = await answer
-            return answer_to_elicit_result(answer)
+            return elicit_result_dict(await self._ask(params))
         except Exception as exc:  # noqa: BLE001 - the server gets an error reply instead
-            return mtypes.ErrorData(code=mtypes.INTERNAL_ERROR, message=f"elicitation failed: {describe_error(exc)}")
+            raise ToolnexusRuntimeError(describe_error(exc)) from exc
 
     # ------------------------------------------------------------------ requests
 
@@ -342,15 +292,15 @@ class ServerConnection:
     async def _request(link: _Link, request: Any) -> Any:
         try:
             return await request
-        except MCPError as exc:
-            if exc.code == mtypes.CONNECTION_CLOSED:
+        except Exception as exc:
+            if link.session is not None and link.session.is_lost(exc):
                 link.lost = True  # this request is not replayed; the next one reconnects
             raise
 
     async def call(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:
         link = await self._live()
         assert link.session is not None
-        return await self._request(link, link.session.call_tool(name, arguments, read_timeout_seconds=timeout))
+        return await self._request(link, link.session.call(name, arguments, timeout))
 
     async def list_tools(self) -> list[dict[str, Any]]:
         link = await self._live()

@@ -14,6 +14,7 @@ from ..types import Answer, JSONSchema, Request, ToolResult, new_request_id
 
 __all__ = [
     "answer_to_elicit_result",
+    "elicit_result_dict",
     "build_input_schema",
     "call_result_to_tool_result",
     "elicitation_to_request",
@@ -110,12 +111,17 @@ def elicitation_to_request(params: Any) -> Request:
     return Request(id=rid, kind="input", prompt=prompt, data={"schema": schema} if schema else None)
 
 
-def answer_to_elicit_result(answer: Optional[Answer]) -> Any:
+def elicit_result_dict(answer: Optional[Answer]) -> dict[str, Any]:
     """`ok` ⇒ accept with `data`; reason `declined` ⇒ decline; anything else (or None) ⇒ cancel."""
+    if answer is not None and answer.ok:
+        return {"action": "accept", "content": answer.data or {}}
+    if answer is not None and answer.reason == "declined":
+        return {"action": "decline"}
+    return {"action": "cancel"}
+
+
+def answer_to_elicit_result(answer: Optional[Answer]) -> Any:
+    """`elicit_result_dict` as the SDK's `ElicitResult` (for the SDK's session and for callers)."""
     from mcp.types import ElicitResult
 
-    if answer is not None and answer.ok:
-        return ElicitResult(action="accept", content=answer.data or {})
-    if answer is not None and answer.reason == "declined":
-        return ElicitResult(action="decline")
-    return ElicitResult(action="cancel")
+    return ElicitResult(**elicit_result_dict(answer))

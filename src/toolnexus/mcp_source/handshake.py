@@ -5,10 +5,11 @@ default) and then says only `timed out`: the SDK skips stdout lines it cannot pa
 `HandshakeGuard` watches what the transport hands the session until the `initialize` reply, and
 ends the handshake at once, with a reason that says what to do, when:
 
-- the first thing on stdout is not JSON-RPC (`echo hello`, a banner, an HTTP server's log line):
-  an MCP server must write only JSON-RPC messages to stdout. `"strictStdout": false` on the
-  server entry turns this off for a server that prints a banner first (it then waits as the SDKs
-  do);
+- the first thing on stdout is not JSON-RPC (`echo hello`, an HTTP server's log line) and no
+  JSON-RPC message follows within `JUNK_GRACE` seconds: an MCP server writes only JSON-RPC
+  messages to stdout. A server that prints a banner and then answers still connects (the
+  skipped line is warned about once); `"strictStdout": false` on the server entry turns the
+  check off (the handshake then waits for the whole `timeout`, as the SDKs do);
 - stdout ends (the program exited, or closed it) before the reply: the exit code is named when
   the process is gone within `EXIT_WAIT` seconds.
 
@@ -27,13 +28,15 @@ import asyncio
 import os
 from typing import Any, Awaitable, Optional, TypeVar
 
+from .._diag import warn_once
 from .._redact import redact_url
 from ..errors import ToolnexusRuntimeError, ToolnexusValueError
 
-__all__ = ["EXIT_WAIT", "HandshakeFailed", "HandshakeGuard", "NotJsonRpc", "http_refusal", "spawn_failure"]
+__all__ = ["EXIT_WAIT", "JUNK_GRACE", "HandshakeFailed", "HandshakeGuard", "NotJsonRpc", "http_refusal", "spawn_failure"]
 
 T = TypeVar("T")
 EXIT_WAIT = 1.0
+JUNK_GRACE = 1.0
 _SHOWN = 80
 _POLL = 0.02
 
@@ -58,22 +61,43 @@ class HandshakeGuard:
     the stdio child (None for a remote server, which has no stdout to judge and no exit code).
     """
 
-    def __init__(self, *, strict: bool = True, process: Any = None) -> None:
+    def __init__(self, *, strict: bool = True, process: Any = None, server: str = "") -> None:
         self.strict = strict
         self.process = process
+        self.server = server
         self._failure: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._done = False
         self._ended = False
+        self._junk: Optional[str] = None
+        self._timer: Optional[asyncio.TimerHandle] = None
 
     def seen(self, item: Any) -> None:
         if self._done or self._failure.done():
             return
-        if isinstance(item, NotJsonRpc) and self.strict:
-            self._failure.set_result(
-                f"not an MCP server: its first line on stdout is not JSON-RPC: {item.line!r} (an MCP server "
-                'writes only JSON-RPC messages there and logs to stderr; "strictStdout": false skips such lines)')
+        if isinstance(item, NotJsonRpc):
+            if self.strict and self._junk is None:
+                self._junk = item.line
+                self._timer = asyncio.get_running_loop().call_later(JUNK_GRACE, self._not_mcp)
         elif not isinstance(item, Exception):
-            self._done = True  # it speaks JSON-RPC: from here on only the SDK judges
+            self._done = True  # it speaks JSON-RPC: from here on only the session judges
+            self._stop_timer()
+            if self._junk is not None:
+                warn_once(f"stdout-junk:{self.server}",
+                          f'[toolnexus] MCP server "{self.server}" wrote a line that is not JSON-RPC to stdout before '
+                          f"its first message: {self._junk!r} (skipped; an MCP server should log to stderr)")
+
+    def _not_mcp(self) -> None:
+        if not self._done and not self._failure.done():
+            self._failure.set_result(self._junk_reason())
+
+    def _junk_reason(self) -> str:
+        return (f"not an MCP server: its first line on stdout is not JSON-RPC: {self._junk!r} (an MCP server "
+                'writes only JSON-RPC messages there and logs to stderr; "strictStdout": false skips such lines)')
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def ended(self) -> None:
         if not self._done and not self._failure.done():
@@ -90,6 +114,8 @@ class HandshakeGuard:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             raise
+        finally:
+            self._stop_timer()
         if not task.done() or (task.exception() is not None and self._failure.done()):
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -101,6 +127,8 @@ class HandshakeGuard:
         reason = self._failure.result()
         if not self._ended:
             return reason
+        if self._junk is not None:  # it printed something else and went away: the junk says more
+            return self._junk_reason()
         code = await self._exit_code()
         if code is None:
             how = "closed its stdout"

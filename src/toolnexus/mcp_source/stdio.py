@@ -1,12 +1,11 @@
-"""The stdio transport for local MCP servers: spawn the child, pump JSON-RPC lines both ways.
+"""The process side of a local MCP server: spawn the child, hold its pipes, stop its whole tree.
 
 Ours rather than the SDK's `stdio_client` because we must hold the child process: an aborted
 connect (the `cancel` event, a timeout, task cancellation) kills the child's whole process group
 at once instead of closing stdin and waiting seconds for a server that is still starting up.
 A normal close follows the MCP shutdown sequence: close stdin, wait `GRACE` seconds, SIGTERM
 the group, wait `TERM_GRACE`, SIGKILL. The child runs in its own session (process group); its
-stderr is ours. Messages are the SDK's `SessionMessage`s, so `ClientSession` runs on top unchanged;
-a line that is not JSON-RPC is handed on as a `NotJsonRpc` item (handshake.py judges it).
+stderr is ours. What goes over the pipes is `session.py`'s business.
 
 The whole tree, not just the leader: a server that starts helpers and then exits (or crashes)
 leaves them in its process group, and signalling only a live leader would orphan them. So the
@@ -15,9 +14,9 @@ as soon as it exits on its own (a watcher task), and on every close. (A helper t
 group with `setsid` is out of reach without privileges; the `bash` built-in's subreaper is not
 used here because an MCP server is a long-lived peer, not a command.)
 
-Bounded: one JSON-RPC line from the server may hold at most `MAX_LINE_BYTES` (32 MiB); a server
-that sends more without a newline gets the connection closed with a clear error rather than our
-memory growing without end.
+Bounded: one JSON-RPC line from the server may hold at most `MAX_LINE_BYTES` (32 MiB; the session
+reads the figure here when it starts); a server that sends more without a newline gets the
+connection closed with a clear error rather than our memory growing without end.
 """
 
 from __future__ import annotations
@@ -30,70 +29,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Optional
 
-import anyio
-from mcp.shared.message import SessionMessage
-from mcp.types import jsonrpc_message_adapter
-
-from .._diag import warn
-from ..errors import InputTooLarge
 from .config import ServerSpec
-from .handshake import NotJsonRpc
 
-__all__ = ["GRACE", "TERM_GRACE", "MAX_LINE_BYTES", "stdio_transport"]
+__all__ = ["GRACE", "TERM_GRACE", "MAX_LINE_BYTES", "stdio_process"]
 
 GRACE = 2.0
 TERM_GRACE = 2.0
 MAX_LINE_BYTES = 32 * 1024 * 1024
 _REAP = 2.0
-_CHUNK = 1 << 16
 _POLL = 0.02
-
-
-def _parse(line: bytes) -> Any:
-    try:
-        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError:  # the session surfaces it to its message handler; the handshake guard judges it
-        return NotJsonRpc(line)
-
-
-async def _read_pump(stdout: asyncio.StreamReader, to_session: Any, name: str = "",
-                     max_line: Optional[int] = None) -> None:
-    """Child stdout → session, one JSON-RPC message per line; EOF closes the session's stream."""
-    max_line = MAX_LINE_BYTES if max_line is None else max_line
-    buf = bytearray()
-    scanned = 0
-    try:
-        while chunk := await stdout.read(_CHUNK):
-            buf += chunk
-            start = 0
-            while (nl := buf.find(b"\n", max(start, scanned))) >= 0:
-                line = bytes(buf[start:nl])
-                start, scanned = nl + 1, 0
-                if line.strip():
-                    await to_session.send(_parse(line))
-            del buf[:start]
-            scanned = len(buf)
-            if len(buf) > max_line:
-                error = InputTooLarge(f'MCP server "{name}" sent a line longer than {max_line} bytes without a '
-                                      "newline; the connection is closed")
-                warn(f"[toolnexus] {error}")
-                await to_session.send(error)
-                return
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
-        pass
-    finally:
-        to_session.close()
-
-
-async def _write_pump(stdin: asyncio.StreamWriter, from_session: Any, to_session: Any) -> None:
-    """Session → child stdin; a dead pipe closes the session's read side so callers stop waiting."""
-    try:
-        async for message in from_session:
-            data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-            stdin.write(data.encode("utf-8") + b"\n")
-            await stdin.drain()
-    except (OSError, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        to_session.close()
 
 
 def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
@@ -190,8 +134,8 @@ async def _stop(proc: asyncio.subprocess.Process, graceful: bool, pidfd: Optiona
 
 
 @asynccontextmanager
-async def stdio_transport(spec: ServerSpec) -> AsyncIterator[tuple[Any, Any, asyncio.subprocess.Process]]:
-    """Spawn `spec`'s command; yields (read stream, write stream, process) for a `ClientSession`.
+async def stdio_process(spec: ServerSpec) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Spawn `spec`'s command with piped stdin/stdout; yields the process.
 
     Leaving normally shuts the child down gracefully; leaving by an exception (cancellation
     included) kills its process group immediately. The child is always reaped before we return.
@@ -204,27 +148,20 @@ async def stdio_transport(spec: ServerSpec) -> AsyncIterator[tuple[Any, Any, asy
         env=spec.env,
         cwd=spec.cwd,
         start_new_session=sys.platform != "win32",
+        limit=1 << 16,
     )
     pidfd = _open_pidfd(proc)
-    to_session, from_server = anyio.create_memory_object_stream[Any](0)
-    to_server, from_session = anyio.create_memory_object_stream[Any](0)
-    assert proc.stdout is not None and proc.stdin is not None
-    pumps = [
-        asyncio.ensure_future(_read_pump(proc.stdout, to_session, spec.name)),
-        asyncio.ensure_future(_write_pump(proc.stdin, from_session, to_session)),
-        asyncio.ensure_future(_watch_exit(proc, pidfd)),
-    ]
+    watcher = asyncio.ensure_future(_watch_exit(proc, pidfd))
     graceful = False
     try:
-        yield from_server, to_server, proc
+        yield proc
         graceful = True
     finally:
         try:
             await _stop(proc, graceful, pidfd)
         finally:
-            for pump in pumps:
-                pump.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
             if pidfd is not None:
                 os.close(pidfd)
             # The child is reaped; release its pipes even if a reader stopped early (a flooding
@@ -232,5 +169,3 @@ async def stdio_transport(spec: ServerSpec) -> AsyncIterator[tuple[Any, Any, asy
             transport = getattr(proc, "_transport", None)
             if transport is not None:
                 transport.close()
-            for stream in (to_session, from_server, to_server, from_session):
-                stream.close()
