@@ -112,7 +112,7 @@ def _translated(calls: list[ToolCall]) -> list[TranslatedToolCall]:
 
 def _dialect_of(client: "Client") -> WireDialect:
     try:
-        return client._dialect
+        return client.provider.dialect
     except ValueError:
         raise ToolnexusValueError(f'toolnexus: translate does not support style {client.style!r} '
                          '(expected "openai" or "anthropic")') from None
@@ -175,24 +175,25 @@ async def translate_with_client(
     """
     dialect = _dialect_of(client)
     _check_inputs(messages, tools, max_tokens)
-    key = client._resolve_api_key(dialect)
-    abort = client._abort(cancel)
+    provider = client.provider
+    key = provider.api_key(dialect)
+    abort = provider.abort(cancel)
     request = dialect.translate_request(messages, list(tools or []), toolkit, system, client.system_prompt)
     model = client.model
-    override = await client._call_hook(
+    override = await provider.call_hook(
         "before_llm", {"messages": request.messages, "tools": request.tools, "model": model, "turn": 0}
     )
     request, model = _apply_before_llm(override, request, model)
-    body = client._shape_body(dialect.translate_body(model, request, tool_choice, max_tokens or 0))
+    body = provider.shape_body(dialect.translate_body(model, request, tool_choice, max_tokens or 0))
     url = dialect.translate_url(client.base_url)
     headers = dialect.translate_headers(key, client.headers)
-    async with client._llm_call(model, _media_summary(messages)) as call:
-        data, call.attempts = await client._send(url, headers, body, abort)
+    async with provider.llm_call(model, _media_summary(messages)) as call:
+        data, call.attempts = await provider.send(url, headers, body, abort)
         if not isinstance(data, dict):
             raise malformed(dialect.name, "expected a JSON object", data)
         reply = dialect.translate_reply(data)
         call.usage = reply.usage
-    await client._call_hook("after_llm", {"response": data, "model": model, "turn": 0})
+    await provider.call_hook("after_llm", {"response": data, "model": model, "turn": 0})
     return TranslateResult(
         text=reply.text,
         tool_calls=_translated(reply.calls),

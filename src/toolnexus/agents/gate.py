@@ -1,15 +1,15 @@
 """The global turn gate and the per-turn usage meter, both living at the §8 transport seam.
 
-`GatedTransport` wraps the runtime's `HttpTransport` for one turn. Its `post` holds one of
+`GatedTransport` wraps the runtime's transport for one turn. Its `post` holds one of
 `max_concurrent_turns` slots for exactly one HTTP attempt — never a whole Run, because a parent
 that holds a slot while waiting for its children would deadlock them.
 
 The gate is asyncio-native: a slot is taken on the event loop by awaiting a future (no thread
 parks on a semaphore), handed to waiters in arrival order, and given back on the event loop. A
-synchronous transport's `post` then runs on the client's transport pool; the slot is freed when
-that call has really returned — also when the turn awaiting it was cancelled meanwhile (the
-worker thread cannot be stopped), so `concurrent_turns` and `quiesce` count a request until it is
-over. Nothing here needs a thread of its own, which is what lets the whole runtime run on a
+synchronous transport's `post` runs on the transport pool (its adapter, `TransportAdapter`); the
+slot is freed when that call has really returned — also when the turn awaiting it was cancelled
+meanwhile (the worker thread cannot be stopped), so `concurrent_turns` and `quiesce` count a
+request until it is over. Nothing here needs a thread of its own, which is what lets the whole runtime run on a
 deterministic event loop (a Temporal workflow's). Streaming `open()` is passed through ungated.
 
 The same wrapper meters every successful response (`TurnMeter`): the runtime rolls usage up from
@@ -28,7 +28,7 @@ import inspect
 import threading
 from typing import Any, Callable, Optional
 
-from ..client.transport import _POOL
+from ..client.transport import AsyncTransport, TransportAdapter, as_async_transport
 from ..client.wire.base import usage_of
 from ..errors import ToolnexusValueError
 
@@ -174,83 +174,50 @@ class TurnMeter:
             return self.calls, self.tokens, self.calls - self._taken[0], self.tokens - self._taken[1]
 
 
-class GatedTransport:
-    """Wraps a synchronous `HttpTransport`: gate + meter around `post` (now a coroutine, the
-    inner call on the transport pool), `open` untouched."""
+class GatedTransport(AsyncTransport):
+    """One turn's view of the runtime's transport: gate + meter around `post`, `open` ungated.
 
-    def __init__(self, inner: Any, gate: TurnGate, meter: TurnMeter) -> None:
+    `inner` is the runtime's transport behind the async seam (`as_async_transport`). A plain
+    (synchronous) `post` occupies a pool thread that cancelling the turn cannot stop, so its slot
+    is held until that thread has returned (`TransportAdapter.submit_post`); an async `post` is
+    cancelled with its turn and frees the slot at once.
+    """
+
+    def __init__(self, inner: AsyncTransport, gate: TurnGate, meter: TurnMeter) -> None:
         self._inner = inner
         self._gate = gate
         self._meter = meter
 
     async def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
         await self._gate.acquire_async()
-        loop = asyncio.get_running_loop()
-        outcome: asyncio.Future[Any] = loop.create_future()
-
-        def settle(response: Any, error: Optional[BaseException]) -> None:  # on the loop, once the call is over
-            if error is None:
-                self._meter.record(response)  # before the slot is freed: see AgentRuntime.quiesce
-            self._gate.release()
-            if not outcome.done():
-                if error is not None:
-                    outcome.set_exception(error)
-                else:
-                    outcome.set_result(response)
-
-        async def finish_awaitable(pending: Any) -> None:  # a sync post that handed back an awaitable
+        inner = self._inner
+        if isinstance(inner, TransportAdapter) and inner.plain_post:
             try:
-                response = await pending
-            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting turn
-                settle(None, exc)
-                return
-            settle(response, None)
-
-        def returned(job: Any) -> None:  # on the pool thread
-            def on_loop() -> None:
-                try:
-                    response = job.result()
-                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting turn
-                    settle(None, exc)
-                    return
-                if inspect.isawaitable(response):
-                    asyncio.ensure_future(finish_awaitable(response))
-                    return
-                settle(response, None)
-
-            try:
-                loop.call_soon_threadsafe(on_loop)
-            except RuntimeError:  # the loop is gone: nobody is left to hand the slot to
-                pass
-
+                job = inner.submit_post(url, headers, payload, timeout)
+            except BaseException:
+                self._gate.release()
+                raise
+            job.add_done_callback(self._settle)  # on the loop, once the call is really over
+            return await asyncio.shield(job)
         try:
-            job = _POOL.submit(self._inner.post, url, headers, payload, timeout)
-        except BaseException:
-            self._gate.release()
-            raise
-        job.add_done_callback(returned)
-        return await outcome
-
-    def __getattr__(self, name: str) -> Any:
-        # `open` (streaming) and anything else pass straight through, keeping sync/async nature.
-        return getattr(self._inner, name)
-
-
-class _AsyncGatedTransport(GatedTransport):
-    """The same gate for a transport whose `post` is a coroutine function."""
-
-    async def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:  # type: ignore[override]
-        await self._gate.acquire_async()
-        try:
-            response = await self._inner.post(url, headers, payload, timeout)
+            response = await inner.post(url, headers, payload, timeout)
             self._meter.record(response)
         finally:
             self._gate.release()
         return response
 
+    def _settle(self, job: "asyncio.Future[Any]") -> None:
+        if not job.cancelled() and job.exception() is None:
+            self._meter.record(job.result())  # before the slot is freed: see AgentRuntime.quiesce
+        self._gate.release()
+
+    async def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
+        return await self._inner.open(url, headers, payload, timeout)
+
+    async def aclose(self) -> None:
+        return None  # the runtime owns (and closes) the transport, not a turn
+
 
 def gated_transport(inner: Any, gate: TurnGate, meter: TurnMeter) -> GatedTransport:
-    """Pick the sync or async wrapper to match `inner.post`."""
-    if inspect.iscoroutinefunction(getattr(inner, "post", None)):
-        return _AsyncGatedTransport(inner, gate, meter)
-    return GatedTransport(inner, gate, meter)
+    """`inner` (any transport) behind the gate and the meter for one turn."""
+    return GatedTransport(as_async_transport(inner), gate, meter)

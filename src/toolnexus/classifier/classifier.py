@@ -230,9 +230,9 @@ class Classifier:
 
     def _transport_caller(self) -> Any:
         if self._caller is None:
-            from ..client.transport import TransportCaller
+            from ..client.transport import as_async_transport
 
-            self._caller = TransportCaller(self.http_transport)
+            self._caller = as_async_transport(self.http_transport)
         return self._caller
 
     @staticmethod

@@ -33,11 +33,11 @@ __all__ = [
     "Client", "ClientStyle", "Conversation", "ConversationStore", "ErrorClassifier", "ErrorInfo", "ErrorTier",
     "Hooks", "HttpTransport", "InMemoryConversationStore", "InProcessTransport", "MetricEvent", "OnMetric",
     "RunCancelled", "RunResult", "RunTimeout", "UrllibTransport", "WaitFor", "create_client",
-    "create_in_process_client", "ProviderError", "_HttpError", "ProviderResponseError", "ContentPartError",
+    "create_in_process_client", "ProviderError", "ProviderResponseError", "ContentPartError",
     "ResumeError", "MetricsRegistry", "redact_identifiers", "safe_error_body", "capped_error_body", "REDACTED",
     "MAX_ERROR_BODY", "RUN_STATUS_DONE", "RUN_STATUS_PENDING", "RUN_STATUS_INCOMPLETE", "RUN_STATUSES",
-    "LIMIT_MAX_TURNS", "LIMIT_COMPLETION", "LIMIT_TIMEOUT", "HttpxTransport", "Http11Transport", "_is_retryable_status",
-    "_parse_retry_after", "Timer", "OutputValidationError", "FINAL_RESULT_TOOL", "NO_DEADLINE", "DEFAULT_CALL_TIMEOUT_MS",
+    "LIMIT_MAX_TURNS", "LIMIT_COMPLETION", "LIMIT_TIMEOUT", "HttpxTransport", "Http11Transport",
+    "Timer", "OutputValidationError", "FINAL_RESULT_TOOL", "NO_DEADLINE", "DEFAULT_CALL_TIMEOUT_MS",
     "MAX_RESPONSE_BYTES", "ResponseTooLarge", "redact_secrets",
 ]
 

@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 from ..errors import NetworkError, NetworkTimeout, ToolnexusValueError
 from .errors import MAX_ERROR_READ_BYTES, ProviderError, ResponseTooLarge
-from .transport import MAX_RESPONSE_BYTES, decode_json_body, encode_payload, too_large
+from .transport import MAX_RESPONSE_BYTES, AsyncTransport, decode_json_body, encode_payload, too_large
 
 __all__ = ["Http11Transport", "default_transport", "proxy_configured"]
 
@@ -208,7 +208,7 @@ class _Stream:
         self._transport._release(response)
 
 
-class Http11Transport:
+class Http11Transport(AsyncTransport):
     """Async HTTP/1.1 transport over pooled keep-alive asyncio connections (see module docstring)."""
 
     def __init__(self, *, max_response_bytes: Union[int, None, Callable[[], Optional[int]]] = MAX_RESPONSE_BYTES,

@@ -1,4 +1,4 @@
-"""`HttpxTransport`: the default transport — native async I/O over one pooled `httpx.AsyncClient`.
+"""`HttpxTransport`: native async I/O over one pooled `httpx.AsyncClient` (HTTP/2, proxies).
 
 One `Client` owns one `HttpxTransport`, which owns one `httpx.AsyncClient`: keep-alive connections
 are reused across turns, retries and runs (at most one handshake per host while the pool is warm),
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 import httpx
 
 from .errors import MAX_ERROR_READ_BYTES, ProviderError
-from .transport import MAX_RESPONSE_BYTES, decode_json_body, encode_payload, too_large
+from .transport import MAX_RESPONSE_BYTES, AsyncTransport, decode_json_body, encode_payload, too_large
 from ..errors import NetworkError, NetworkTimeout
 
 __all__ = ["HttpxTransport"]
@@ -71,7 +71,7 @@ class _HttpxStream:
         await self._response.aclose()
 
 
-class HttpxTransport:
+class HttpxTransport(AsyncTransport):
     """Async transport over a pooled `httpx.AsyncClient` (see module docstring)."""
 
     def __init__(self, *, limits: Optional[httpx.Limits] = None, verify: Any = True,

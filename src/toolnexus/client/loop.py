@@ -95,13 +95,14 @@ class RunLoop:
         self.journal = journal
         self.toolkit = toolkit
         self.streaming = streaming
-        self.dialect = client._dialect
-        self.api_key = client._resolve_api_key(self.dialect)
-        self.abort = client._abort(cancel)
+        self.provider = client.provider
+        self.dialect = self.provider.dialect
+        self.api_key = self.provider.api_key(self.dialect)
+        self.abort = self.provider.abort(cancel)
         self.system = compose_system(client.system_prompt, toolkit)
         # Without a hook or body_transform that could edit them, the declarations and transcript
         # are sent as kept, pre-encoded lists (each part encoded once per change, see prepared.py).
-        editable = client.body_transform is not None or client._has_hook("before_llm")
+        editable = client.body_transform is not None or self.provider.has_hook("before_llm")
         self.tools: list[dict] = self.dialect.declare_tools(toolkit, shared=not editable)
         self.prepared: Optional[PreparedTranscript] = None if editable else PreparedTranscript(self.dialect)
         self.messages: list[dict] = []
@@ -141,7 +142,7 @@ class RunLoop:
                                  "ms": (time.monotonic() - started) * 1000}
         if error is not None:
             event["error"] = error
-        self.client._emit(event)
+        self.provider.emit(event)
 
     def _bounded(self, awaitable: Awaitable[Any]) -> Awaitable[Any]:
         return race(awaitable, self.abort) if self.client.race_tools else awaitable
@@ -230,7 +231,7 @@ class RunLoop:
     async def _llm_turn(self, turn_index: int) -> AsyncGenerator[Any, None]:
         """One LLM round trip: yields text events (streaming) and finally the `Turn`."""
         client = self.client
-        hv = await client._call_hook("before_llm", {"messages": self.messages, "tools": self.tools,
+        hv = await self.provider.call_hook("before_llm", {"messages": self.messages, "tools": self.tools,
                                                     "model": client.model, "turn": turn_index})
         model = client.model
         if hv:
@@ -247,10 +248,10 @@ class RunLoop:
         else:
             body = self.dialect.build_body(model, self.messages, self.tools, self.system, self.streaming)
             media = media_parts_summary(self.messages)
-        body = client._shape_body(body)
+        body = self.provider.shape_body(body)
         url = self.dialect.url(client.base_url)
         headers = self.dialect.headers(self.api_key, client.headers)
-        call = client._llm_call(model, media)
+        call = self.provider.llm_call(model, media)
         if self.span is not None:
             call.span = self.span.llm(model, self.streaming)
         async with call:
@@ -262,14 +263,14 @@ class RunLoop:
                         yield {"type": "text", "delta": item}
                 response: Any = None
             else:
-                response, call.attempts = await client._send(url, headers, body, self.abort)
+                response, call.attempts = await self.provider.send(url, headers, body, self.abort)
                 call.response = response
                 turn = self.dialect.parse_response(response)
             call.usage = turn.usage
         add_usage(self.usage, turn.usage)
         if self.streaming:
             response = {"streamed": True, "usage": dict(self.usage)}
-        await client._call_hook("after_llm", {"response": response, "model": model, "turn": turn_index})
+        await self.provider.call_hook("after_llm", {"response": response, "model": model, "turn": turn_index})
         yield turn
 
     async def _wait_for(self, request: Request) -> Optional[Answer]:

@@ -119,12 +119,12 @@ async def continue_run(client: Any, toolkit: Any, id: str, calls: dict[str, dict
                        cancel: Optional[asyncio.Event] = None,
                        on_history: Optional[Callable[[list[dict[str, Any]]], None]] = None) -> RunResult:
     """Continue the run stored under `id` after a crash (see the module docstring)."""
-    async with client._conversation_lock(id):
+    async with client.keeper.lock(id):
         history = await client.store.get(id) or []
         if on_history is not None:
             on_history(history)
-        loop = RunLoop(client, toolkit, cancel, streaming=False, journal=client._journal(id)).continue_from(history)
+        loop = RunLoop(client, toolkit, cancel, streaming=False, journal=client.keeper.journal(id)).continue_from(history)
         turn = open_turn(loop.dialect, history, calls)
         result = await drain(loop.events(prelude=_prelude(turn, calls) if turn is not None else None))
-        await client._save(id, result)
+        await client.keeper.save(id, result)
     return result

@@ -253,11 +253,11 @@ def _prepare(client: Any, toolkit: Any, history: Any, pending: RequestLike, answ
         raise _fail(f"the history must be a list of messages, got {type(history).__name__}")
     if not history:
         raise _fail("the history is empty (load the transcript the halted run returned)")
-    turn = _find_halted(client._dialect, history)
+    turn = _find_halted(client.provider.dialect, history)
     _check_placeholder(turn, request)
     _check_relay_outputs(request, reply)
     if not is_run_store(client.store):  # a durable store's ledger is checked when the answer is claimed
-        client._answers.check(request.id)
+        client.keeper.answers.check(request.id)
     if reply.ok and is_expired(request, client.clock()):
         reply = Answer(id=request.id, ok=False, reason="expired")
     problem = answer_schema_error(request, reply)
@@ -346,7 +346,7 @@ async def _ledger_check(client: Any, pending: RequestLike) -> None:
     request: Request = _coerce(pending, Request, "pending request")
     row = await client.store.find_request(request.id)
     if row is not None:
-        check_claim(row, client._holder, epoch(), DEFAULT_LEASE_TTL)
+        check_claim(row, client.keeper.holder, epoch(), DEFAULT_LEASE_TTL)
 
 
 async def run_with_answer(client: Any, toolkit: Any, history: list[dict[str, Any]], pending: RequestLike,
@@ -356,7 +356,7 @@ async def run_with_answer(client: Any, toolkit: Any, history: list[dict[str, Any
         await _ledger_check(client, pending)
     plan = _prepare(client, toolkit, history, pending, answer)
     if _durable(client):
-        store, holder = client.store, client._holder
+        store, holder = client.store, client.keeper.holder
         await store.claim(plan.pending.id, holder, asdict(plan.answer), ttl=DEFAULT_LEASE_TTL)
         try:
             result = await _resume(client, toolkit, plan, cancel)
@@ -365,9 +365,9 @@ async def run_with_answer(client: Any, toolkit: Any, history: list[dict[str, Any
             raise
         await store.mark_applied(plan.pending.id, holder)
         return result
-    with client._answers.claim(plan.pending.id):
+    with client.keeper.answers.claim(plan.pending.id):
         result = await _resume(client, toolkit, plan, cancel)
-        client._answers.record(plan.pending.id)
+        client.keeper.answers.record(plan.pending.id)
     return result
 
 
@@ -380,13 +380,13 @@ async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLi
     in the same transaction; a resume that fails gives the claim back."""
     if not id:
         raise ToolnexusValueError(NEEDS_ID)
-    async with client._conversation_lock(id):
+    async with client.keeper.lock(id):
         if _durable(client):
             await _ledger_check(client, pending)
         history = await client.store.get(id) or []
         plan = _prepare(client, toolkit, history, pending, answer)
         if _durable(client):
-            store, holder = client.store, client._holder
+            store, holder = client.store, client.keeper.holder
             await store.claim(plan.pending.id, holder, asdict(plan.answer), ttl=DEFAULT_LEASE_TTL,
                               run_id=CONVERSATION_PREFIX + id)
             try:
@@ -397,8 +397,8 @@ async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLi
                 await store.unclaim(plan.pending.id, holder)
                 raise
             return result
-        with client._answers.claim(plan.pending.id):
-            result = await _resume(client, toolkit, plan, cancel, client._journal(id))
+        with client.keeper.answers.claim(plan.pending.id):
+            result = await _resume(client, toolkit, plan, cancel, client.keeper.journal(id))
             await client.store.save(id, result.messages)
-            client._answers.record(plan.pending.id)
+            client.keeper.answers.record(plan.pending.id)
     return result

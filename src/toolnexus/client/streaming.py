@@ -82,12 +82,13 @@ async def streamed_turn(client: Any, url: str, headers: dict[str, str], body: di
                         call: Any) -> AsyncGenerator[Union[str, Turn], None]:
     """Open the stream (with retries) and read one turn, re-opening a stream that failed before
     any delta was yielded (see module docstring). `call.attempts` counts every opening."""
-    abort = client._call_abort(abort)
-    policy = client._retry_policy()
+    provider = client.provider
+    abort = provider.call_abort(abort)
+    policy = provider.retry_policy()
     reopened = 0
     attempts = 0
     while True:
-        stream, opened = await client._open(url, headers, body, abort)
+        stream, opened = await provider.open(url, headers, body, abort)
         attempts += opened
         call.attempts = attempts
         yielded = False
@@ -99,16 +100,16 @@ async def streamed_turn(client: Any, url: str, headers: dict[str, str], body: di
         except (RunTimeout, RunCancelled):
             raise
         except ProviderResponseError as e:
-            client._locate(e, url, headers, body)
+            provider.locate(e, url, headers, body)
             raise
         except OSError as e:
             if yielded:
-                client._locate(e, url, headers, body)
+                provider.locate(e, url, headers, body)
                 raise
             info = {"error": e, "attempt": reopened, "retryable": True}
             tier = policy.on_error(info) if policy.on_error is not None else "retry"
             if tier == "fail" or reopened >= policy.retries:
-                client._locate(e, url, headers, body)
+                provider.locate(e, url, headers, body)
                 raise
             await pause(backoff_seconds(reopened, policy.retry_base_ms), abort)
             reopened += 1

@@ -102,10 +102,10 @@ class ToolRunner:
                                  "ms": (time.monotonic() - started) * 1000, "model": self.model}
         if suspended:
             event["pending"] = True
-        self.client._emit(event)
+        self.client.provider.emit(event)
 
     async def after_tool(self, call: ToolCall, args: dict[str, Any], result: ToolResult) -> ToolResult:
-        hv = await self.client._call_hook("after_tool", {"name": call.name, "args": args, "result": result,
+        hv = await self.client.provider.call_hook("after_tool", {"name": call.name, "args": args, "result": result,
                                                           "id": call.id, "turn": self.turn})
         if hv and hv.get("result") is not None:
             return hv["result"]
@@ -118,7 +118,7 @@ class ToolRunner:
             result = ToolResult(output=arguments_error_text(call), is_error=True)
             self.emit_tool(call.name, result, started)
             return CallOutcome(call, args, result, None)
-        hv = await self.client._call_hook("before_tool", {"name": call.name, "args": args, "id": call.id,
+        hv = await self.client.provider.call_hook("before_tool", {"name": call.name, "args": args, "id": call.id,
                                                            "turn": self.turn})
         started = time.monotonic()
         if hv and hv.get("result") is not None:

@@ -1,16 +1,20 @@
-"""The transport seam: `HttpTransport`, the stdlib and in-process transports, and the async adapter.
+"""The transport seam: what a transport is, and the one adapter that makes any transport async.
 
 A transport moves one request body to the LLM endpoint and hands back decoded JSON (`post`) or a
 live byte stream (`open`); it raises `ProviderError` for a non-2xx reply and an `OSError` for a
 network failure. The client never touches sockets itself.
 
-`TransportCaller` is how the client calls ANY transport without blocking the event loop:
-`async def post/open` are awaited directly; plain synchronous methods (the seed's
-`ScriptedTransport`, `UrllibTransport`, a gated transport) run on a bounded thread pool owned by
-this module — never the default executor, so a burst of calls cannot starve `asyncio.to_thread`
-users. A synchronous stream is read chunk by chunk on that pool (pull-based: the reader only asks
-for the next chunk when the consumer wants it, so a slow consumer slows the socket instead of
-losing data).
+Inside, there is one seam and it is async: `AsyncTransport` (`async post`, `async open` → an async
+stream of chunks, `async aclose`). Our own transports (`Http11Transport`, the default;
+`HttpxTransport`) are `AsyncTransport`s. Whatever else a user passes — the public `HttpTransport`
+shape with plain `post`/`open` (the seed's scripted transport, `UrllibTransport`,
+`InProcessTransport`), an object with `async def post`, or a mix — is wrapped once, where it enters
+(`as_async_transport`, called by the client and the agent runtime), by `TransportAdapter`: it
+looks at each method once and from then on awaits the async ones and runs the plain ones on a
+bounded thread pool owned by this module — never the default executor, so a burst of calls cannot
+starve `asyncio.to_thread` users. A plain stream is read chunk by chunk on that pool (`ByteStream`;
+pull-based: the reader only asks for the next chunk when the consumer wants it, so a slow consumer
+slows the socket instead of losing data).
 
 Bounded and careful with credentials: the stdlib transport reads a 2xx body only up to
 `max_response_bytes` (`MAX_RESPONSE_BYTES`, 32 MiB; `ResponseTooLarge` above it), and when it
@@ -36,7 +40,8 @@ from .errors import ProviderResponseError, ResponseTooLarge
 from .wire.base import usage_of
 from ..errors import ToolnexusTypeError, UnsupportedOperation
 
-__all__ = ["HttpTransport", "UrllibTransport", "InProcessTransport", "TransportCaller", "ByteStream",
+__all__ = ["HttpTransport", "AsyncTransport", "TransportAdapter", "as_async_transport", "UrllibTransport",
+           "InProcessTransport", "ByteStream",
            "TRANSPORT_POOL_SIZE", "MAX_RESPONSE_BYTES", "SAFE_REDIRECT_HEADERS", "encode_payload",
            "decode_json_body", "too_large"]
 
@@ -55,11 +60,30 @@ _NO_STREAM = ("toolnexus: create_in_process_client does not support streaming �
 
 @runtime_checkable
 class HttpTransport(Protocol):
-    """One narrow seam: `post` returns decoded JSON, `open` a live response (`read1`/`read`, `close`)."""
+    """What a user may pass as `http_transport`: `post` returns decoded JSON, `open` a live response
+    (`read1`/`read` and `close`, or async iteration). Either method may also be `async def`."""
 
     def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> dict[str, Any]: ...
 
     def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any: ...
+
+
+class AsyncTransport:
+    """The one seam inside: every transport the client calls is one of these.
+
+    `post` returns the decoded JSON body; `open` a live stream (async iteration over byte chunks,
+    and `aclose`); `aclose` releases pooled connections. Subclass it for a transport that is
+    natively async; anything else goes through `TransportAdapter`.
+    """
+
+    async def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
+        raise NotImplementedError
+
+    async def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
 
 
 def decode_json_body(raw: bytes, url: str) -> Any:
@@ -127,27 +151,40 @@ async def _in_pool(fn: Callable[..., Any], *args: Any) -> Any:
     return await asyncio.get_running_loop().run_in_executor(_POOL, fn, *args)
 
 
-async def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    """Await an async method; run a sync one on the pool (awaiting anything awaitable it returns)."""
-    if inspect.iscoroutinefunction(fn):
-        return await fn(*args)
-    out = await _in_pool(fn, *args)
+async def _settled(out: Any) -> Any:
+    """A plain method's result, or what the awaitable it handed back resolves to."""
     return await out if inspect.isawaitable(out) else out
 
 
 class ByteStream:
-    """An open streaming response as async chunks, whatever the transport returned."""
+    """An open streaming response as async chunks, whatever the transport returned: async
+    iteration is used as it is; a plain `read1`/`read` runs on the transport pool (an
+    `async def read` is awaited). Decided once, when the stream is opened."""
 
     def __init__(self, response: Any) -> None:
         self._response = response
         self._iter: Optional[AsyncIterator[bytes]] = None
-        if hasattr(response, "__aiter__"):
+        self._reader: Optional[Callable[[int], Any]] = None
+        self._read_async = False
+        if isinstance(response, ByteStream):
             self._iter = response.__aiter__()
-        reader = getattr(response, "read1", None) or getattr(response, "read", None)
-        if self._iter is None and reader is None:
-            raise ToolnexusTypeError(f"toolnexus: http_transport.open returned {type(response).__name__}, "
-                            "which has neither read1/read nor async iteration")
-        self._reader = reader
+        elif hasattr(response, "__aiter__"):
+            self._iter = response.__aiter__()
+        else:
+            self._reader = getattr(response, "read1", None) or getattr(response, "read", None)
+            if self._reader is None:
+                raise ToolnexusTypeError(f"toolnexus: http_transport.open returned {type(response).__name__}, "
+                                         "which has neither read1/read nor async iteration")
+            self._read_async = inspect.iscoroutinefunction(self._reader)
+
+    def __aiter__(self) -> "ByteStream":
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk = await self.read()
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
 
     async def read(self) -> bytes:
         """The next chunk; `b""` at EOF."""
@@ -156,39 +193,72 @@ class ByteStream:
                 return bytes(await self._iter.__anext__())
             except StopAsyncIteration:
                 return b""
-        return bytes(await _call(self._reader, _READ_SIZE) or b"")
+        assert self._reader is not None
+        if self._read_async:
+            return bytes(await self._reader(_READ_SIZE) or b"")
+        return bytes(await _settled(await _in_pool(self._reader, _READ_SIZE)) or b"")
 
     async def aclose(self) -> None:
-        """Close the response; a sync `close()` may unblock a read waiting on another thread."""
+        """Close the response; a plain `close()` may unblock a read waiting on another thread."""
         closer = getattr(self._response, "aclose", None)
         if closer is not None and inspect.iscoroutinefunction(closer):
             await closer()
             return
         close = getattr(self._response, "close", None)
         if close is not None:
-            out = close()
-            if inspect.isawaitable(out):
-                await out
+            await _settled(close())
 
 
-class TransportCaller:
-    """Calls a transport's `post`/`open` from async code (see module docstring)."""
+class TransportAdapter(AsyncTransport):
+    """Any other transport as an `AsyncTransport`: each method looked at once, here.
 
-    def __init__(self, transport: Any) -> None:
-        self.transport = transport
+    Plain methods run on the transport pool; `async def` ones are awaited. `plain_post` tells the
+    agent runtime's turn gate that a `post` occupies a thread that cancellation cannot stop; it
+    then uses `submit_post`, whose future completes only when that thread has returned.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        post = getattr(inner, "post", None)
+        if not callable(post):
+            raise ToolnexusTypeError(f"toolnexus: http_transport {type(inner).__name__} has no post(url, headers, "
+                                     "payload, timeout) method")
+        self.inner = inner
+        self.plain_post = not inspect.iscoroutinefunction(post)
+        self._open_async = inspect.iscoroutinefunction(getattr(inner, "open", None))
+
+    def submit_post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> "asyncio.Future[Any]":
+        """Start a plain `post` on the pool; the future completes when the call is really over."""
+        job = asyncio.wrap_future(_POOL.submit(self.inner.post, url, headers, payload, timeout))
+
+        async def finish() -> Any:
+            return await _settled(await job)
+
+        return asyncio.ensure_future(finish())
 
     async def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
-        return await _call(self.transport.post, url, headers, payload, timeout)
+        if self.plain_post:
+            return await _settled(await _in_pool(self.inner.post, url, headers, payload, timeout))
+        return await self.inner.post(url, headers, payload, timeout)
 
     async def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> ByteStream:
-        return ByteStream(await _call(self.transport.open, url, headers, payload, timeout))
+        opener = getattr(self.inner, "open", None)
+        if opener is None:
+            raise UnsupportedOperation(f"toolnexus: http_transport {type(self.inner).__name__} cannot stream (no open)")
+        if self._open_async:
+            return ByteStream(await opener(url, headers, payload, timeout))
+        return ByteStream(await _settled(await _in_pool(opener, url, headers, payload, timeout)))
 
     async def aclose(self) -> None:
-        closer = getattr(self.transport, "aclose", None)
-        if closer is not None:
-            out = closer()
-            if inspect.isawaitable(out):
-                await out
+        closer = getattr(self.inner, "aclose", None)
+        if callable(closer):
+            await _settled(closer())
+
+
+def as_async_transport(transport: Any) -> AsyncTransport:
+    """`transport` behind the one async seam: itself if it is an `AsyncTransport`, else adapted."""
+    if isinstance(transport, AsyncTransport):
+        return transport
+    return TransportAdapter(transport)
 
 
 def __getattr__(name: str) -> Any:

@@ -5,7 +5,7 @@ Both run on any worker of the task queue, so they carry everything they need in 
 look the rest up in this worker's own agent definitions and transport:
 
 - `toolnexus.llm`: sends one request through the worker's transport (sync or async, the client's
-  `TransportCaller` rules), with the worker's API key put back in place of the placeholder the
+  `as_async_transport` rules), with the worker's API key put back in place of the placeholder the
   workflow sent. A provider error that retrying cannot fix (a 4xx other than 429, a malformed
   body) is raised as non-retryable, so the activity's retry policy only repeats what may pass.
 - `toolnexus.tool`: runs the named tool of the named agent definition with the arguments the
@@ -32,7 +32,7 @@ from ..agents.defs import AgentDef
 from ..client.errors import ProviderError, ProviderResponseError
 from ..client.journal import result_record
 from ..client.retry import RETRYABLE_STATUSES
-from ..client.transport import TransportCaller
+from ..client.transport import as_async_transport
 from ..types import Answer, ToolContext, ToolResult
 from .errors import PayloadTooLarge
 from .names import KEY_PLACEHOLDER, LLM_ACTIVITY, TOOL_ACTIVITY
@@ -71,7 +71,7 @@ class AgentActivities:
     def __init__(self, registry: dict[str, AgentDef], transport: Any, api_key: Optional[str],
                  options: TemporalOptions) -> None:
         self._tools = {(name, t.name): t for name, defn in registry.items() for t in (defn.tools or [])}
-        self._caller = TransportCaller(transport)
+        self._caller = as_async_transport(transport)
         self._api_key = api_key
         self._options = options
 

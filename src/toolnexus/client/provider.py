@@ -1,0 +1,267 @@
+"""`Provider`: calling the model, for every path that calls it — the run loop, `translate`, and
+durable resume.
+
+One object per `Client` (`client.provider`), reading the client's public settings as they are at
+each call (so changing `client.model` or `client.hooks` between runs takes effect), and owning
+what a call needs beyond them: the transport behind the async seam, the metrics registry, and the
+client's identity for once-only warnings. What it does for a call:
+
+- the wire (`dialect`), the API key (`api_key`: explicit, then the environment), the run's abort
+  conditions (`abort`, `call_abort`: a deadline and a cancel event);
+- the body's last shaping (`shape_body`: `request_params`, then `body_transform`);
+- sending with retries (`send`, `open` for a stream), scrubbing secrets from provider errors, and
+  telling a call's final error where it was going (`locate`: the endpoint, and for 401/403/404
+  what to check — for a key, where it came from, never the key);
+- hooks (`call_hook`, `has_hook`) and the `llm` metric of each logical call (`llm_call`, `emit`).
+
+Not here: the turn loop (loop.py), the wire shapes (wire/), the retry policy itself (retry.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import os
+import time
+from collections.abc import Mapping
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+
+from .._diag import warn_once
+from .._redact import credential_values
+from ..errors import ToolnexusError, ToolnexusRuntimeError
+from .errors import (PLACEHOLDER_KEYS, ProviderError, ProviderResponseError, RunCancelled, RunTimeout, endpoint_of,
+                     provider_hint)
+from .metrics import MetricsRegistry
+from .parts import PartPolicy
+from .retry import Abort, RetryPolicy, call_with_retries, monotonic_now
+from .transport import AsyncTransport, ByteStream, InProcessTransport, TransportAdapter
+from .wire import WireDialect, dialect_for
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["FORBIDDEN_PARAMS", "LlmCall", "Provider", "api_key_from_env"]
+
+FORBIDDEN_PARAMS = ("messages", "tools", "stream")
+ATTEMPT_CAP = 120.0  # seconds: one attempt's socket timeout under the default call deadline
+
+
+def api_key_from_env(style_key: str = "") -> Optional[str]:
+    """The API key the environment holds, in the client's order: `OPENROUTER_API_KEY`, the style's
+    own variable (`OPENAI_API_KEY` / `ANTHROPIC_API_KEY`), then the other two; None if none is set."""
+    for name in ("OPENROUTER_API_KEY", style_key, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        value = os.environ.get(name) if name else None
+        if value:
+            return value
+    return None
+
+
+class LlmCall:
+    """Times one logical LLM call and emits its `llm` metric on exit (ok or error).
+
+    The caller sets `attempts` (from the send) and `usage` (once the reply is read); `parts` is the
+    `{type, mimeType, bytes}` summary of the media the request carries (listed only when non-empty).
+    """
+
+    def __init__(self, provider: "Provider", model: str, parts: list[dict[str, Any]]) -> None:
+        self.provider, self.model, self.parts = provider, model, parts
+        self.attempts = 0
+        self.usage: Optional[dict[str, int]] = None
+        self.span: Any = None  # the call's trace span (tracing.py), when a tracer observes the run
+        self.response: Any = None  # the decoded reply, for the span (non-streaming calls)
+
+    async def __aenter__(self) -> "LlmCall":
+        self.started = time.monotonic()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            if self.span is not None:  # cancelled: the span still ends
+                self.span.end(None, exc, None)
+            return
+        ok = exc_type is None and self.usage is not None
+        usage = self.usage or {}
+        event: dict[str, Any] = {"event": "llm", "model": self.model, "status": "ok" if ok else "error",
+                                 "ms": (time.monotonic() - self.started) * 1000,
+                                 "prompt_tokens": usage.get("prompt_tokens", 0) if ok else 0,
+                                 "completion_tokens": usage.get("completion_tokens", 0) if ok else 0,
+                                 "attempts": self.attempts}
+        if self.parts:
+            event["parts"] = self.parts
+        if self.span is not None:
+            self.span.end(usage if ok else None, exc, self.response)
+        self.provider.emit(event)
+
+
+class Provider:
+    """The model-calling side of one `Client` (see module docstring)."""
+
+    def __init__(self, client: "Client", transport: AsyncTransport, supplied: Any, instance: int) -> None:
+        self._client = client
+        self.transport = transport
+        self.supplied = supplied  # the transport as the user passed it (or the default we made)
+        self.metrics = MetricsRegistry()
+        self.instance = instance
+
+    # -- per run ----------------------------------------------------------------------------------
+
+    @property
+    def dialect(self) -> WireDialect:
+        """The wire for the client's `style` (built per use, so it always reflects its attributes)."""
+        c = self._client
+        return dialect_for(c.style, PartPolicy(c.on_unsupported_part, c.max_part_bytes, self.instance))
+
+    def api_key(self, dialect: WireDialect) -> str:
+        c = self._client
+        if c.api_key:
+            return c.api_key
+        found = api_key_from_env(dialect.env_key)
+        if found:
+            return found
+        raise ToolnexusRuntimeError("No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY")
+
+    def abort(self, cancel: Optional[asyncio.Event]) -> Abort:
+        """The abort conditions of one run / translate: `cancel` and a deadline starting now."""
+        c = self._client
+        if c.timeout_ms is None or math.isinf(c.timeout_ms):
+            return Abort(cancel, None, c.timeout_ms, c.timer)
+        return Abort(cancel, monotonic_now(c.timer) + c.timeout_ms / 1000, c.timeout_ms, c.timer)
+
+    def call_abort(self, abort: Abort) -> Abort:
+        """`abort` for one logical LLM call: the run's own, or the default call deadline from now."""
+        c = self._client
+        call_ms = c.call_timeout_ms
+        if abort.deadline is not None or c.timeout_ms is not None or call_ms is None or math.isinf(call_ms):
+            return abort
+        return Abort(abort.cancel, time.monotonic() + call_ms / 1000, call_ms, c.timer, ATTEMPT_CAP, real_time=True)
+
+    # -- one call ---------------------------------------------------------------------------------
+
+    def _secrets(self, headers: dict[str, str]) -> list[str]:
+        """What an error body must never show: the API key and credential-like header values."""
+        key = self._client.api_key
+        found = [key] if isinstance(key, str) and key else []
+        return found + credential_values(headers)
+
+    def shape_body(self, body: dict) -> dict:
+        c = self._client
+        for key, value in (c.request_params or {}).items():
+            if key in FORBIDDEN_PARAMS:
+                warn_once(f"request_params:{self.instance}:{key}",
+                          f'[toolnexus] request_params key "{key}" is not allowed — ignored (use body_transform)')
+                continue
+            body[key] = value
+        if c.body_transform is not None:
+            out = c.body_transform(body)
+            if out is not None:
+                body = out
+        return body
+
+    def retry_policy(self) -> RetryPolicy:
+        c = self._client
+        return RetryPolicy(c.retries, c.retry_base_ms, c.retryable_statuses, c.on_error, c.max_retry_after_ms)
+
+    async def send(self, url: str, headers: dict[str, str], body: dict, abort: Abort) -> tuple[Any, int]:
+        """One logical call with retries; returns `(decoded JSON, attempts)`."""
+        return await self._with_retries(self.transport.post, url, headers, body, abort)
+
+    async def open(self, url: str, headers: dict[str, str], body: dict, abort: Abort) -> tuple[ByteStream, int]:
+        """Open one streamed call, retrying the opening only; returns `(live stream, attempts)`."""
+        async def opened(u: str, h: dict[str, str], p: dict[str, Any], t: float) -> ByteStream:
+            return ByteStream(await self.transport.open(u, h, p, t))
+
+        return await self._with_retries(opened, url, headers, body, abort)
+
+    async def _with_retries(self, op: Callable[..., Awaitable[Any]], url: str, headers: dict[str, str], body: dict,
+                            abort: Abort) -> tuple[Any, int]:
+        payload = dict(body)  # one object per logical call: transports may cache its bytes across retries
+        secrets = self._secrets(headers)
+
+        async def attempt(timeout: float) -> Any:
+            try:
+                return await op(url, headers, payload, timeout)
+            except ProviderError as e:  # an upstream may echo the request (and its key) back
+                raise e.scrub(secrets)
+
+        try:
+            return await call_with_retries(attempt, self.retry_policy(), self.call_abort(abort))
+        except (ProviderError, ProviderResponseError, OSError) as e:
+            self.locate(e, url, headers, payload)
+            raise
+
+    def _key_source(self) -> tuple[str, Optional[str]]:
+        """Where this call's key came from, as a phrase — a variable's or an option's name, never
+        the key — and, when none was configured (a placeholder was sent), the variable to set."""
+        c = self._client
+        for name in c.headers:
+            if str(name).lower() in ("authorization", "x-api-key"):
+                return f"the {name} header passed in headers", None
+        style_key = self.dialect.env_key
+        sent = c.api_key or api_key_from_env(style_key)
+        for name in ("OPENROUTER_API_KEY", style_key, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+            if name and sent and os.environ.get(name) == sent:
+                return f"the API key from {name}", None
+        if sent in PLACEHOLDER_KEYS:
+            return "the placeholder key", style_key or "OPENAI_API_KEY"
+        return "the API key passed as api_key", None
+
+    def _in_process(self) -> bool:
+        inner = self.transport.inner if isinstance(self.transport, TransportAdapter) else self.transport
+        return isinstance(inner, InProcessTransport)
+
+    def locate(self, error: BaseException, url: str, headers: dict[str, str], body: dict) -> None:
+        """Tell a failed call's final error where it was going (and, for 401/403/404, what to
+        check), in place: once per error, for every transport. In-process models have no endpoint."""
+        if getattr(error, "endpoint", None) or isinstance(error, (RunTimeout, RunCancelled)) or self._in_process():
+            return
+        endpoint = endpoint_of(url, self._secrets(headers))
+        if isinstance(error, ProviderError):
+            base = self._client.base_url.rstrip("/")
+            suffix = url[len(base):] if url.startswith(base) else ""
+            source, unset = self._key_source()
+            error.locate(endpoint, provider_hint(error.status, key_source=source, unset_key=unset,
+                                                 model=str(body.get("model", self._client.model)), path_suffix=suffix))
+            return
+        with suppress(AttributeError, TypeError):
+            error.endpoint = endpoint  # type: ignore[attr-defined]
+        message = error.args[0] if len(error.args) == 1 and isinstance(error.args[0], str) else None
+        if isinstance(error, ToolnexusError) and message is not None:
+            # ours (every built-in transport): the message itself names the endpoint
+            error.args = (message.replace(url, endpoint) if url in message else f"{message} (POST {endpoint})",)
+        else:  # a custom transport's own exception keeps its type and text
+            error.add_note(f"endpoint: POST {endpoint}")
+
+    # -- hooks and metrics ------------------------------------------------------------------------
+
+    def llm_call(self, model: str, parts: list[dict[str, Any]]) -> LlmCall:
+        return LlmCall(self, model, parts)
+
+    def has_hook(self, name: str) -> bool:
+        hooks = self._client.hooks
+        if hooks is None:
+            return False
+        return callable(hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None))
+
+    async def call_hook(self, name: str, event: dict) -> Any:
+        hooks = self._client.hooks
+        if hooks is None:
+            return None
+        fn = hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None)
+        if not callable(fn):
+            return None
+        out = fn(event)
+        if inspect.isawaitable(out):
+            out = await out
+        return out if hasattr(out, "get") else None
+
+    def emit(self, event: dict) -> None:
+        for sink_name, sink in (("metrics registry", self.metrics.record), ("on_metric", self._client.on_metric)):
+            if sink is None:
+                continue
+            try:
+                sink(event)
+            except Exception as e:  # noqa: BLE001 - a metrics sink must never fail a run
+                warn_once(f"sink:{self.instance}:{sink_name}:{type(e).__name__}",
+                          f"[toolnexus] {sink_name} raised {type(e).__name__}: {e} — event dropped for this sink")
