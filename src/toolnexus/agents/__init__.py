@@ -32,7 +32,7 @@ from .defs import AgentDef
 from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult
 from .loop import *  # noqa: F403 - its __all__ is the loop group
 from .persona import *  # noqa: F403 - its __all__ is the surface group, bar Agent / agent
-from .restore import resume
+from .resumption import resume
 from .runtime import AgentRuntime
 from .surface import Agent, agent
 from .vocab import *  # noqa: F403 - its __all__ is the runtime group's LIMIT*/TASK_STATUS* names

@@ -37,8 +37,10 @@ from typing import Any, Awaitable, Callable, Optional, Union
 
 from .._diag import warn_once
 from ..client import create_client
+from ..client.result import RUN_STATUS_DONE, RUN_STATUS_PENDING
 from ..types import ToolResult
 from .defs import read_soul_file
+from .vocab import HandleState, TaskStatus
 from ..errors import ToolnexusRuntimeError, ToolnexusTypeError, ToolnexusValueError
 
 __all__ = [
@@ -322,9 +324,9 @@ async def run_gated(ask: Callable[[str], Awaitable[Any]], prompt: str, completio
         text = prompt if attempt == 1 else f"Your work did not verify: {reason}. Fix it and finish."
         result = await ask(text)
         spend.absorb(result)
-        status = getattr(result, "status", "done")
-        if status != "done":
-            if reason and status != "pending":
+        status = getattr(result, "status", RUN_STATUS_DONE)
+        if status != RUN_STATUS_DONE:
+            if reason and status != RUN_STATUS_PENDING:
                 result.text = f"{result.text} [while verifying: attempt {attempt} last failed: {reason}]"
             return result
         verdict = await _judge(completion.verify, result)
@@ -359,7 +361,7 @@ class Loop:
         self._spec = agent
         self._options = dict(options or {})
         self._toolkit = toolkit
-        self._status = "idle"
+        self._status = HandleState.IDLE
         self._turns = 0
         self.error: Optional[BaseException] = None
         ignored = loop_unsupported(agent)
@@ -402,11 +404,11 @@ class Loop:
 
     async def run(self, prompt: str, model: Union[str, RunOptions] = "") -> Outcome:
         """One run through the completion gate; history is threaded across its attempts only."""
-        if self._status == "running":
+        if self._status == HandleState.RUNNING:
             raise ToolnexusRuntimeError("toolnexus: this Loop is already running — await its run before starting another")
         if isinstance(model, RunOptions):
             model = model.model
-        self._status = "running"
+        self._status = HandleState.RUNNING
         self.error = None
         attempts = 0
         try:
@@ -423,11 +425,11 @@ class Loop:
 
             result = await run_gated(ask, prompt, _field(self._spec, "completion"))
         except BaseException as exc:
-            self._status = "error"
+            self._status = TaskStatus.ERROR
             self.error = exc
             raise
-        done = result.status == "done"
-        self._status = "idle" if done else result.status
+        done = result.status == RUN_STATUS_DONE
+        self._status = HandleState.IDLE if done else result.status
         if done:
             stopped_by = ""
         elif result.limit == "completion":

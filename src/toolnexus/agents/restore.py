@@ -1,4 +1,5 @@
-"""Bringing a durable run back in any process: `AgentRuntime.restore` and `toolnexus.agents.resume`.
+"""Bringing a durable run back in any process: `AgentRuntime.restore` (and, built on it, the host
+verb `toolnexus.agents.resume` in resumption.py).
 
 `restore_run` takes the run's lease, reads its last commit and rebuilds the handle tree in this
 process, taking what cannot be stored (tools, `wait_for`, hooks, completion gates) from the agent
@@ -15,29 +16,22 @@ definitions passed in. Then it picks up what the previous process left in flight
 Parked handles otherwise stay parked until answered. A definition the run needs but `agents`
 lacks is a `RestoreError` naming it; a definition that changed since the run was stored is used
 as it is now, with a warning (code is never stored, only state).
-
-`resume(store, answer, agents=...)` is the stateless host verb: it routes the answer by request
-id to its run, claims it exactly once (the loser of a race gets `AnswerAlreadyApplied`), restores,
-resumes, waits for the entry agent and returns its `TaskResult` — closing the run when it is
-over, or leaving it parked in the store (and this process) when it waits on another request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from .._diag import warn
-from ..client import ResumeError
 from ..durable import RestoreError, RunStore, StoreVersionError
-from ..durable.model import APPLIED, CLAIMED, CONVERSATION_PREFIX, KIND_AGENTS, RUN_FORMAT, Holder, LoadedRun, epoch
-from ..types import Answer, Request
+from ..durable.model import APPLIED, CLAIMED, KIND_AGENTS, RUN_FORMAT, Holder, LoadedRun, epoch
+from ..types import Answer
 from .defs import AgentDef
-from .handle import Handle, TaskResult, is_parked, subtree
+from .handle import Handle, is_parked
 from .snapshot import SnapshotError, rebuild_tree, registry_fingerprint
-from .vocab import HandleState, TaskStatus
+from .vocab import HandleState
 from ..errors import ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -235,54 +229,3 @@ async def restore_run(cls: type["AgentRuntime"], store: RunStore, run_id: str, *
         raise
     _recover(core, loaded)
     return rt
-
-
-async def resume(store: RunStore, answer: Any, *, agents: Any, transport: Any = None,
-                 llm: Optional[dict[str, Any]] = None, takeover: bool = False, **options: Any) -> TaskResult:
-    """Answer one pending request of `store` from any process, exactly once (module docstring).
-
-    Returns the entry agent's result with `run_id` set: `done` (or another final status) once the
-    run finished — its runtime closed — or `pending` when it now waits on another request."""
-    if isinstance(answer, Mapping):
-        answer = Answer.from_dict(answer)
-    if not isinstance(answer, Answer):
-        raise ToolnexusTypeError(f"toolnexus.agents: resume() takes an Answer, got {type(answer).__name__}")
-    from .answering import checked_answer
-
-    row = await store.find_request(answer.id)
-    if row is None or row.request is None:
-        raise ResumeError(f"toolnexus: cannot resume — no request {answer.id!r} is pending in {store.url}")
-    if row.run_id and row.run_id.startswith(CONVERSATION_PREFIX):
-        conv = row.run_id[len(CONVERSATION_PREFIX):]
-        raise ResumeError(f"toolnexus: cannot resume — request {answer.id!r} belongs to the client conversation "
-                          f"{conv!r}, not an agent run; answer it with client.ask_with_answer(toolkit, {conv!r}, ...)")
-    answer = checked_answer(Request.from_dict(row.request), answer)
-    holder = Holder.here()
-    await store.claim(answer.id, holder, dataclasses.asdict(answer), ttl=float(options.get("lease_ttl") or 30.0),
-                      run_id=row.run_id)
-    try:
-        rt = await restore_run(_runtime_class(), store, str(row.run_id), agents=agents, transport=transport, llm=llm,
-                               takeover=takeover, holder=holder, **options)
-    except BaseException:
-        await store.unclaim(answer.id, holder)
-        raise
-    try:
-        from .answering import apply_answer
-
-        await apply_answer(rt._core, answer, claimed=True)
-        entry = rt.entry
-        final = await rt.wait(entry) if entry is not None else TaskResult("no entry agent", True, TaskStatus.ERROR)
-    except BaseException:
-        await rt.aclose()
-        raise
-    if final.status == TaskStatus.PENDING:
-        await rt.aclose()
-    else:
-        await rt.close(rt.root)
-    return dataclasses.replace(final, runtime=None, run_id=row.run_id)
-
-
-def _runtime_class() -> type["AgentRuntime"]:
-    from .runtime import AgentRuntime
-
-    return AgentRuntime

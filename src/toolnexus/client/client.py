@@ -227,7 +227,7 @@ class Client:
                         tool_choice: Any = None, system: Optional[str] = None, max_tokens: int = 0,
                         cancel: Optional[asyncio.Event] = None) -> Any:
         """One provider call translating `messages` (see `toolnexus.translate`)."""
-        from ..translate import translate_with_client
+        from .translation import translate_with_client
 
         return await translate_with_client(self, messages, tools=tools, toolkit=toolkit, tool_choice=tool_choice,
                                            system=system, max_tokens=max_tokens, cancel=cancel)

@@ -22,8 +22,9 @@ follows a redirect to another origin it forwards no header but the harmless ones
 `Content-Type`, `User-Agent`...): the API key never travels to a host it was not meant for.
 
 Not here: retries, deadlines and cancellation (`retry.py`); the default transport (`http11.py`),
-`HttpxTransport` (`httpx_transport.py`) and `UrllibTransport` (`urllib_transport.py`, re-exported
-here), each imported only when used — `urllib.request` alone costs ~15 ms of import time.
+`HttpxTransport` (`httpx_transport.py`) and `UrllibTransport` (`urllib_transport.py`), each
+imported only when used (`toolnexus.client` loads them on first access) — `urllib.request` alone
+costs ~15 ms of import time.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from .errors import ProviderResponseError, ResponseTooLarge
 from .wire.base import usage_of
 from ..errors import ToolnexusTypeError, UnsupportedOperation
 
-__all__ = ["HttpTransport", "AsyncTransport", "TransportAdapter", "as_async_transport", "UrllibTransport",
-           "InProcessTransport", "ByteStream",
+__all__ = ["HttpTransport", "AsyncTransport", "TransportAdapter", "as_async_transport", "InProcessTransport",
+           "ByteStream",
            "TRANSPORT_POOL_SIZE", "MAX_RESPONSE_BYTES", "SAFE_REDIRECT_HEADERS", "encode_payload",
            "decode_json_body", "too_large"]
 
@@ -259,11 +260,3 @@ def as_async_transport(transport: Any) -> AsyncTransport:
     if isinstance(transport, AsyncTransport):
         return transport
     return TransportAdapter(transport)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "UrllibTransport":  # loaded on first use, like the module docstring says
-        from .urllib_transport import UrllibTransport
-
-        return UrllibTransport
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

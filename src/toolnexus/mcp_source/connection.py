@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
-import socket
-import sys
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -34,6 +31,7 @@ from . import stdio
 from .config import ServerSpec
 from .convert import elicit_result_dict, elicitation_to_request
 from .handshake import HandshakeGuard, spawn_failure
+from .reasons import describe_error
 from .session import StdioSession
 from ..errors import NetworkError, ToolnexusError, ToolnexusRuntimeError
 from ..types import Answer
@@ -41,48 +39,6 @@ from ..types import Answer
 __all__ = ["MAX_LIST_PAGES", "ServerConnection", "describe_error"]
 
 MAX_LIST_PAGES = 1000
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The most telling exception inside (possibly nested) exception groups."""
-    while isinstance(exc, BaseExceptionGroup):
-        leaves = list(exc.exceptions)
-        exc = next((e for e in leaves if not isinstance(e, asyncio.CancelledError)), leaves[0])
-    return exc
-
-
-def _os_cause(exc: BaseException) -> Optional[OSError]:
-    seen = 0
-    cur: Optional[BaseException] = exc
-    while cur is not None and seen < 8:
-        if isinstance(cur, OSError) and (cur.errno or isinstance(cur, socket.gaierror)):
-            return cur
-        cur, seen = cur.__cause__ or cur.__context__, seen + 1
-    return None
-
-
-def os_reason(exc: BaseException) -> Optional[str]:
-    """The OS error under `exc`, in words ("connection refused"), if there is one."""
-    cause = _os_cause(exc)
-    if cause is None:
-        return None
-    if isinstance(cause, socket.gaierror):
-        return str(cause.strerror or cause).lower()
-    return os.strerror(cause.errno).lower() if cause.errno and cause.errno > 0 else str(cause)
-
-
-def describe_error(exc: BaseException) -> str:
-    """A one-line reason naming the real cause (not `timed out` for a refused connection)."""
-    exc = _leaf(exc)
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if "httpx2" in sys.modules:  # only a remote server's failure can be an httpx2 one
-        from .remote import describe_http_error
-
-        reason = describe_http_error(exc)
-        if reason is not None:
-            return reason
-    return str(exc) or type(exc).__name__
 
 
 def _as_failure(exc: BaseException) -> Optional[Exception]:

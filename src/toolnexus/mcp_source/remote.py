@@ -25,7 +25,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_htt
 
 from .config import ServerSpec
 from .convert import answer_to_elicit_result, wire
-from .handshake import http_refusal
+from .reasons import describe_error
 from ..types import Answer
 
 __all__ = ["SdkSession", "open_remote"]
@@ -93,8 +93,6 @@ async def _start(stack: AsyncExitStack, spec: ServerSpec, read: Any, write: Any,
         try:
             return answer_to_elicit_result(await ask(params))
         except Exception as exc:  # noqa: BLE001 - the server gets an error reply instead
-            from .connection import describe_error
-
             return mtypes.ErrorData(code=mtypes.INTERNAL_ERROR, message=f"elicitation failed: {describe_error(exc)}")
 
     async def on_message(message: Any) -> None:
@@ -129,20 +127,3 @@ async def open_remote(stack: AsyncExitStack, spec: ServerSpec, *, streamable: bo
         session = await _start(attempt, spec, streams[0], streams[1], on_lost, ask, on_list_changed)
         await stack.enter_async_context(attempt.pop_all())
         return session
-
-
-def describe_http_error(exc: BaseException) -> Optional[str]:
-    """The reason for an httpx2 failure (an HTTP refusal, or the OS error under a failed connect)."""
-    if isinstance(exc, httpx2.HTTPStatusError):  # the legacy SSE transport's refusal
-        return str(http_refusal(exc.response.status_code, str(exc.request.url)))
-    if isinstance(exc, httpx2.TransportError):
-        from .connection import os_reason
-
-        reason = os_reason(exc)
-        if reason is not None:
-            try:
-                where = str(exc.request.url)
-            except RuntimeError:
-                where = "server"
-            return f"could not connect to {where}: {reason}"
-    return None

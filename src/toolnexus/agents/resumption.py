@@ -1,0 +1,67 @@
+"""`resume(store, answer, agents=...)`: the stateless host verb — answer a parked run from any process.
+
+It routes the answer by request id to its run, claims it exactly once (the loser of a race gets
+`AnswerAlreadyApplied`), restores the run here (`restore.py`), applies the answer, waits for the
+entry agent and returns its `TaskResult` — closing the run when it is over, or leaving it parked
+in the store (and this process) when it waits on another request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from ..client import ResumeError
+from ..durable import RunStore
+from ..durable.model import CONVERSATION_PREFIX, Holder
+from ..errors import ToolnexusTypeError
+from ..types import Answer, Request
+from .answering import apply_answer, checked_answer
+from .handle import TaskResult
+from .restore import restore_run
+from .runtime import AgentRuntime
+from .vocab import TaskStatus
+
+__all__ = ["resume"]
+
+
+async def resume(store: RunStore, answer: Any, *, agents: Any, transport: Any = None,
+                 llm: Optional[dict[str, Any]] = None, takeover: bool = False, **options: Any) -> TaskResult:
+    """Answer one pending request of `store` from any process, exactly once (see the module docstring).
+
+    Returns the entry agent's result with `run_id` set: `done` (or another final status) once the
+    run finished — its runtime closed — or `pending` when it now waits on another request."""
+    if isinstance(answer, Mapping):
+        answer = Answer.from_dict(answer)
+    if not isinstance(answer, Answer):
+        raise ToolnexusTypeError(f"toolnexus.agents: resume() takes an Answer, got {type(answer).__name__}")
+    row = await store.find_request(answer.id)
+    if row is None or row.request is None:
+        raise ResumeError(f"toolnexus: cannot resume — no request {answer.id!r} is pending in {store.url}")
+    if row.run_id and row.run_id.startswith(CONVERSATION_PREFIX):
+        conv = row.run_id[len(CONVERSATION_PREFIX):]
+        raise ResumeError(f"toolnexus: cannot resume — request {answer.id!r} belongs to the client conversation "
+                          f"{conv!r}, not an agent run; answer it with client.ask_with_answer(toolkit, {conv!r}, ...)")
+    answer = checked_answer(Request.from_dict(row.request), answer)
+    holder = Holder.here()
+    await store.claim(answer.id, holder, dataclasses.asdict(answer), ttl=float(options.get("lease_ttl") or 30.0),
+                      run_id=row.run_id)
+    try:
+        rt = await restore_run(AgentRuntime, store, str(row.run_id), agents=agents, transport=transport, llm=llm,
+                               takeover=takeover, holder=holder, **options)
+    except BaseException:
+        await store.unclaim(answer.id, holder)
+        raise
+    try:
+        await apply_answer(rt._core, answer, claimed=True)
+        entry = rt.entry
+        final = await rt.wait(entry) if entry is not None else TaskResult("no entry agent", True, TaskStatus.ERROR)
+    except BaseException:
+        await rt.aclose()
+        raise
+    if final.status == TaskStatus.PENDING:
+        await rt.aclose()
+    else:
+        await rt.close(rt.root)
+    return dataclasses.replace(final, runtime=None, run_id=row.run_id)
