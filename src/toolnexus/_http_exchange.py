@@ -336,7 +336,7 @@ def _transport_error(exc: Exception, url: str, timeout: float) -> ToolResult:
         elif os_error.errno == errno.ECONNREFUSED:
             reason = "connection refused"
         else:
-            reason = os.strerror(os_error.errno).lower()
+            reason = os.strerror(os_error.errno or 0).lower()
         return fail(f"could not connect to {host}:{port} ({reason})", "connect")
     if isinstance(exc, httpx.RemoteProtocolError):
         reason = "the server closed the connection or sent an invalid response"

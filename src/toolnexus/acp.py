@@ -42,6 +42,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ._shapes import as_dict, as_list
 from .errors import ToolnexusError
 
 __all__ = ["ACPOptions", "ACPError", "ACPPermissionTimeoutError", "ACPClient", "load_acp", "prompt_text",
@@ -207,9 +208,9 @@ class ACPClient:
                 waiter.event.set()
             return
         if method == "session/update":
-            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-            update = params.get("update") if isinstance(params.get("update"), dict) else {}
-            content = update.get("content") if isinstance(update.get("content"), dict) else {}
+            params = as_dict(msg.get("params"))
+            update = as_dict(params.get("update"))
+            content = as_dict(update.get("content"))
             if update.get("sessionUpdate") == "agent_message_chunk" and content.get("text"):
                 with self._state_lock:
                     if not self._stale:  # output of a cancelled turn is not this turn's reply
@@ -219,8 +220,8 @@ class ACPClient:
             return  # other notifications are ignored
         result: dict[str, Any] = {}
         if method == "session/request_permission":
-            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-            options = params.get("options") if isinstance(params.get("options"), list) else []
+            params = as_dict(msg.get("params"))
+            options = as_list(params.get("options"))
             allow = next((o for o in options if isinstance(o, dict) and str(o.get("kind", "")).startswith("allow")), None)
             result = ({"outcome": {"outcome": "selected", "optionId": allow.get("optionId")}} if allow is not None
                       else {"outcome": {"outcome": "cancelled"}})

@@ -86,7 +86,7 @@ async def start(url: str, out: Any = print) -> None:
         first = await TEAM.run("Ship build 42.", in_process=scripted_model, store=store, run_id=RUN_ID)
         out(f"status: {first.status} (run {first.run_id!r} parked in {store.url})")
         assert first.pending is not None and first.runtime is not None
-        out(f"the host is asked: {first.pending.prompt!r}  (from {'/'.join(first.pending.data['path'])})")
+        out(f"the host is asked: {first.pending.prompt!r}  (from {'/'.join((first.pending.data or {})['path'])})")
         out(f"tokens so far: {first.total_tokens}")
         await first.runtime.aclose()  # the lease is given back; this process can go
 

@@ -294,7 +294,8 @@ class _Importer:
                 continue
             content = p.get("content")
             as_json = isinstance(content, Mapping) and bool(content)
-            raw_schema = next(iter(content.values()), {}).get("schema") if as_json else p.get("schema")
+            media: Any = next(iter(content.values()), {}) if isinstance(content, Mapping) and content else {}
+            raw_schema = media.get("schema") if as_json and isinstance(media, Mapping) else p.get("schema")
             schema = self.refs.schema(raw_schema or {"type": "string"}, f"{at}/{name}")
             if p.get("description") and isinstance(schema, dict) and "description" not in schema:
                 schema = {**schema, "description": str(p["description"])}

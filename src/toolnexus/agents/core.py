@@ -89,7 +89,7 @@ class RuntimeCore:
     def transition(self, h: Handle, to: str, detail: str) -> None:
         """Set `h.state`, write the pinned `<id>: <from>→<to> <detail>` line and the structured event."""
         prior = h.state
-        h.state = to
+        h.state = HandleState(to)
         self.trace_line(h, f"{prior}→{to} {detail}")
         event = transition_event(h.id, prior, to, detail, self.clock.now())
         self.events.append(event)

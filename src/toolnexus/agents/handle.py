@@ -160,7 +160,7 @@ class Handle:
         self.id = id
         self.defn = defn
         self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
         self.state = HandleState.IDLE
         self.inbox: list[InboxItem] = []
         self.children: list[Handle] = []

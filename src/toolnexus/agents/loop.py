@@ -287,7 +287,7 @@ class _Spend:
 
     def __init__(self) -> None:
         self.turns = 0
-        self.usage: dict[str, int] = {}
+        self.usage: dict[str, float] = {}
         self.tool_calls: list[Any] = []
 
     def absorb(self, result: Any) -> None:
@@ -361,7 +361,7 @@ class Loop:
         self._spec = agent
         self._options = dict(options or {})
         self._toolkit = toolkit
-        self._status = HandleState.IDLE
+        self._status: str = HandleState.IDLE
         self._turns = 0
         self.error: Optional[BaseException] = None
         ignored = loop_unsupported(agent)

@@ -62,7 +62,7 @@ async def registry_of(agents: Any) -> dict[str, AgentDef]:
 
 
 def _check_definitions(run_id: str, loaded: LoadedRun, registry: dict[str, AgentDef]) -> None:
-    needed = sorted({rec.get("def_name") for hid, rec in loaded.handles.items() if hid != "root"}
+    needed = sorted({str(rec.get("def_name")) for hid, rec in loaded.handles.items() if hid != "root"}
                     | ({loaded.entry_agent} if loaded.entry_agent else set()))
     missing = [name for name in needed if name not in registry]
     if missing:

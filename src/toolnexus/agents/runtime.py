@@ -186,10 +186,6 @@ class AgentRuntime:
     def events(self) -> TraceRing:
         return self._core.events
 
-    def __repr__(self) -> str:  # never the api key (nor any other llm secret)
-        llm = {k: ("«redacted»" if k == "api_key" else v) for k, v in self._llm.items()}
-        return f"AgentRuntime(agents={sorted(self.registry)!r}, llm={llm!r})"
-
     @property
     def conversation_store(self) -> Any:
         """The one store every handle's conversation lives in (a read handle, not a setter). With a

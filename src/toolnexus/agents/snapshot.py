@@ -185,10 +185,11 @@ def rebuild_tree(core: "RuntimeCore", records: list[Any], prefix: str = _PREFIX)
         if index == 0:
             defn, parent = core.root.defn, None
         else:
-            defn = core.registry.get(rec.get("def_name"))  # type: ignore[arg-type]
+            found = core.registry.get(rec.get("def_name"))  # type: ignore[arg-type]
             parent = by_id.get(rec.get("parent_id"))  # type: ignore[arg-type]
-            if defn is None:
+            if found is None:
                 raise SnapshotError(prefix + f"{where} uses def {rec.get('def_name')!r}, which the registry lacks")
+            defn = found
             if parent is None:
                 raise SnapshotError(prefix + f"{where} names parent {rec.get('parent_id')!r}, not recorded before it")
         if rec.get("state") not in HANDLE_STATES:

@@ -64,7 +64,7 @@ class TraceRing(list):  # type: ignore[type-arg]
         super().insert(index, item)
         self._trim()
 
-    def __iadd__(self, items: Iterable[Any]) -> "TraceRing":  # type: ignore[override]
+    def __iadd__(self, items: Iterable[Any]) -> "TraceRing":  # type: ignore[override,misc]
         self.extend(items)
         return self
 

@@ -257,8 +257,9 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
             on_metric=on_metric,
             timer=core.clock,  # retry backoff and the run deadline follow the runtime's clock
         )
-        if callable(getattr(core.clock, "utc_now", None)):
-            client.clock = core.clock.utc_now  # `expiresAt` is judged by the runtime's wall clock too
+        utc_now = getattr(core.clock, "utc_now", None)
+        if callable(utc_now):
+            client.clock = utc_now  # `expiresAt` is judged by the runtime's wall clock too
         turn.snapshot = await core.store.get(h.id)
         if turn.abort is not None:  # aborted while the turn was being set up
             raise asyncio.CancelledError

@@ -127,7 +127,7 @@ async def vet_host(host: str, port: int, allow: FetchAllow) -> str:
     addresses: list[IP] = []
     for info in infos:
         try:
-            ip = ipaddress.ip_address(info[4][0].split("%", 1)[0])
+            ip = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
         except ValueError:
             continue
         if ip not in addresses:

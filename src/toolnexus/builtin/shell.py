@@ -299,7 +299,7 @@ async def run_command(argv: Sequence[str], cwd: str, timeout: float, settings: B
             stdout=drain.stdout_arg,
             stderr=subprocess.STDOUT,
             start_new_session=not _WINDOWS,
-            creationflags=subprocess.CREATE_NEW_PROCESS_GROUP if _WINDOWS else 0,
+            creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0) if _WINDOWS else 0,
         )
     except BaseException:
         drain.abort()
@@ -339,7 +339,7 @@ def make_bash(settings: BuiltinSettings) -> Tool:
         requested_ms = positive_number(args, "timeout", DEFAULT_TIMEOUT_MS)
         timeout_ms = min(requested_ms, settings.bash_max_timeout_ms)
         cwd = await asyncio.to_thread(resolve_dir, settings, optional_str(args, "workdir"))
-        shell = settings.shell or await asyncio.to_thread(find_shell)
+        shell: tuple[str, ...] = settings.shell if settings.shell else await asyncio.to_thread(find_shell)
         outcome = await run_command([*shell, command], cwd, timeout_ms / 1000, settings)
         metadata: dict[str, Any] = {"shell": " ".join(shell)}
         text, failed = outcome.output, True

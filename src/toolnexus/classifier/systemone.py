@@ -107,7 +107,7 @@ class RetrySettings:
     def delay(self, attempt: int, retry_after: Optional[str]) -> float:
         from ..client.retry import _parse_retry_after
 
-        seconds = _parse_retry_after(retry_after)
+        seconds: Optional[float] = _parse_retry_after(retry_after)
         if seconds is None:
             base = self.retry_base_ms if self.retry_base_ms and self.retry_base_ms > 0 else 500
             seconds = base / 1000 * 2**attempt

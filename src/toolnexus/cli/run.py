@@ -45,7 +45,7 @@ def _result_json(result: Any) -> str:
         "turns": result.turns,
         "usage": result.usage,
         "limit": getattr(result, "limit", None),
-        "pending": dataclasses.asdict(pending) if dataclasses.is_dataclass(pending) else pending,
+        "pending": dataclasses.asdict(pending) if dataclasses.is_dataclass(pending) and not isinstance(pending, type) else pending,
     })
 
 

@@ -26,21 +26,21 @@ class EncodedList(list):
     """A list that carries its JSON: `chunks` are its elements' UTF-8 encodings, in order.
 
     A chunk may hold several elements (`json.dumps(batch)[1:-1]`): one encoder call per batch
-    is much cheaper than one per element. `count` is how many elements the chunks cover.
+    is much cheaper than one per element. `covered` is how many elements the chunks encode.
     """
 
-    __slots__ = ("chunks", "count")
+    __slots__ = ("chunks", "covered")
 
     def __init__(self, items: Iterable[Any] = (), chunks: Optional[list[bytes]] = None) -> None:
         super().__init__(items)
         if chunks is None:
             chunks = [inner(self)] if self else []
         self.chunks: list[bytes] = chunks  # none of them empty
-        self.count = len(self)
+        self.covered = len(self)  # how many elements the chunks encode
 
     def pieces(self) -> list[bytes]:
         """This list's JSON in pieces: the kept chunks, or a fresh encoding if it was resized."""
-        if self.count != len(self):
+        if self.covered != len(self):
             return [_dumps(list(self)).encode("utf-8")]
         return [b"[", b", ".join(self.chunks), b"]"]
 

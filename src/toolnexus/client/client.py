@@ -57,7 +57,7 @@ import inspect
 import itertools
 import math
 from contextlib import aclosing, nullcontext
-from typing import Any, AsyncGenerator, Callable, Concatenate, Iterable, Optional, ParamSpec
+from typing import Any, AsyncGenerator, Callable, Concatenate, Iterable, Optional, ParamSpec, Union
 
 from .keeper import Keeper
 from .loop import RunLoop, drain
@@ -70,7 +70,7 @@ from .retry import Timer, check_timer
 from .structured import DEFAULT_OUTPUT_RETRIES, with_output
 from .tracing import resume_context
 from .tool_calls import utc_now
-from .transport import MAX_RESPONSE_BYTES, HttpTransport, InProcessTransport, as_async_transport
+from .transport import MAX_RESPONSE_BYTES, AsyncTransport, HttpTransport, InProcessTransport, as_async_transport
 from ..errors import ToolnexusTypeError
 
 __all__ = ["Client", "create_client", "create_in_process_client", "api_key_from_env", "NO_DEADLINE",
@@ -93,7 +93,7 @@ class Client:
                  store: Optional[ConversationStore] = None, on_metric: Optional[OnMetric] = None,
                  wait_for: Optional[WaitFor] = None, request_params: Optional[dict[str, Any]] = None,
                  body_transform: Optional[Callable[[dict], Optional[dict]]] = None,
-                 http_transport: Optional[HttpTransport] = None, on_error: Optional[ErrorClassifier] = None,
+                 http_transport: Union[HttpTransport, AsyncTransport, None] = None, on_error: Optional[ErrorClassifier] = None,
                  on_unsupported_part: Optional[str] = None, max_part_bytes: Optional[int] = None,
                  max_retry_after_ms: Optional[int] = None, race_tools: bool = False,
                  resolve_concurrently: bool = False, timer: Optional[Timer] = None,

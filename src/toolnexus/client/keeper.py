@@ -59,6 +59,6 @@ class Keeper:
         """Save a run's transcript; with a durable store a halt also opens its request in the ledger."""
         store = self._client.store
         if result.pending is not None and is_run_store(store):
-            await store.save_halt(id, result.messages, asdict(result.pending))
+            await store.save_halt(id, result.messages, asdict(result.pending))  # type: ignore[attr-defined]
         else:
             await store.save(id, result.messages)

@@ -386,6 +386,7 @@ class RunLoop:
     async def _halt(self, o: CallOutcome, later: list[CallOutcome], entries: list[ResultEntry],
                     write: Callable[[list[ResultEntry]], None]) -> AsyncGenerator[dict[str, Any], None]:
         """Durable halt at `o`: placeholder result, later calls dropped, `status="pending"`."""
+        assert o.request is not None  # a halt is at a suspended call
         request = merge_relay_halt(o.request, [x.request for x in later if x.request is not None])
         placeholder = ResultEntry(o.call, request.prompt, True)
         self._record(o, request.prompt, True, None)

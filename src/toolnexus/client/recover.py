@@ -83,7 +83,8 @@ async def _settled(loop: RunLoop, turn: _OpenTurn, calls: dict[str, dict[str, An
         row = calls.get(call.id)
         if not isinstance(row, dict):
             continue
-        args = row.get("args") if isinstance(row.get("args"), dict) else call.args
+        recorded = row.get("args")
+        args: dict[str, Any] = recorded if isinstance(recorded, dict) else call.args
         status = row.get("status")
         if status == FINISHED and isinstance(row.get("result"), dict):
             result = result_from_record(row["result"])

@@ -23,7 +23,7 @@ __all__ = ["stamp_relay_call", "merge_relay_halt"]
 
 def stamp_relay_call(request: Optional[Request], call: ToolCall) -> None:
     """Fill blank call ids of a relay request with the provider call id (in place)."""
-    if not is_relay_request(request) or not isinstance(request.data, dict):
+    if request is None or not is_relay_request(request) or not isinstance(request.data, dict):
         return
     for entry in request.data.get("calls") or []:
         if isinstance(entry, dict) and not entry.get("id"):

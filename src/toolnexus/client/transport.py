@@ -35,6 +35,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_checkable
 
+from .._shapes import as_dict
 from .._redact import SAFE_HEADERS
 from .body import encode_payload
 from .errors import ProviderResponseError, ResponseTooLarge
@@ -107,7 +108,8 @@ def _field(data: dict, snake: str, camel: str) -> Any:
 
 def _wire_call(index: int, call: dict) -> dict[str, Any]:
     """One generated call as an OpenAI tool call (flat `{id,name,arguments|args}` or OpenAI-shaped)."""
-    fn = call.get("function") if isinstance(call.get("function"), dict) else call
+    function = call.get("function")
+    fn: dict[str, Any] = function if isinstance(function, dict) else call
     arguments = fn.get("arguments") if fn.get("arguments") is not None else fn.get("args")
     return {"id": call.get("id") or f"call_{index}", "type": "function",
             "function": {"name": fn.get("name"),
@@ -138,7 +140,7 @@ class InProcessTransport:
             message: dict[str, Any] = {"role": "assistant", "tool_calls": [_wire_call(i, c) for i, c in enumerate(calls)]}
         else:
             message = {"role": "assistant", "content": out.get("content") or ""}
-        u = out.get("usage") if isinstance(out.get("usage"), dict) else {}
+        u = as_dict(out.get("usage"))
         usage = usage_of(_field(u, "prompt_tokens", "promptTokens"), _field(u, "completion_tokens", "completionTokens"),
                          _field(u, "total_tokens", "totalTokens"))
         return {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],

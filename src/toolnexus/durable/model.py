@@ -218,7 +218,7 @@ class PendingRow:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PendingRow":
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})  # type: ignore[arg-type]
 
 
 @dataclass

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Optional
 
 from mcp.server.lowlevel import Server
@@ -34,7 +34,7 @@ from .server import DISCONNECT_SCOPE_KEY
 
 __all__ = ["Message", "Receive", "Send", "mcp_exchange", "reap_task", "send_text", "serve_mcp_http_request"]
 
-Message = dict[str, Any]
+Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]

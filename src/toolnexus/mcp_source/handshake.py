@@ -7,7 +7,7 @@ ends the handshake at once, with a reason that says what to do, when:
 
 - the first thing on stdout is not JSON-RPC (`echo hello`, an HTTP server's log line) and no
   JSON-RPC message follows within `JUNK_GRACE` seconds: an MCP server writes only JSON-RPC
-  messages to stdout. A server that prints a banner and then answers still connects (the
+  messages to stdout. A server that prints a banner and then answers within that time still connects (the
   skipped line is warned about once); `"strictStdout": false` on the server entry turns the
   check off (the handshake then waits for the whole `timeout`, as the SDKs do);
 - stdout ends (the program exited, or closed it) before the reply: the exit code is named when
@@ -36,7 +36,7 @@ __all__ = ["EXIT_WAIT", "JUNK_GRACE", "HandshakeFailed", "HandshakeGuard", "NotJ
 
 T = TypeVar("T")
 EXIT_WAIT = 1.0
-JUNK_GRACE = 1.0
+JUNK_GRACE = 5.0  # seconds: a banner, then a server still loading (an SDK import, npx)
 _SHOWN = 80
 _POLL = 0.02
 

@@ -29,11 +29,13 @@ How it behaves:
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 from contextlib import suppress
 from typing import Any, Awaitable, Callable, Optional
 
+from .._shapes import as_dict
 from .._diag import warn
 from ..errors import InputTooLarge, ToolnexusError
 from .handshake import NotJsonRpc
@@ -128,7 +130,7 @@ class StdioSession:
         version = result.get("protocolVersion")
         if version not in SUPPORTED_VERSIONS:
             raise McpRequestError(INTERNAL_ERROR, f"Unsupported protocol version from the server: {version}")
-        self.server_info = result.get("serverInfo") if isinstance(result.get("serverInfo"), dict) else {}
+        self.server_info = as_dict(result.get("serverInfo"))
         await self.notify("notifications/initialized")
         return result
 
@@ -244,7 +246,7 @@ class StdioSession:
                     return  # not a request we can answer (JSON-RPC ids are strings or numbers)
                 task = asyncio.ensure_future(self._serve(message))
                 self._served[rid] = task
-                task.add_done_callback(lambda _t, rid=rid: self._served.pop(rid, None))
+                task.add_done_callback(functools.partial(self._forget, rid))
             elif method == "notifications/tools/list_changed" and self._on_list_changed is not None:
                 self._on_list_changed()
             elif method == "notifications/cancelled":  # the server gave up on one of its requests
@@ -254,7 +256,8 @@ class StdioSession:
                 if served is not None:
                     served.cancel()
             return
-        future = self._waiting.get(message.get("id")) if isinstance(message.get("id"), int) else None
+        rid = message.get("id")
+        future = self._waiting.get(rid) if isinstance(rid, int) else None
         if future is None or future.done():
             return
         error = message.get("error")
@@ -264,6 +267,9 @@ class StdioSession:
                                                  str(error.get("message") or "MCP error"), error.get("data")))
         else:
             future.set_result(message.get("result"))
+
+    def _forget(self, served_id: Any, _task: "asyncio.Task[None]") -> None:
+        self._served.pop(served_id, None)
 
     async def _serve(self, message: dict[str, Any]) -> None:
         """Answer one request from the server."""

@@ -54,7 +54,11 @@ async def _leader_exit(proc: asyncio.subprocess.Process, pidfd: Optional[int]) -
     if pidfd is not None:
         loop = asyncio.get_running_loop()
         ready = loop.create_future()
-        loop.add_reader(pidfd, lambda: ready.done() or ready.set_result(None))
+        def exited() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_reader(pidfd, exited)
         try:
             await ready
         finally:

@@ -144,7 +144,7 @@ class A2AEndpoint:
             params = {} if params is None else params
             if not isinstance(params, dict):
                 raise _RpcError(INVALID_PARAMS, "Invalid params: params must be a JSON object")
-            op = _OPS[method]
+            op = _OPS[str(method)]
             if op == _SEND:
                 result = await self._send_message(params, dialect)
             elif op == _GET:

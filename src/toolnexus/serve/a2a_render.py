@@ -25,6 +25,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from .._shapes import as_dict, as_list
 from ..a2a.wire import (
     DIALECTS_BY_METHOD,
     V1_AGENT_ROLE,
@@ -94,7 +95,7 @@ def message_in(params: Any, dialect: str) -> Optional[Inbound]:
     text = "".join(parts_text(message.get("parts")))
     context_id = message.get("contextId") if isinstance(message.get("contextId"), str) else None
     task_id = message.get("taskId") if isinstance(message.get("taskId"), str) else None
-    config = params.get("configuration") if isinstance(params.get("configuration"), dict) else {}
+    config = as_dict(params.get("configuration"))
     if dialect == V1:  # 1.0 waits for the outcome unless told to return at once
         blocking = config.get("returnImmediately") is not True
     elif dialect == V03:  # 0.3 clients block unless they say otherwise
@@ -113,7 +114,7 @@ def _status(task: dict[str, Any], dialect: str) -> dict[str, Any]:
     state = str(status.get("state") or "submitted")
     message = status.get("message")
     if isinstance(message, dict):
-        parts = message.get("parts") if isinstance(message.get("parts"), list) else []
+        parts = as_list(message.get("parts"))
         out_msg: dict[str, Any] = {"messageId": message.get("messageId") or _message_id(str(task.get("id")), state)}
         if dialect == V1:
             out_msg.update(role=V1_AGENT_ROLE, parts=[v1_part(p) for p in parts])

@@ -169,7 +169,8 @@ class Fulfiller:
         runner = self._start(task_id, context, self._fulfil(task_id, context, text, resume, ready))
         waiter = asyncio.ensure_future(ready.wait())
         try:  # reply once `working` is saved, so a poll right after cannot read the old question
-            await asyncio.wait({waiter, runner}, return_when=asyncio.FIRST_COMPLETED)
+            racers: list[asyncio.Future[Any]] = [waiter, runner]
+            await asyncio.wait(racers, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiter.cancel()
         return await self.store.get(task_id) or {"id": task_id, "contextId": context, "status": {"state": "working"}}
@@ -282,7 +283,7 @@ class Fulfiller:
             parts = [_text_part(req.prompt)]
             if state == "auth-required" and req.url:
                 parts.append({"kind": "file", "file": {"uri": req.url}})
-            task = {"id": task_id, "contextId": context,
+            task: dict[str, Any] = {"id": task_id, "contextId": context,
                     "status": {"state": state, "message": _agent_message(*parts)},
                     "metadata": {"pending": dataclasses.asdict(req)}}
             return task, state

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Optional
 from urllib.parse import urlsplit
 from ..errors import ToolnexusError
 
 __all__ = ["BodyTooLarge", "ClientGone", "HostGuard", "bearer_ok", "header", "read_body"]
 
-Message = dict[str, Any]
+Message = MutableMapping[str, Any]  # an ASGI message
 
 
 class BodyTooLarge(ToolnexusError):

@@ -184,7 +184,7 @@ async def start_listener(app: Any, addr: str, *, on_stop: Sequence[Callable[[], 
         lifespan="off",
         ws="none",
         server_header=False,
-        timeout_keep_alive=limits.keep_alive,
+        timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type]  # annotated int; its timer takes float seconds
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
     )
     loop = asyncio.get_running_loop()

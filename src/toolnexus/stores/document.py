@@ -456,10 +456,10 @@ def _ledger_changes(ledger: dict[str, PendingRow], run_id: str, changes: Changes
         row.status, row.answered_at = APPLIED, row.answered_at or now
         rows.append(row)
     for request_id in changes.cancelled:
-        row = ledger.get(request_id)
-        if row is not None and row.status in (OPEN, CLAIMED):
-            row.status = CANCELLED
-            rows.append(row)
+        cancelled = ledger.get(request_id)
+        if cancelled is not None and cancelled.status in (OPEN, CLAIMED):
+            cancelled.status = CANCELLED
+            rows.append(cancelled)
     return rows
 
 

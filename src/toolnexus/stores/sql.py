@@ -228,10 +228,10 @@ def _ledger_rows(run_id: str, changes: Changes, now: float) -> Steps[list[Pendin
         row.status, row.answered_at = APPLIED, row.answered_at or now
         rows.append(row)
     for request_id in changes.cancelled:
-        row = yield from _get_pending(request_id, lock=True)
-        if row is not None and row.status in (OPEN, CLAIMED):
-            row.status = CANCELLED
-            rows.append(row)
+        cancelled = yield from _get_pending(request_id, lock=True)
+        if cancelled is not None and cancelled.status in (OPEN, CLAIMED):
+            cancelled.status = CANCELLED
+            rows.append(cancelled)
     return rows
 
 
@@ -268,10 +268,10 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         if value:
             sets.append(f"{column} = ?")
             params.append(value)
-    for column, value in (("state", changes.state), ("result", changes.result)):
-        if value is not None:
+    for column, document in (("state", changes.state), ("result", changes.result)):
+        if document is not None:
             sets.append(f"{column} = ?")
-            params.append(dumps(value))
+            params.append(dumps(document))
     who = "" if changes.take_lease else " AND lease_id = ?"
     row = yield Query(f"UPDATE tn_runs SET {', '.join(sets)} WHERE run_id = ?{who} RETURNING version, trace_seq, format",
                       (*params, run_id) if changes.take_lease else (*params, run_id, holder.id), "one")

@@ -28,6 +28,7 @@ from typing import Any, AsyncIterator, Optional
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from .._shapes import as_dict
 from ..agents.defs import AgentDef
 from ..client.errors import ProviderError, ProviderResponseError
 from ..client.journal import result_record
@@ -116,7 +117,7 @@ class AgentActivities:
                 "definitions on every worker of the task queue", type=TOOL_MISSING, non_retryable=True)
         answer = call.get("answer")
         ctx = ToolContext(answer=Answer.from_dict(answer)) if isinstance(answer, dict) else None
-        args = call.get("args") if isinstance(call.get("args"), dict) else {}
+        args = as_dict(call.get("args"))
         async with _heartbeating():
             try:
                 result = await tool.execute(args, ctx)

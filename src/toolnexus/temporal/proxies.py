@@ -118,7 +118,8 @@ def proxy_tool(agent: str, tool: Tool, options: TemporalOptions) -> Tool:
 
     async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult:
         answer = getattr(ctx, "answer", None)
-        call = {"agent": agent, "tool": tool.name, "args": args if isinstance(args, dict) else {},
+        arguments: dict[str, Any] = args if isinstance(args, dict) else {}
+        call = {"agent": agent, "tool": tool.name, "args": arguments,
                 "answer": dataclasses.asdict(answer) if answer is not None else None}
         check_payload(call, f"the arguments of tool {tool.name}", options.max_payload_bytes)
         attempts = options.tool_attempts if tool.idempotent else 1
@@ -134,7 +135,7 @@ def proxy_tool(agent: str, tool: Tool, options: TemporalOptions) -> Tool:
             known = isinstance(cause, ApplicationError) and cause.type in _KNOWN_FAILURES
             if known or tool.idempotent:
                 return ToolResult(f"tool {tool.name} failed: {_failure_text(exc)}", True)
-            return _in_doubt(tool, call["args"])
+            return _in_doubt(tool, arguments)
         return result_from_record(record)
 
     return dataclasses.replace(tool, execute=execute)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from ..parts import PartPolicy
 from .anthropic import AnthropicWire
@@ -13,7 +13,7 @@ from ...errors import ToolnexusValueError
 __all__ = ["dialect_for", "OpenAIWire", "AnthropicWire", "ToolCall", "Turn", "ResultEntry",
            "StreamAccumulator", "WireDialect"]
 
-_DIALECTS = {"openai": OpenAIWire, "anthropic": AnthropicWire}
+_DIALECTS: dict[str, Callable[[Optional[PartPolicy]], WireDialect]] = {"openai": OpenAIWire, "anthropic": AnthropicWire}
 
 
 def dialect_for(style: str, policy: Optional[PartPolicy] = None) -> WireDialect:

@@ -167,15 +167,15 @@ class AnthropicWire(DialectBase):
         if not calls:
             return messages
         nxt = messages[i + 1] if i + 1 < len(messages) else None
-        blocks = nxt.get("content") if isinstance(nxt, dict) and nxt.get("role") == "user" else None
-        holds_results = isinstance(blocks, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
+        content = nxt.get("content") if isinstance(nxt, dict) and nxt.get("role") == "user" else None
+        blocks: list[Any] = content if isinstance(content, list) else []
+        holds_results = any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
         answered = {b.get("tool_use_id") for b in blocks if isinstance(b, dict)} if holds_results else set()
         missing = [c for c in calls if c.id not in answered]
         if not missing:
             return messages
         fill = self._result_blocks([ResultEntry(c, text_for(c), True) for c in missing])
-        if holds_results:
+        if holds_results and isinstance(nxt, dict):
             merged = {**nxt, "content": list(blocks) + fill}
             return messages[: i + 1] + [merged] + messages[i + 2 :]
         return messages[: i + 1] + [{"role": "user", "content": fill}] + messages[i + 1 :]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..._shapes import as_dict
 from ..sse import SseEvent, json_payloads
 from .base import ToolCall, Turn, read_arguments, usage_of
 
@@ -54,17 +55,17 @@ class AnthropicStream:
                 continue
             kind = data.get("type") or event.event
             if kind == "message_start":
-                msg = data.get("message") if isinstance(data.get("message"), dict) else {}
+                msg = as_dict(data.get("message"))
                 self._usage.update(msg.get("usage") or {})
             elif kind == "content_block_start":
-                block = data.get("content_block") if isinstance(data.get("content_block"), dict) else {}
+                block = as_dict(data.get("content_block"))
                 self._blocks[self._index(data)] = dict(block)
             elif kind == "content_block_delta":
                 text = self._delta(self._index(data), data.get("delta"))
                 if text:
                     deltas.append(text)
             elif kind == "message_delta":
-                delta = data.get("delta") if isinstance(data.get("delta"), dict) else {}
+                delta = as_dict(data.get("delta"))
                 if delta.get("stop_reason") is not None:
                     self._stop_reason = delta["stop_reason"]
                     self.complete = True
@@ -93,7 +94,7 @@ class AnthropicStream:
         return None
 
     def turn(self) -> Turn:
-        content = []
+        content: list[dict[str, Any]] = []
         problems: dict[int, Optional[str]] = {}
         for index in sorted(self._blocks):
             block = self._blocks[index]

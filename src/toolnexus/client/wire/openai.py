@@ -28,6 +28,7 @@ import json
 import re
 from typing import Any, Callable, Optional
 
+from ..._shapes import as_dict
 from ...content.parts import MEDIA_PART_TYPES, is_part_dict
 from ..sse import SseEvent, json_payloads
 from .base import (DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, add_usage,
@@ -106,7 +107,7 @@ def canonical_part(part: dict[str, Any]) -> Optional[dict[str, Any]]:
             return {"type": "image", "mimeType": decoded[0], "data": decoded[1]}
         return {"type": "image", "mimeType": "", "url": url}
     if kind == "input_audio":
-        ref = part.get("input_audio") if isinstance(part.get("input_audio"), dict) else {}
+        ref = as_dict(part.get("input_audio"))
         fmt = str(ref.get("format") or "")
         mime = _AUDIO_MIME.get(fmt, f"audio/{fmt}" if fmt else "")
         return {"type": "audio", "mimeType": mime, "data": ref.get("data")}
@@ -312,7 +313,7 @@ class OpenAIWire(DialectBase):
         first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
         if first is None:
             return TranslateReply("", [], "stop", usage)
-        message = first.get("message") if isinstance(first.get("message"), dict) else {}
+        message = as_dict(first.get("message"))
         calls = message_calls(message)
         stop = first.get("finish_reason")
         finish = "tool_calls" if calls else (stop if isinstance(stop, str) and stop else "stop")
@@ -371,7 +372,7 @@ class OpenAIStream:
         slot = self._calls.setdefault(index if isinstance(index, int) else 0, {"id": "", "name": "", "arguments": ""})
         if tc.get("id"):
             slot["id"] = str(tc["id"])
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        fn = as_dict(tc.get("function"))
         if isinstance(fn.get("name"), str):
             slot["name"] += fn["name"]
         if isinstance(fn.get("arguments"), str):
