@@ -18,7 +18,10 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m toolnexus.demo
 
+# The layer contracts (import-linter) and the type checker run first; then the suite.
 test: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 # Speed and memory, side by side with a no-framework floor (and toolnexus 0.21.0 when its venv exists);

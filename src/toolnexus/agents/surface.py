@@ -263,7 +263,7 @@ class Agent:
             else:
                 prompt = str((args if isinstance(args, dict) else {}).get("prompt"))
                 result = await self.run(prompt, **rt_opts)
-                rt = result.runtime  # type: ignore[assignment]
+                rt = result.runtime
             meta: dict[str, Any] = {"agent": self.name, "turns": result.turns, "totalTokens": result.total_tokens}
             if result.status == TaskStatus.PENDING and result.pending is not None and rt is not None:
                 await park(result.pending.id, rt)

@@ -37,7 +37,7 @@ def check_trace_limit(limit: Any) -> Optional[int]:
     return limit
 
 
-class TraceRing(list):  # type: ignore[type-arg]
+class TraceRing(list):
     """A list that keeps only its newest `limit` items (`None`: unbounded)."""
 
     def __init__(self, limit: Optional[int] = DEFAULT_TRACE_LIMIT, items: Iterable[Any] = ()) -> None:
@@ -64,7 +64,7 @@ class TraceRing(list):  # type: ignore[type-arg]
         super().insert(index, item)
         self._trim()
 
-    def __iadd__(self, items: Iterable[Any]) -> "TraceRing":  # type: ignore[override,misc]
+    def __iadd__(self, items: Iterable[Any]) -> "TraceRing":  # type: ignore[misc]
         self.extend(items)
         return self
 

@@ -221,7 +221,7 @@ def check_decision(decision: Any, questions: Mapping[str, Question]) -> Decision
         for option, p in a.probabilities.items():
             _unit(key, f"probability of {option!r}", p)
         if isinstance(a, ChoiceAnswer):
-            offered = list(q.criteria)  # type: ignore[union-attr,arg-type]
+            offered = list(q.criteria)  # type: ignore[arg-type]
             if a.choice not in offered:
                 raise ClassifierError(f"classifier: answer {key!r}: choice {a.choice!r} is not an offered option "
                                       f"({', '.join(map(repr, offered))})")

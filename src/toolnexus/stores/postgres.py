@@ -109,7 +109,7 @@ class PostgresStore(SqlStore):
                             result = await self._execute(cur, query)
                             query = steps.send(result)
                     except StopIteration as stop:
-                        return stop.value  # type: ignore[no-any-return]
+                        return stop.value
                     finally:
                         steps.close()
         except StoreError:

@@ -78,7 +78,7 @@ class SqliteStore(SqlStore):
                 query = steps.send(result)
         except StopIteration as stop:
             conn.execute("COMMIT")
-            return stop.value  # type: ignore[no-any-return]
+            return stop.value
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
