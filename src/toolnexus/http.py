@@ -26,7 +26,7 @@ error. Bodies are decoded with the response charset (UTF-8 if absent or unknown,
 replaced) and capped at `max_body_bytes` (default 1 MiB, `None` = no cap) with a truncation marker.
 Transport failures have stable texts and `metadata["error"]` (see `toolnexus._http_exchange`).
 
-Choices beyond the pinned baseline (core.md §8):
+Choices beyond the pinned baseline:
 - #22 raw bodies default to `text/plain; charset=utf-8` (the stdlib's form-urlencoded label was
   an accident of urllib and misleads servers that parse forms).
 - #24 query and form values are written as JSON scalars (`true`, `3.0`), `None` is omitted and a

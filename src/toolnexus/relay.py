@@ -4,7 +4,7 @@ A relay tool suspends on its first execution with a `kind="tool_call"` Request w
 `data["calls"]` describes the call; the host executes it wherever it likes and answers with
 `relay_answer(id, results)` (or the single-call shorthand `{"output", "isError"}`). In process,
 the answer comes through `wait_for` and the retry reads it; durably, `Client.run_with_answer`
-fills the results into the transcript (suspension.md §8–9).
+fills the results into the transcript.
 
 This module is the tool-level half only: the loop stamps provider call ids into the blank `id`
 of each call and merges the calls of several relay suspensions of one turn.

@@ -155,7 +155,7 @@ class ToolContext:
 
 
 # Generated ids keep the pinned shape `pnd-<hex ms>-<n>`, but `n` starts at a random offset so
-# two processes minting ids in the same millisecond do not collide (suspension.md, beyond #11).
+# two processes minting ids in the same millisecond do not collide.
 _counter = itertools.count(random.randrange(1, 1 << 24))
 
 

@@ -1,4 +1,4 @@
-"""The outbound A2A agent descriptor, its config block and the budget rules (spec §1.1).
+"""The outbound A2A agent descriptor, its config block and the budget rules.
 
 `Agent` names a remote agent by its card URL plus per-agent headers and timings (milliseconds).
 Two optional fields go beyond the baseline: `context_id` (sent on every new task so calls share

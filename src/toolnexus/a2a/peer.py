@@ -1,6 +1,6 @@
 """Talking to one remote agent: fetch its Agent Card, plan the routes to it, one JSON-RPC call.
 
-`fetch_card` is the resolve-time GET (spec §1.2): non-2xx → `RuntimeError("HTTP <status>:
+`fetch_card` is the resolve-time GET: non-2xx → `RuntimeError("HTTP <status>:
 <body>")`, a body that is not a JSON object → a `ValueError` naming the URL. Its timeout is the
 agent's budget, capped at `CARD_TIMEOUT_CAP` seconds (a card is one small document; a dead host
 must not hold a whole toolkit build for the 300 s task budget).
@@ -14,11 +14,11 @@ must not hold a whole toolkit build for the 300 s task budget).
 - a legacy card: the endpoint is `card["url"]` when truthy, else `<scheme>://<netloc>` of the card
   URL. Its `protocolVersion` being 0.x (or absent) means the peer is either an existing toolnexus
   (`MIXED`) or a real 0.3 agent (`V03`); both look alike, so we try `MIXED` first and fall back to
-  `V03` on "method not found" (beyond #3). A 1.x `protocolVersion` puts `V1` first.
+  `V03` on "method not found". A 1.x `protocolVersion` puts `V1` first.
 
 `Peer` remembers which route worked, so later calls of any of the agent's tools go there directly.
 
-`rpc` is one JSON-RPC 2.0 exchange over HTTP POST (spec §1.3): non-2xx → the same pinned
+`rpc` is one JSON-RPC 2.0 exchange over HTTP POST: non-2xx → the same pinned
 `HTTP <status>: <body>`; a reply with a truthy `error` → `RpcError` carrying the error's `message`,
 else `JSON-RPC error <code>` (just `JSON-RPC error` without a code). A null `result` or a body
 that is not JSON reads as `{}` (the baseline's tolerance: the caller then keeps its previous view

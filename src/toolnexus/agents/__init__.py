@@ -1,6 +1,6 @@
-"""`toolnexus.agents`: the agent runtime (§7D), personas (§7E), compaction (§7F) and the harness loop.
+"""`toolnexus.agents`: the agent runtime, personas, compaction and the harness loop.
 
-An Agent is a Tool: a soul, a filtered toolkit and the §8 loop. `agent(...)` declares one,
+An Agent is a Tool: a soul, a filtered toolkit and the client loop. `agent(...)` declares one,
 `Agent.run` runs it under a fresh `AgentRuntime`, and the runtime's verbs (`spawn`, `post`,
 `wake`, `wait`, `interrupt`, `close`, `resume`) drive a tree of them. Not to be confused with
 `toolnexus.agent`, the outbound A2A descriptor.
@@ -18,7 +18,7 @@ parked handle holds), `durable` (commits, lease, journal), `restore` (a run back
 JSON and back), `trace` (bounded trace ring and transition events), `surface` (level 1),
 `persona`, `compaction`, `loop`.
 
-`__all__` is the agents.md §1 list, composed from the `__all__` of the modules that hold exactly
+`__all__` is the pinned public list, composed from the `__all__` of the modules that hold exactly
 one of its groups (`vocab`, `loop`, `persona`, `compaction`) plus the classes named here.
 """
 

@@ -4,15 +4,15 @@ holds its request, resume it, cascade up.
 When no `wait_for` is reachable, a suspension parks the whole chain: the leaf and every relaying
 ancestor are `suspended`, each holding (a copy of) the same `Request` and its preserved input.
 `route` picks the deepest durably suspended handle whose pending request id is the answer's id
-(beyond #4/#5: the id is checked, and independent pending subtrees are answered by id). An id
+(the id is checked, and independent pending subtrees are answered by id). An id
 that matches nothing is a `ResumeError` that lists what is pending.
 
 `replay_and_cascade` then replays the leaf's turn from its checkpoint with the Answer bound to
-the halted call (beyond #6, `escalation.ReplayBinding`), and replays each suspended ancestor in
+the halted call (`escalation.ReplayBinding`), and replays each suspended ancestor in
 turn; their `task` calls reattach to the same children by task key, so no child is duplicated.
 Counters continue from the checkpoint and never reset.
 
-Continue mode (ours, beyond #7; `resume_mode="continue"` on a def or the runtime): a handle that
+Continue mode (ours; `resume_mode="continue"` on a def or the runtime): a handle that
 suspended in this mode kept its halted transcript, so instead of replaying it runs a continuation
 (`turn.Continuation`): the client's durable resume fills the halted slot from the Answer — the
 halted tool runs once more with `ctx.answer`, earlier results stay byte for byte, the model is not

@@ -1,4 +1,4 @@
-"""Context compaction (§7F): a `before_llm` hook that summarizes the older part of a transcript.
+"""Context compaction: a `before_llm` hook that summarizes the older part of a transcript.
 
 `compactor(...)` returns an async `before_llm(ev)` hook. Under budget it returns None, so the
 wire transcript is byte-identical to running without it. Over budget it keeps a leading system

@@ -1,4 +1,4 @@
-"""The global turn gate and the per-turn usage meter, both living at the §8 transport seam.
+"""The global turn gate and the per-turn usage meter, both living at the transport seam.
 
 `GatedTransport` wraps the runtime's transport for one turn. Its `post` holds one of
 `max_concurrent_turns` slots for exactly one HTTP attempt — never a whole Run, because a parent

@@ -62,7 +62,7 @@ class InboxItem:
     """One unsolicited input. `from_` is a handle path, `"external"` or `"clock"`.
 
     `ticks` is ours: timer ticks coalesce at post time into one item whose `ticks` grows, so a
-    long turn cannot fill the inbox with ticks (agents.md, beyond the baseline #13).
+    long turn cannot fill the inbox with ticks.
     """
 
     from_: str
@@ -117,7 +117,7 @@ class TaskResult:
 
 @dataclass
 class SpawnError:
-    """`spawn` refused; `error` says why (pinned texts in agents.md §4)."""
+    """`spawn` refused; `error` says why (pinned texts)."""
 
     error: str
 
@@ -152,7 +152,7 @@ def _num_in(x: Optional[float]) -> float:
 class Handle:
     """One spawned agent. The runtime owns every transition; this class only holds state.
 
-    Attributes named in agents.md §2 are public; the ones starting with `_` are runtime-private
+    Attributes without a leading `_` are public; the ones starting with `_` are runtime-private
     live objects (waiters, the running turn) that are never part of a record.
     """
 

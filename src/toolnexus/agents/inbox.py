@@ -1,6 +1,6 @@
 """The unsolicited rail: how inbox items are admitted, coalesced and rendered into a turn's input.
 
-One wake drains the whole inbox as one block (pinned rendering, agents.md §7): non-timer items in
+One wake drains the whole inbox as one block (pinned rendering): non-timer items in
 arrival order with their provenance, then every timer tick collapsed into one counted line. The
 header tells the model that anything not sent by an ancestor is untrusted data.
 

@@ -1,4 +1,4 @@
-"""The harness loop: run one agent spec on one §8 client, with a completion gate and guardrails.
+"""The harness loop: run one agent spec on one client, with a completion gate and guardrails.
 
 Three pieces live here because both the harness `Loop` and the agent runtime use them:
 
@@ -14,10 +14,10 @@ Choices where the spec is silent (deliberate):
 
 - `run_gated` adds every attempt's `turns`, `usage` and `tool_calls` onto the result it returns
   (also for non-done results), so whoever rolls up that result counts all attempts, not only the
-  last one (agents.md, beyond #9).
+  last one.
 - `guarded_hooks` returns a `GuardedHooks` dict that remembers its guardrails and the hooks they
   wrapped. `resolve_hooks(def_hooks, runtime_hooks)` uses that to compose a guardrail-only def
-  over the runtime's hooks instead of replacing them (beyond #12). For a hooks *object*, its
+  over the runtime's hooks instead of replacing them. For a hooks *object*, its
   `__dict__` plus any of the four hook methods defined on its class are copied.
 - `Completion.verify` may also return a plain `bool` (read as `Verdict(ok)`).
 - `Loop` warns once (per agent name and field set) when the spec carries fields it ignores, raises
@@ -350,7 +350,7 @@ async def _soul_of(spec: Any) -> str:
 
 
 class Loop:
-    """One agent spec (an `Agent` or a `harness(...)` dict) run directly on one §8 client.
+    """One agent spec (an `Agent` or a `harness(...)` dict) run directly on one client.
 
     `options` are `create_client` keyword arguments; `toolkit` is what the model may call.
     `status` goes idle → running → idle, or to the run's non-done status, or to "error";

@@ -1,6 +1,6 @@
 """A runtime as plain JSON, and back: `AgentRuntime.snapshot()` / `AgentRuntime.from_snapshot()`.
 
-Beyond #2 (the handle table lived only in memory). A snapshot is one JSON-able dict:
+A snapshot is one JSON-able dict:
 
 - `format`: `SNAPSHOT_FORMAT`;
 - `registry`: the registry fingerprint (`registry_fingerprint`): sorted def names and, per def, a

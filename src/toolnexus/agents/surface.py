@@ -8,13 +8,13 @@ and waits; `as_tool()` makes the whole agent one tool of another loop. Persona h
 Choices where the spec is silent or where we go beyond its baseline:
 
 - `rt_opts` are validated up front: an unknown key raises `TypeError` naming the accepted ones;
-  `in_process` is accepted (beyond #18); so are `on_budget`, `on_transition`, `resume_mode` (see
+  `in_process` is accepted; so are `on_budget`, `on_transition`, `resume_mode` (see
   `defs.py`) and `trace_limit` (`trace.py`; through `rt_opts` `None` means the default bound, so
   pass `math.inf` for an unbounded trace).
 - `Agent(on_transition=..., resume_mode=...)` set the def-level values (def over runtime).
 - `soul_file` is read on a worker thread by `run` / `as_tool`, never on the event loop.
-- `as_tool` surfaces a suspension (beyond #8): a pending run returns an error `ToolResult` with
-  `metadata["pending"]`, so the outer §10 loop escalates or halts; the suspended runtime stays
+- `as_tool` surfaces a suspension: a pending run returns an error `ToolResult` with
+  `metadata["pending"]`, so the outer loop escalates or halts; the suspended runtime stays
   parked, and the retry with `ctx.answer` resumes it (and then closes it). At most
   `MAX_PARKED_RUNS` runs stay parked per tool; the call that parks one more closes the oldest
   before it returns.
@@ -61,7 +61,7 @@ __all__ = [
     "build_runtime",
     "RT_OPTS",
     "MAX_PARKED_RUNS",
-    # re-exported from persona (agents.md pins `surface.HEARTBEAT_PROMPT` / `MAX_BOOTSTRAP_FILE_BYTES`)
+    # re-exported from persona (`surface.HEARTBEAT_PROMPT` / `MAX_BOOTSTRAP_FILE_BYTES` are pinned names)
     *_persona.__all__,
     "HEARTBEAT_PROMPT",
     "MAX_BOOTSTRAP_FILE_BYTES",

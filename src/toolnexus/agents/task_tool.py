@@ -2,10 +2,10 @@
 
 Only defs with a non-empty team (`task_targets`) get it. Each call gets a child with its own
 transcript, so the parent gains exactly one tool message per delegation; parallel `task` calls in
-one model turn run concurrently through the §8 loop. A pending child makes the call itself a
+one model turn run concurrently through the client loop. A pending child makes the call itself a
 suspension (`metadata["pending"]`), leaving the child open so a resume can find it.
 
-Reattachment (ours, agents.md beyond #11): a call whose `agent:prompt` key matches a child of the
+Reattachment (ours): a call whose `agent:prompt` key matches a child of the
 *same* wake reattaches to it only while that wake is being replayed by `resume`; a fresh wake
 always spawns, so a later turn never receives a stale result from an earlier one. When the resume
 continues the halted turn instead of replaying it (`resume_mode="continue"`), only the halted call

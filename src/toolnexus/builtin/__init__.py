@@ -1,4 +1,4 @@
-"""Built-in tools (spec §3): `bash read write edit grep glob webfetch question apply_patch todowrite`.
+"""Built-in tools: `bash read write edit grep glob webfetch question apply_patch todowrite`.
 
 One module per family — `shell` (bash), `files` (read/write/edit), `search` (grep/glob and their
 glob matcher; the directory walker is `toolnexus._walk`, shared with skills), `web` (webfetch),

@@ -1,6 +1,6 @@
 """The `apply_patch` document as text: parse it, and apply its hunks to a file's text. Pure.
 
-Grammar (spec §3.4): `*** Begin Patch`, then `*** Add File: p` / `*** Update File: p` /
+Grammar: `*** Begin Patch`, then `*** Add File: p` / `*** Update File: p` /
 `*** Delete File: p` sections, then `*** End Patch`. Add bodies are `+`lines (one `+` removed,
 other lines verbatim, joined by `\\n`, no trailing newline added). Update bodies are hunks split at
 `@@` lines: `-old`, `+new`, ` context`, and any other line is context as written.

@@ -1,4 +1,4 @@
-"""Turning a path argument into the path a built-in tool may touch (spec §3.2).
+"""Turning a path argument into the path a built-in tool may touch.
 
 Relative paths join `base_dir` when one is set. With `confine_to_base_dir`, the joined path is
 canonicalised (symlinks of the existing part resolved, `..` folded, case-normalised) and refused

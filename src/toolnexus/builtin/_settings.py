@@ -23,7 +23,7 @@ from ..errors import ConfigError, ToolnexusTypeError
 __all__ = ["KILL_GRACE_MS", "BASH_MAX_TIMEOUT_MS", "EDIT_MAX_BYTES", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
 
 KILL_GRACE_MS = 2000
-"""Grace between SIGTERM and SIGKILL when `bash` stops a process group (spec §3.3)."""
+"""Grace between SIGTERM and SIGKILL when `bash` stops a process group."""
 
 
 BASH_MAX_TIMEOUT_MS = 600_000

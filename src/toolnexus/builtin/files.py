@@ -1,4 +1,4 @@
-"""The `read`, `write` and `edit` built-ins (spec §3.3).
+"""The `read`, `write` and `edit` built-ins.
 
 All file work runs in a worker thread; the event loop only awaits it. Text is handled as UTF-8
 bytes, so line endings are never translated: a CRLF file reads back with its `\\r\\n` and an edit

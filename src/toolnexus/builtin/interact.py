@@ -1,6 +1,6 @@
 """The `question` and `todowrite` built-ins: the two that talk to the host rather than the machine.
 
-`question` suspends the run (suspension.md §7): the first call returns
+`question` suspends the run: the first call returns
 `pending(kind="question", prompt=<rendered>, data={"questions": questions})`; the retry, with the
 host's `Answer` in `ctx.answer`, returns that answer's data as JSON (`ok` is not checked: a
 declined answer reads as `{}` and the model decides what to do). `todowrite` is stateless: it
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 QUESTION_DESCRIPTION = (
-    'Ask the host one or more questions. Suspends via a kind:"question" Request (§10); '
+    'Ask the host one or more questions. Suspends via a kind:"question" Request; '
     "the host's waitFor resolves it and the answer is returned to the model."
 )
 QUESTION_SCHEMA = object_schema(

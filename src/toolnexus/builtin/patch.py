@@ -2,7 +2,7 @@
 
 The document itself (grammar, hunks, line endings) is `_patch_text`; this module applies its
 `FileOp`s to files:
-- Paths are resolved like every file tool's (`_paths`, spec §3.2). Add on an existing file is
+- Paths are resolved like every file tool's (`_paths`). Add on an existing file is
   `file already exists`, Delete or Update of a missing one `file not found`.
 - Each file is staged once: a second operation on the same path sees the first one's result
   (Delete then Add recreates, two Updates compose) instead of overwriting it. `*** Move to: q`

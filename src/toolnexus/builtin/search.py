@@ -1,4 +1,4 @@
-"""The `grep` and `glob` built-ins, with the glob matcher they share (spec §3.5).
+"""The `grep` and `glob` built-ins, with the glob matcher they share.
 
 They walk with `toolnexus._walk.FileWalk` (the walker skills use too) in its no-symlink mode:
 symlinks (to files or directories) are neither followed nor listed, `IGNORE_DIRS` are skipped,

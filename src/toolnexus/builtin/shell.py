@@ -1,4 +1,4 @@
-"""The `bash` built-in: run one shell command, bounded in time and in output (spec §3.3).
+"""The `bash` built-in: run one shell command, bounded in time and in output.
 
 How a command runs (POSIX):
 - `[*shell, command]` via `asyncio.create_subprocess_exec` in a new session (so the command and

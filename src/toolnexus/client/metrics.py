@@ -1,6 +1,6 @@
 """The in-process metrics registry behind `Client.metrics()`: events in, Prometheus text out.
 
-The client loop hands every metric event it emits (`llm`, `tool`, `run`; client.md §11) to
+The client loop hands every metric event it emits (`llm`, `tool`, `run`) to
 `MetricsRegistry.record`; `render()` produces the pinned Prometheus exposition text byte for
 byte: the twelve HELP/TYPE header lines in a fixed order, each metric's series right after its
 TYPE line, sorted by their rendered label string (code-point order), integral numbers without a
@@ -160,7 +160,7 @@ class MetricsRegistry:
         self._histograms.setdefault(name, {}).setdefault(labels, _Histogram()).observe(value)
 
     def render(self) -> str:
-        """The pinned Prometheus text (client.md §11), ending with a newline."""
+        """The pinned Prometheus text, ending with a newline."""
         lines: list[str] = []
         with self._lock:
             for name, help_text, kind in _FAMILIES:

@@ -1,4 +1,4 @@
-"""Durable resume: answer a halted run's `Request` later, possibly in a fresh process (suspension.md §9.2).
+"""Durable resume: answer a halted run's `Request` later, possibly in a fresh process.
 
 A run without `wait_for` halts at its first suspension and hands back plain JSON: the transcript
 (`RunResult.messages`, or the store under `ask(id=)`) and the `Request`. `run_with_answer` takes
@@ -14,7 +14,7 @@ those plus the host's `Answer` and carries on:
   `Answer(id, ok=False, reason="expired")`.
 - **C. Filling H**: earlier results are kept byte for byte and the placeholder is replaced. Relay:
   every relayed call gets its `results` entry / the shorthand (first call) / `no result supplied
-  on resume for <name>`, or `relay declined for <name>: <reason>` when not ok. Non-relay: the §5
+  on resume for <name>`, or `relay declined for <name>: <reason>` when not ok. Non-relay: the suspension
   rule (`resolve_with_answer`: one retry with `ctx.answer`, `after_tool`, metric; `unresolved:` /
   `declined/expired:`). H's calls that have no slot yet are re-executed through the loop's own
   `tool_turn` (given the answered calls as settled), which settles them all in order — so with no
@@ -43,7 +43,7 @@ Limits: the transcript does not carry request ids, so a non-relay answer is boun
 the placeholder text (A.5) and, within one client, by the ledger; across processes the host's own
 store of open requests is what tells a stale answer from a live one.
 
-Not here: the turn loop (loop.py), the §5 rule (tool_calls.py), the relay tool itself (relay.py),
+Not here: the turn loop (loop.py), the suspension rule (tool_calls.py), the relay tool itself (relay.py),
 and a streaming resume (none is offered; one would reuse this prelude with `streaming=True`).
 """
 
@@ -208,7 +208,7 @@ def _check_placeholder(turn: _HaltedTurn, pending: Request) -> None:
 
 
 def _check_relay_outputs(pending: Request, answer: Answer) -> None:
-    """A.6 (and beyond #9): relay outputs must be strings, results must name relayed calls."""
+    """Relay outputs must be strings, results must name relayed calls."""
     if not is_relay_request(pending) or not answer.ok or answer.data is None:
         return
     data = answer.data

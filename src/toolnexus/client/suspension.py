@@ -1,4 +1,4 @@
-"""Loop-side touches on relay suspensions (suspension.md §8): id stamping and the durable-halt merge.
+"""Loop-side touches on relay suspensions: id stamping and the durable-halt merge.
 
 A relay tool does not know the provider's call id, so its request's `data["calls"]` entries carry a
 blank `id`; the loop stamps the call id in (and, where the wire gave a raw arguments string, that

@@ -1,4 +1,4 @@
-"""Exposing toolkit tools as an MCP server (SPEC §7C), on the mcp 2.x SDK.
+"""Exposing toolkit tools as an MCP server, on the mcp 2.x SDK.
 
 - `exposed_mcp_tools(tools, cfg)`: the profile's `tools` allow-list (None ⇒ all, `[]` ⇒ none).
 - `build_mcp_server(tools, cfg, on_call)`: a low-level `mcp.server.lowlevel.Server`; `tools` may
@@ -8,7 +8,7 @@
 - `serve_mcp_stdio(tools, cfg, on_call)`: the same server over stdin/stdout, for hosts that
   launch MCP servers as a command (`toolnexus serve --mcp-stdio`).
 
-Choices where the spec is silent or where we fix known weaknesses (mcp-skills-builtins.md §5):
+Choices where the spec is silent or where we fix known weaknesses:
 - Tools are read per request, never snapshotted: a tool `register`ed after `serve()` is listed.
 - `execute` gets a `ToolContext`: `signal` is an `asyncio.Event` set when the HTTP client
   disconnects or the served endpoint stops (None off HTTP); `answer` is set on the re-run after

@@ -1,4 +1,4 @@
-"""Bridging a §10 suspension (`kind: "input"`) to MCP elicitation on the calling client.
+"""Bridging a suspension (`kind: "input"`) to MCP elicitation on the calling client.
 
 A served tool that returns `pending(kind="input", ...)` asks the *MCP caller* for the input,
 instead of the suspension being flattened into error text. How depends on the connection:
@@ -14,7 +14,7 @@ instead of the suspension being flattened into error text. How depends on the co
 Neither applies to handshake-era requests on our stateless HTTP endpoint (no back channel),
 clients that did not declare elicitation, other kinds, or a `data["schema"]` MCP cannot carry:
 there the suspension is flattened as before (prompt text, `isError`).
-Answers follow the loop rule (suspension.md §5): accept ⇒ `Answer(ok=True, data=content)` and one
+Answers follow the loop rule: accept ⇒ `Answer(ok=True, data=content)` and one
 re-run; decline/cancel ⇒ `declined/expired: <prompt>`; a re-run that suspends again ⇒
 `unresolved: <prompt>`.
 """

@@ -1,4 +1,4 @@
-"""MCP servers as a tool source (mcp-skills-builtins.md §1; core.md C3/C4).
+"""MCP servers as a tool source.
 
 Reads an MCP config (file — JSON or JSONC — or dict; `mcpServers` | `servers` | `mcp` wrappers or
 a bare server map), connects every enabled server with the official `mcp` SDK (2.x), and turns
@@ -6,7 +6,7 @@ each server tool into a `Tool` named `<server>_<tool>` whose `execute` calls it.
 elicitations are bridged to the host's `wait_for` as suspension `Request`s
 (`elc-<hex ms>-<n>` ids). `list_mcp_tools` is the read-only inventory (nothing stays open).
 
-Choices beyond the pinned baseline (spec §5), each deliberate:
+Choices beyond the pinned baseline, each deliberate:
 - Servers connect concurrently; `status`/`tools`/diagnostics keep config order. One server's
   failure (bad entry, non-object entry such as `"$schema": "…"`, spawn error, timeout) never
   affects the others. A refused remote reports its cause (`could not connect to <url>:

@@ -77,7 +77,7 @@ def _summary(parts: list[dict[str, Any]]) -> str:
 
 
 def call_result_to_tool_result(result: Any, server: str) -> ToolResult:
-    """A `tools/call` result as a `ToolResult` (spec §1.5 steps 1-4); metadata names the server."""
+    """A `tools/call` result as a `ToolResult`; metadata names the server."""
     data = wire(result)
     content = [c for c in data.get("content") or [] if isinstance(c, dict)]
     parts = _parts(content) or None

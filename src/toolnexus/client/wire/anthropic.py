@@ -9,7 +9,7 @@ PDF documents — under the client's part policy in `client/parts.py`) on this w
 
 Streamed replies are assembled in `anthropic_reply.py` (blocks kept verbatim, final usage).
 
-Translate (client.md §14) on this wire: OpenAI-shaped messages, tools and `tool_choice` are
+Translate on this wire: OpenAI-shaped messages, tools and `tool_choice` are
 converted (`openai_messages_to_anthropic`, `openai_tools_to_anthropic`,
 `openai_tool_choice_to_anthropic`; public through `toolnexus.translate`), the system text is the
 `system` argument, else the client's `system_prompt`, else the hoisted system messages (key omitted
@@ -180,7 +180,7 @@ class AnthropicWire(DialectBase):
             return messages[: i + 1] + [merged] + messages[i + 2 :]
         return messages[: i + 1] + [{"role": "user", "content": fill}] + messages[i + 1 :]
 
-    # -- translate (client.md §14) --------------------------------------------------------------
+    # -- translate --------------------------------------------------------------
 
     def translate_url(self, base_url: str) -> str:
         return self.url(base_url)

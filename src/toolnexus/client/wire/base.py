@@ -117,7 +117,7 @@ class WireDialect(Protocol):
     """What the loop needs from a provider wire. Two implementations: openai, anthropic."""
 
     name: str
-    env_key: str  # the style's own API-key variable (client.md §5.5)
+    env_key: str  # the style's own API-key variable
     halt_emits_placeholder_result: bool
     result_id_key: str  # the key naming the answered call in one result item
 
@@ -141,7 +141,7 @@ class WireDialect(Protocol):
     def exhausted_text(self, messages: list[dict], run_start: int) -> str: ...
     def assistant_calls(self, message: Any) -> list[ToolCall]: ...
     def balance(self, messages: list[dict], text_for: Callable[[ToolCall], str]) -> list[dict]: ...
-    # translate (client.md §14): one call, OpenAI-shaped input
+    # translate: one call, OpenAI-shaped input
     def translate_url(self, base_url: str) -> str: ...
     def translate_headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]: ...
     def translate_request(self, messages: list[Any], tools: list[Any], toolkit: Any, system: Optional[str],

@@ -9,7 +9,7 @@ client's part policy in `client/parts.py`) on this wire:
   of tool messages, preceded by `Output of tool {name} ({tool_call_id}):`. That message is built
   per request and never stored.
 
-Translate (client.md §14) on this wire: its own URL rule (`/v1` added unless present or a `/chat/`
+Translate on this wire: its own URL rule (`/v1` added unless present or a `/chat/`
 path), lowercase headers, the caller's messages as given except that canonical part dicts in them
 are encoded exactly as the run loop does (so a part the provider rejects is never forwarded), the
 system text prepended only when no `system`/`developer` message exists, and a lenient reply reader
@@ -280,7 +280,7 @@ class OpenAIWire(DialectBase):
         fill = self.result_messages([ResultEntry(c, text_for(c), True) for c in missing])
         return messages[:j] + fill + messages[j:]
 
-    # -- translate (client.md §14) --------------------------------------------------------------
+    # -- translate --------------------------------------------------------------
 
     def translate_url(self, base_url: str) -> str:
         b = base_url.rstrip("/")
