@@ -1,42 +1,42 @@
-"""One execution of an A2A tool: submit → poll → a `ToolResult` (spec §1.3 plus beyond #3–#8).
+"""One execution of an A2A tool: submit → poll → a `ToolResult`.
 
 The flow, per call: budget = `ctx.timeout` (s) if given, else the agent's timeout (ms); the
 clock starts; `SendMessage` (trying the peer's routes in order, falling back on "method not
 found" / "version not supported"); then, while the task is not final: stop if aborted, time out
 if the budget is spent, sleep `poll_every` (clipped to what is left of the budget; abortable),
 stop if aborted, `GetTask`. Every RPC's HTTP timeout is the *remaining* budget (at least
-`RPC_FLOOR` s), so a hung peer cannot stretch a call past its budget (beyond #7); an RPC that
+`RPC_FLOOR` s), so a hung peer cannot stretch a call past its budget; an RPC that
 times out yields the pinned timeout result.
 
 Final states: `completed` → the answer text; `failed` / `canceled` / `rejected` → the pinned
-`A2A task <id> <state>[: <detail>]` error; `input-required` / `auth-required` → a §10 pending
-result (beyond #4) whose `Request` id carries the task and context ids, so the retry with
+`A2A task <id> <state>[: <detail>]` error; `input-required` / `auth-required` → a pending
+(suspended) result whose `Request` id carries the task and context ids, so the retry with
 `ctx.answer` (also in a fresh process) continues the same remote task: an answer with text
 (`data["text"]` / `data["output"]`, else the data as JSON) is sent as the next message of that
 task; an answer without data (authorization done out of band) just resumes polling it.
 
 An abort (`ctx.signal`) returns the pinned canceled result and, when a remote task exists and is
-not final, sends it a best-effort `CancelTask` bounded by `CANCEL_TIMEOUT` s (beyond #5). A
+not final, sends it a best-effort `CancelTask` bounded by `CANCEL_TIMEOUT` s. A
 signal already set before the call sends nothing. Task cancellation (`asyncio.CancelledError`)
 propagates untouched. Every result carries the pinned `metadata` keys `agent`, `taskId`,
 `state`, `polls`, `ms` (a pending result also has `pending`).
 
-Time (the budget, poll sleeps) is read from an injectable `Clock` (`SystemClock` by default).
+Time (the budget, poll sleeps) is read from an injectable `Clock` (`SystemClock` by default): both
+are the library's one clock shape and real clock (`toolnexus._clock`), so a runtime's clock fits.
 Every wait races `ctx.signal` through `toolnexus._abort.unless_aborted`: an `asyncio.Event` wakes
 it at once, any other signal is checked at least every 20 ms of real time.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Optional
 from urllib.parse import quote, unquote
 
 import httpx
 
 from .._abort import Aborted, unless_aborted
+from .._clock import AsyncioClock, Timer
 from .._env import expand_headers
 from ..types import Answer, ToolResult, new_request_id, pending, signal_fired
 from .descriptor import TERMINAL, Agent
@@ -72,26 +72,10 @@ _RESUME_PREFIX = "a2a"
 _SPENT_MS = 1e-3  # a budget with less than a microsecond left is spent (float sums of sleeps drift)
 
 
-@runtime_checkable
-class Clock(Protocol):
-    """Monotonic seconds and a sleep, the two things polling needs from time.
-
-    Any `toolnexus.agents` clock fits; tests inject one whose `sleep` just advances `now`.
-    """
-
-    def now(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    """Real time: `time.monotonic` and `asyncio.sleep`."""
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(max(0.0, seconds))
+# Polling needs only a reading and a sleep (`toolnexus._clock.Timer`): any toolnexus clock fits, and
+# tests inject one whose `sleep` just advances `now`. The real one is the library's `AsyncioClock`.
+Clock = Timer
+SystemClock = AsyncioClock
 
 
 def resume_id(task_id: str, context_id: str) -> str:
@@ -232,7 +216,7 @@ class TaskCall:
         self.state = task_state(task) or default_state
 
     async def _abort(self) -> ToolResult:
-        """Best-effort remote cancel (beyond #5), then the pinned canceled result."""
+        """Best-effort remote cancel, then the pinned canceled result."""
         route = self.route
         if self.task_id and route is not None and self.state not in FINAL:
             try:
@@ -280,7 +264,7 @@ class TaskCall:
         return self._result(f"A2A task {self.task_id} {self.state}" + (f": {detail}" if detail else ""), True)
 
     def _pending(self) -> ToolResult:
-        """input-required / auth-required → a §10 suspension the host can answer (beyond #4)."""
+        """input-required / auth-required → a suspension the host can answer."""
         prompt = status_text(self.task) or f"A2A task {self.task_id} {self.state}"
         kind = "authorization" if self.state == "auth-required" else "input"
         result = pending(kind=kind, prompt=prompt, id=resume_id(self.task_id, self.context_id),

@@ -151,7 +151,7 @@ def watch_tools(tools: list[Tool], turn: "TurnState") -> list[Tool]:
                 binding.used = True
                 if not binding.answer.ok:  # declined (or expired): the tool does not run again
                     return ToolResult(output=f"declined/expired: {req.prompt}", is_error=True)
-                result = await inner(args, ToolContext(answer=binding.answer))
+                result = await inner(args, ToolContext(signal=getattr(ctx, "signal", None), answer=binding.answer))
                 again = pending_of(result)
                 if again is not None:
                     turn.tool_minted.add(again.id)

@@ -1,4 +1,4 @@
-"""Personas (§7E): an agent whose home is a directory of bootstrap files.
+"""Personas: an agent whose home is a directory of bootstrap files.
 
 - `compose_soul(dir)` joins the bootstrap files present, in `BOOTSTRAP_ORDER`, into one soul;
 - `memory_tool(dir)` is the opt-in `memory` tool that edits `MEMORY.md` / `USER.md` on disk;
@@ -15,11 +15,12 @@ Choices where the spec is silent (deliberate):
 - `compose_soul` raises `NotADirectoryError` when `dir` is not a directory (a typo must not yield
   an empty soul); a UTF-8 BOM is dropped; invalid UTF-8 becomes U+FFFD.
 - `memory`: empty or non-string `text` is an error for every action, and `replace` needs a string
-  `with` (beyond #19). Each edit is read-modify-write under a lock (a per-file thread lock plus an
-  `flock` on the directory where available) and lands via temp file + `os.replace`, keeping the
-  file's mode; a symlinked file is written through to its target.
-- Heartbeat ticks coalesce at post time (beyond #13): the runtime's `post` folds a tick into a
-  tick already waiting in the inbox (its `ticks` count grows) instead of taking another slot, so
+  `with`. Each edit is read-modify-write under a lock (a per-file thread lock plus an `flock` on
+  the directory where available) and lands via the library's atomic write (`toolnexus._fs`:
+  staging file, fsync, `os.replace`), keeping the file's mode (a new file gets `0o644`); a
+  symlinked file is written through to its target.
+- Heartbeat ticks coalesce at post time: the runtime's `post` folds a tick into a tick already
+  waiting in the inbox (its `ticks` count grows) instead of taking another slot, so
   a long turn cannot crowd out real posts; the next idle turn still reads `tick (xK coalesced)`.
 - The heartbeat is a chain of `clock.call_later` timers, the first armed inside `start_agent`, so
   beats are anchored at start time (a virtual clock advanced right after `start_agent` fires them).
@@ -34,12 +35,11 @@ import codecs
 import contextlib
 import inspect
 import os
-import stat
-import tempfile
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from .._diag import warn
+from .._fs import file_mode, write_atomic
 from ..types import Tool, ToolResult
 from .handle import Handle, InboxItem, SpawnError
 from .vocab import HandleState
@@ -150,22 +150,9 @@ def _locked(path: str) -> Iterator[None]:
 
 
 def _atomic_write(path: str, text: str) -> None:
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = 0o644
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Replace `path` with `text` (staging file, fsync, rename), keeping its mode; a new file gets 0o644."""
+    mode = file_mode(path)
+    write_atomic(path, text, mode=0o644 if mode is None else mode)
 
 
 def _read_memory(path: str) -> str:

@@ -319,8 +319,9 @@ class RunLoop:
         """The tool runner of one turn (with the run's journal, if any)."""
         if self.span is not None:
             return tracing.TracedRunner(self.span, self.client, self.toolkit, turn_index, self.model, self.journal,
-                                        lambda: self.messages)
-        return ToolRunner(self.client, self.toolkit, turn_index, self.model, self.journal, lambda: self.messages)
+                                        lambda: self.messages, abort=self.abort)
+        return ToolRunner(self.client, self.toolkit, turn_index, self.model, self.journal, lambda: self.messages,
+                          abort=self.abort)
 
     def _journaled(self, write: Callable[[list[ResultEntry]], None]) -> Callable[[list[ResultEntry]], None]:
         """`write`, then tell the journal those calls' results are in the transcript."""

@@ -10,12 +10,17 @@ never retried and never reach `on_error`.
 raised at once, since retrying before the server's stated time would only fail again.
 
 `timer` (opt-in, `Client(timer=...)`): an object with `now()` (monotonic seconds) and
-`async sleep(seconds)` — any `toolnexus.agents.clock.Clock` fits — that then owns the deadline and
-every backoff sleep, so a virtual clock drives retries and timeouts without real waiting (agents.md
-beyond #17). The client's *default* per-call deadline (used when no `timeout_ms` is set) is a
-safety net against real hangs, so it always runs on real time (`Abort.real_time`); backoff sleeps
-still go through the timer. Without one, `time.monotonic` / `asyncio.sleep` are used exactly as before. The short
-grace an abandoned attempt gets to unwind stays real time: it is cleanup, not a policy delay.
+`async sleep(seconds)` — the library's one clock shape (`toolnexus._clock.Timer`, also exported here
+as `Timer`), so any `toolnexus.agents` clock fits — that then owns the deadline and every backoff
+sleep, so a virtual clock drives retries and timeouts without real waiting. The client's *default*
+per-call deadline (used when no `timeout_ms` is set) is a safety net against real hangs, so it
+always runs on real time (`Abort.real_time`); backoff sleeps still go through the timer. Without
+one, `time.monotonic` / `asyncio.sleep` are used exactly as before. The short grace an abandoned
+attempt gets to unwind stays real time: it is cleanup, not a policy delay.
+
+How a race is run (who wins, how the loser is cancelled and reaped) is `toolnexus._abort.race`,
+shared with the tools' signal races; this module only says what the run's cancel event and
+deadline are and which error each means.
 
 Not here: what an attempt does (the client passes a coroutine factory) or what the reply means.
 """
@@ -26,10 +31,12 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Optional, Protocol, TypeVar, runtime_checkable
+from typing import Any, Awaitable, Callable, Iterable, Optional, TypeVar
 
 from .errors import ProviderError, RunCancelled, RunTimeout
 from .result import ErrorClassifier, ErrorInfo
+from .._abort import STOPPED, discard, race as stop_race
+from .._clock import Timer, has_timer_shape
 from ..errors import ToolnexusTypeError
 
 __all__ = ["RETRYABLE_STATUSES", "DEFAULT_TRANSPORT_TIMEOUT", "_is_retryable_status", "_parse_retry_after",
@@ -64,18 +71,9 @@ def backoff_seconds(attempt: int, retry_base_ms: int) -> float:
     return retry_base_ms / 1000 * 2**attempt + random.random() * 0.1
 
 
-@runtime_checkable
-class Timer(Protocol):
-    """Injectable time for retries and deadlines: a monotonic reading and a sleep."""
-
-    def now(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
 def check_timer(timer: Any) -> Any:
     """`timer` itself when it has `now()` and `sleep()`; a clear `TypeError` otherwise."""
-    if timer is not None and not (callable(getattr(timer, "now", None)) and callable(getattr(timer, "sleep", None))):
+    if timer is not None and not has_timer_shape(timer):
         raise ToolnexusTypeError("toolnexus: `timer` needs now() -> monotonic seconds and async sleep(seconds) "
                         f"(e.g. a toolnexus.agents Clock), got {type(timer).__name__}")
     return timer
@@ -126,43 +124,21 @@ class Abort:
         return left is not None and left <= 0
 
 
-def _retrieve(task: asyncio.Future) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
 async def race(awaitable: Awaitable[T], abort: Abort, *, on_abort: Optional[Callable[[], Awaitable[None]]] = None) -> T:
     """Await `awaitable` unless cancel or deadline fires first (then abandon it and raise)."""
     try:
         abort.check()
     except BaseException:
-        if asyncio.iscoroutine(awaitable):
-            awaitable.close()
+        discard(awaitable)
         raise
-    task = asyncio.ensure_future(awaitable)
-    if abort.cancel is None and abort.deadline is None:
-        return await task
-    waiter = asyncio.ensure_future(abort.cancel.wait()) if abort.cancel is not None else None
+    stoppers: list[Awaitable[Any]] = [abort.cancel.wait()] if abort.cancel is not None else []
     timeout = abort.remaining()
-    alarm = None
     if abort.timer is not None and timeout is not None and not abort.real_time:  # on the injected clock
-        alarm = asyncio.ensure_future(abort.timer.sleep(max(timeout, 0)))
+        stoppers.append(abort.timer.sleep(max(timeout, 0)))
         timeout = None
-    try:
-        done, _ = await asyncio.wait([t for t in (task, waiter, alarm) if t is not None],
-                                     timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            return task.result()
-    finally:
-        for helper in (waiter, alarm):
-            if helper is not None:
-                helper.cancel()
-        if not task.done():
-            task.cancel()
-            task.add_done_callback(_retrieve)
-            if on_abort is not None:
-                await on_abort()
-            await asyncio.wait([task], timeout=_ABANDON_GRACE)
+    outcome = await stop_race(awaitable, *stoppers, timeout=timeout, on_abandon=on_abort, grace=_ABANDON_GRACE)
+    if outcome is not STOPPED:
+        return outcome
     if abort.cancel is not None and abort.cancel.is_set():
         raise RunCancelled()
     raise RunTimeout(abort.timeout_ms)
@@ -172,31 +148,12 @@ async def pause(seconds: float, abort: Abort) -> None:
     """Sleep `seconds`, waking at once on cancel; reaching the deadline raises `RunTimeout`."""
     left = abort.remaining()
     clipped = seconds if left is None else min(seconds, max(left, 0))
-    if abort.timer is not None:
-        await _timer_pause(abort.timer, clipped, abort.cancel)
-    elif abort.cancel is None:
-        await asyncio.sleep(clipped)
+    sleep = asyncio.sleep(clipped) if abort.timer is None else abort.timer.sleep(clipped)
+    if abort.cancel is None:
+        await sleep
     else:
-        try:
-            await asyncio.wait_for(abort.cancel.wait(), timeout=clipped)
-        except TimeoutError:
-            pass
+        await stop_race(sleep, abort.cancel.wait())  # either way on: the check below tells which
     abort.check()
-
-
-async def _timer_pause(timer: Timer, seconds: float, cancel: Optional[asyncio.Event]) -> None:
-    """`timer.sleep(seconds)`, cut short when `cancel` is set."""
-    if cancel is None:
-        await timer.sleep(seconds)
-        return
-    sleeper = asyncio.ensure_future(timer.sleep(seconds))
-    waiter = asyncio.ensure_future(cancel.wait())
-    try:
-        await asyncio.wait([sleeper, waiter], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for helper in (sleeper, waiter):
-            helper.cancel()
-        await asyncio.gather(sleeper, waiter, return_exceptions=True)
 
 
 @dataclass

@@ -7,15 +7,21 @@ an object: `ToolCall.args_error`) is never executed and no hook sees it: its res
 naming the tool and the JSON problem, so the model can send the call again. A tool (or hook) that raises fails the whole turn: the TaskGroup cancels
 the siblings (none keeps running unobserved) and the original exception is re-raised unchanged.
 
-`resolve_with_answer` is suspension.md §5 steps 3–4 for one call, reusable by the in-process
+`resolve_with_answer` applies a host's answer to one suspended call, reusable by the in-process
 `wait_for` path and by durable resume: declined ⇒ `declined/expired: <prompt>`; ok ⇒ one re-run with
 `ToolContext(answer=…)` (no `before_tool`; `after_tool` and a metric yes), still pending ⇒
-`unresolved: <prompt>`. Two answer checks come first (ours, issue #4): an `ok` answer that arrives
+`unresolved: <prompt>`. Two answer checks come first: an `ok` answer that arrives
 when the request's `expiresAt` is not after `client.clock()` is treated as expired
 (`declined/expired: <prompt>`), and an `ok` answer whose `data` does not match the request's flat
 `data["schema"]` gives the error result `invalid answer for <prompt>: <detail>` — in both cases the
 tool does not run (no retry, no hook, no metric). Durable resume applies the same two checks
 before anything runs (`resume.py`).
+
+Tool calls carry the run's cancel signal as `ctx.signal` (`RunSignal`, run_signal.py): it fires when
+the run is cancelled, runs out of time, or the call is abandoned. Every `ToolContext` a call gets
+carries it (one that already has a signal keeps its own); a first execution still gets `ctx=None`,
+as tool authors rely on, unless the tool takes the signal there (a `SignalTool`, and the library's
+MCP, HTTP and A2A tools, which race it).
 
 Not here: the order in which outcomes are written to the transcript (loop.py).
 """
@@ -24,12 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from .._schema import schema_error
 from ..types import Answer, Request, ToolContext, ToolResult, pending_of
+from .retry import Abort
+from .run_signal import RunSignal, takes_signal
 from .wire.base import ToolCall, arguments_error_text
 from ..errors import ToolnexusTypeError
 
@@ -67,8 +75,10 @@ class ToolRunner:
     """
 
     def __init__(self, client: Any, toolkit: Any, turn: int, model: Optional[str] = None, journal: Any = None,
-                 transcript: Optional[Callable[[], list[dict[str, Any]]]] = None) -> None:
+                 transcript: Optional[Callable[[], list[dict[str, Any]]]] = None, *,
+                 abort: Optional[Abort] = None) -> None:
         self.client = client
+        self.abort = abort  # the run's cancel event and deadline, which each call's `ctx.signal` follows
         self.toolkit = toolkit
         self.turn = turn
         self.model = client.model if model is None else model
@@ -90,10 +100,30 @@ class ToolRunner:
     async def execute(self, name: str, args: dict[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
         if self.toolkit is None:
             return ToolResult(output=f"unknown tool: {name}", is_error=True)
-        result = await self.toolkit.execute(name, args, ctx)
+        ctx, signal = self.context_for(name, ctx)
+        try:
+            result = await self.toolkit.execute(name, args, ctx)
+        except asyncio.CancelledError:  # the call was abandoned: a tool still working (a thread) can see it
+            if signal is not None:
+                signal.interrupt()
+            raise
         if not isinstance(result, ToolResult):
             raise ToolnexusTypeError(f"toolnexus: tool {name!r} returned {type(result).__name__}, expected ToolResult")
         return result
+
+    def context_for(self, name: str, ctx: Optional[ToolContext]) -> tuple[Optional[ToolContext], Optional[RunSignal]]:
+        """`ctx` carrying this call's `RunSignal` (a signal already there is kept), and that signal.
+
+        A first execution (`ctx is None`) stays None unless the tool takes the signal there."""
+        if ctx is not None:
+            if ctx.signal is not None:
+                return ctx, None
+            signal = RunSignal(self.abort)
+            return replace(ctx, signal=signal), signal
+        if not takes_signal(self.toolkit.get(name)):
+            return None, None
+        signal = RunSignal(self.abort)
+        return ToolContext(signal=signal), signal
 
     def emit_tool(self, name: str, result: ToolResult, started: float) -> None:
         suspended = pending_of(result) is not None
@@ -151,7 +181,7 @@ async def gather_in_order(coros: list[Awaitable[T]]) -> list[T]:
 
 
 async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: Optional[Answer]) -> ToolResult:
-    """Suspension.md §5 steps 3–4 for one suspended call (see module docstring)."""
+    """Apply `answer` to one suspended call (see module docstring)."""
     request = outcome.request
     assert request is not None
     if answer is None or not answer.ok or is_expired(request, runner.client.clock()):
@@ -181,7 +211,7 @@ def utc_now() -> datetime:
 def expires_at(request: Request) -> Optional[datetime]:
     """`request.expiresAt` as an aware datetime (RFC 3339, `Z` accepted, naive = UTC), else None.
 
-    An unparseable value is not enforced (suspension.md §9 B), so it reads as "no expiry".
+    An unparseable value is not enforced, so it reads as "no expiry".
     """
     raw = request.expiresAt
     if not isinstance(raw, str) or not raw.strip():

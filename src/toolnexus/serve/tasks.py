@@ -9,9 +9,10 @@ way out (`toolnexus.serve.a2a_render`).
   task goes first, then the least recently saved task of any state), and a finished task
   (`completed`, `failed`, `canceled`, `rejected`) is forgotten `terminal_ttl` seconds after its
   last save. A task waiting for input is never expired by time: its human may answer late.
-- `FileTaskStore` keeps one `<dir>/<sanitize(id)>.json` per task. A save writes a temp file with a
-  unique name in the same directory, fsyncs it, `os.replace`s it over the target and fsyncs the
-  directory, so a reader never sees half a file and concurrent saves of one id never collide.
+- `FileTaskStore` keeps one `<dir>/<sanitize(id)>.json` per task (owner-only). A save is the
+  library's atomic write (`toolnexus._fs`): a staging file with a unique name in the same
+  directory, fsynced, `os.replace`d over the target, the directory fsynced, so a reader never
+  sees half a file and concurrent saves of one id never collide.
   File work runs in a worker thread, never on the event loop. A file whose task id differs from
   the one asked for (two ids that sanitise alike) reads as missing.
 - `DurableTaskStore` keeps tasks in a durable run store (`toolnexus.stores`: SQLite, PostgreSQL)
@@ -33,13 +34,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
+from .._fs import write_atomic
 from ..mcp_serve.errors import UnknownStoreError
 from ..types import sanitize
 from ..errors import ToolnexusValueError, UnsupportedOperation
@@ -141,19 +142,6 @@ class InMemoryTaskStore(TaskStore):
         return len(self._tasks)
 
 
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # e.g. a platform without directory handles
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class FileTaskStore(TaskStore):
     """One JSON file per task under `dir`, written atomically (see the module docstring)."""
 
@@ -179,22 +167,7 @@ class FileTaskStore(TaskStore):
         return task if task is not None and str(task.get("id")) == str(id) else None
 
     def _save(self, task: A2ATask) -> None:
-        target = self.path_for(task["id"])
-        data = json.dumps(task).encode("utf-8")
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        _fsync_dir(self.dir)
+        write_atomic(self.path_for(task["id"]), json.dumps(task).encode("utf-8"), mode=0o600)
 
     def _list(self, states: Optional[Iterable[str]]) -> list[A2ATask]:
         out = []

@@ -6,10 +6,11 @@ transcripts, one JSON message per line), `runs/<run>/trace.jsonl`, `requests/<id
 answer ledger).
 
 Atomicity without a database: one store-wide `flock` serialises writers across processes, and a
-commit first writes its whole effect to `redo.json` (temp file with a unique name, fsync, rename),
-then applies it, then removes it. Whoever takes the lock next finds an unfinished `redo.json` and
-applies it again — every step is idempotent (appends start at recorded byte offsets, files are
-replaced whole) — so a crash at any point leaves either the old state or the new one.
+commit first writes its whole effect to `redo.json` (the library's atomic write, `toolnexus._fs`:
+staging file, fsync, rename, fsync the folder), then applies it, then removes it. Whoever takes
+the lock next finds an unfinished `redo.json` and applies it again — every step is idempotent
+(appends start at recorded byte offsets, files are replaced whole) — so a crash at any point
+leaves either the old state or the new one. Its files are owner-only (`0o600`).
 
 Blocking file I/O runs on one worker thread per store, never on the event loop. Good for a few
 processes on one machine; for many workers use SQLite or PostgreSQL.
@@ -22,11 +23,11 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Optional, TypeVar
 
+from .._fs import fsync_dir, write_atomic
 from ..durable import StoreUnavailable, StoreVersionError
 from ..durable.model import SCHEMA_VERSION, PendingRow
 from .document import TRACE_KEEP, DocumentStore, Edits, RunDoc
@@ -47,31 +48,9 @@ def _name(value: str) -> str:
     return quoted
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_atomic(path: str, text: str) -> None:
-    """Replace `path` with `text`: unique temp file in the same folder, fsync, rename, fsync folder."""
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(folder)
+    """Replace `path` with `text`: owner-only staging file in the same folder, fsync, rename, fsync folder."""
+    write_atomic(path, text, mode=0o600)
 
 
 def _read_lines(path: str, limit: Optional[int] = None) -> list[str]:
@@ -218,7 +197,7 @@ class FileStore(DocumentStore):
         for name, row in (redo.get("rows") or {}).items():
             _write_atomic(self._path("requests", name), json.dumps(row, ensure_ascii=False))
         os.unlink(self._path("redo.json"))
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     # -- primitives --------------------------------------------------------------------------------
 

@@ -24,12 +24,12 @@ import asyncio
 import dataclasses
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter, PayloadCodec
+from .._fs import write_atomic
 from ..errors import ToolnexusValueError
 
 __all__ = ["ExternalPayloadCodec", "REFERENCE_ENCODING"]
@@ -59,14 +59,7 @@ class ExternalPayloadCodec(PayloadCodec):
         target = self.directory / key
         if target.exists():
             return
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(str(target), data, mode=0o600, fsync=False)
 
     def get(self, key: str) -> bytes:
         """The bytes stored under `key` (blocking; runs off the event loop)."""

@@ -4,8 +4,9 @@ Run as a stdio server: `python -m tests.support.mcp_servers.demo [flags]` (or by
 `build_server()` is served over streamable HTTP / SSE by `http_servers.py`.
 
 Tools (original names): `echo`, `structured`, `fail`, `fail_blank`, `media`, `mixed`, `getenv`,
-`sleep` (records cancellations), `stats`, `crash` (SIGKILLs the process), `ask` / `ask_url`
-(elicitation), `grow` (adds a tool and sends tools/list_changed), `pid`, `rpc_error`, `dotted.name`.
+`sleep` (records cancellations), `stats` (cancellations, sleeps in progress), `crash` (SIGKILLs
+the process), `ask` / `ask_url` (elicitation), `grow` (adds a tool and sends tools/list_changed),
+`pid`, `rpc_error`, `dotted.name`.
 
 Flags: `--ready-fifo PATH` write our pid to PATH first thing (before the slow imports);
 `--delay S` sleep before serving (slow start); `--page-size N` paginate tools/list;
@@ -76,7 +77,7 @@ def build_server(opts: argparse.Namespace | None = None) -> Server:
         _tool("header", "Read a request header (HTTP only)", {"name": {"type": "string"}}),
         types.Tool(name="dotted.name", description=None, input_schema={"type": "object"}),
     ]
-    stats = {"cancelled": 0, "grown": 0}
+    stats = {"cancelled": 0, "grown": 0, "sleeping": 0}  # sleeping: `sleep` calls in progress
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         cursor = params.cursor if params is not None else None
@@ -126,11 +127,14 @@ def build_server(opts: argparse.Namespace | None = None) -> Server:
         if name == "getenv":
             return types.CallToolResult(content=_text(os.environ.get(str(args.get("name")), "<unset>")))
         if name == "sleep":
+            stats["sleeping"] += 1
             try:
                 await anyio.sleep(float(args.get("seconds", 10)))
             except anyio.get_cancelled_exc_class():
                 stats["cancelled"] += 1
                 raise
+            finally:
+                stats["sleeping"] -= 1
             return types.CallToolResult(content=_text("slept"))
         if name == "stats":
             return types.CallToolResult(content=_text(json.dumps(stats)))
