@@ -65,7 +65,7 @@ def wall_now(clock: Any) -> datetime:
     """The wall time (aware UTC `datetime`) by `clock`'s `utc_now()` if it has one, else the machine's."""
     read = getattr(clock, "utc_now", None)
     if callable(read):
-        return read()  # type: ignore[no-any-return]
+        return read()
     return datetime.now(timezone.utc)
 
 

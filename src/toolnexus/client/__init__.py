@@ -22,6 +22,7 @@ from .result import (LIMIT_COMPLETION, LIMIT_MAX_TURNS, LIMIT_TIMEOUT, RUN_STATU
                      RUN_STATUS_PENDING, RUN_STATUSES, ClientStyle, ErrorClassifier, ErrorInfo, ErrorTier, Hooks,
                      MetricEvent, OnMetric, RunResult, WaitFor)
 from .retry import Timer, _is_retryable_status, _parse_retry_after
+from .run_signal import RunSignal, SignalTool, wants_signal
 from .structured import FINAL_RESULT_TOOL, OutputValidationError
 from .transport import MAX_RESPONSE_BYTES, HttpTransport, InProcessTransport
 
@@ -38,7 +39,7 @@ __all__ = [
     "MAX_ERROR_BODY", "RUN_STATUS_DONE", "RUN_STATUS_PENDING", "RUN_STATUS_INCOMPLETE", "RUN_STATUSES",
     "LIMIT_MAX_TURNS", "LIMIT_COMPLETION", "LIMIT_TIMEOUT", "HttpxTransport", "Http11Transport",
     "Timer", "OutputValidationError", "FINAL_RESULT_TOOL", "NO_DEADLINE", "DEFAULT_CALL_TIMEOUT_MS",
-    "MAX_RESPONSE_BYTES", "ResponseTooLarge", "redact_secrets",
+    "MAX_RESPONSE_BYTES", "ResponseTooLarge", "redact_secrets", "RunSignal", "SignalTool", "wants_signal",
 ]
 
 

@@ -174,7 +174,7 @@ async def gather_in_order(coros: list[Awaitable[T]]) -> list[T]:
         return [await coros[0]]
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(c) for c in coros]  # type: ignore[arg-type]
+            tasks: list[asyncio.Task[T]] = [group.create_task(c) for c in coros]  # type: ignore[arg-type]
     except BaseExceptionGroup as eg:
         raise first_leaf(eg) from None
     return [t.result() for t in tasks]
