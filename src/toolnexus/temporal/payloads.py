@@ -59,7 +59,7 @@ class ExternalPayloadCodec(PayloadCodec):
         target = self.directory / key
         if target.exists():
             return
-        write_atomic(str(target), data, mode=0o600, fsync=False)
+        write_atomic(str(target), data, mode=0o600, fsync=True)  # content-addressed: an existing file is never rewritten, so it must be whole
 
     def get(self, key: str) -> bytes:
         """The bytes stored under `key` (blocking; runs off the event loop)."""
