@@ -16,22 +16,25 @@ parked handle holds), `durable` (commits, lease, journal), `restore` (a run back
 `handle` / `defs` / `budget` / `clock` (plain state), `vocab` (the closed vocabularies), `inbox`,
 `gate` (turn gate and spend meter), `escalation`, `task_tool`, `snapshot` (the runtime as plain
 JSON and back), `trace` (bounded trace ring and transition events), `surface` (level 1),
-`persona`, `compaction`, `loop`.
+`persona` (soul and memory) and `launch` (an agent from a folder, on a heartbeat), `compaction`,
+`loop`, `resumption` (the host verb `resume`).
 
 `__all__` is the pinned public list, composed from the `__all__` of the modules that hold exactly
-one of its groups (`vocab`, `loop`, `persona`, `compaction`) plus the classes named here.
+one of its groups (`vocab`, `loop`, `persona` with `launch`, `compaction`) plus the classes named
+here.
 """
 
 from __future__ import annotations
 
-from . import compaction as _compaction, loop as _loop, persona as _persona, vocab as _vocab  # for their __all__
+from . import compaction as _compaction, launch as _launch, loop as _loop, persona as _persona, vocab as _vocab  # for their __all__
 from .budget import Budget
 from .clock import AsyncioClock, Clock
 from .compaction import *  # noqa: F403 - its __all__ is the compaction group
 from .defs import AgentDef
 from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult
 from .loop import *  # noqa: F403 - its __all__ is the loop group
-from .persona import *  # noqa: F403 - its __all__ is the surface group, bar Agent / agent
+from .launch import *  # noqa: F403 - with persona's, the surface group, bar Agent / agent
+from .persona import *  # noqa: F403 - with launch's, the surface group, bar Agent / agent
 from .resumption import resume
 from .runtime import AgentRuntime
 from .surface import Agent, agent
@@ -56,7 +59,7 @@ __all__ = [
     # surface
     "Agent",
     "agent",
-    *_persona.__all__,
+    *sorted([*_persona.__all__, *_launch.__all__]),
     # compaction
     *_compaction.__all__,
     # durable runs

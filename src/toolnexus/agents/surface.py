@@ -2,8 +2,9 @@
 
 An `Agent` is a declaration (soul, tools, team, limits). `registry()` turns the team graph into
 `AgentDef`s; `run(prompt)` builds a fresh `AgentRuntime`, spawns the agent under root, wakes it
-and waits; `as_tool()` makes the whole agent one tool of another loop. Persona helpers
-(`agent_from_dir`, `start_agent`, …) live in `persona.py` and are re-exported here.
+and waits; `as_tool()` makes the whole agent one tool of another loop. The persona helpers build
+on this module: `compose_soul` and `memory_tool` (persona.py, re-exported here), `agent_from_dir`
+and `start_agent` (launch.py).
 
 Choices where the spec is silent or where we go beyond its baseline:
 
@@ -45,11 +46,8 @@ from .persona import (  # re-exported: see __all__
     HEARTBEAT_OK,
     HEARTBEAT_PROMPT,
     MAX_BOOTSTRAP_FILE_BYTES,
-    StartedAgent,
-    agent_from_dir,
     compose_soul,
     memory_tool,
-    start_agent,
 )
 from .runtime import AgentRuntime
 from .vocab import TaskStatus
