@@ -35,7 +35,7 @@ from .types import McpStatus, Tool, ToolContext, ToolResult
 from .errors import ConfigError, ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .client.body import EncodedList
+    from ._encoded import EncodedList
     from .a2a import Agent as A2AAgent
     from .skill import SkillDef, SkillSource
 
@@ -160,7 +160,7 @@ class Toolkit:
         a tool added, removed or replaced, or a tool's name, description or schema object
         replaced; editing a schema dict in place is not noticed.
         """
-        from .client.body import EncodedList
+        from ._encoded import EncodedList
 
         tools = self.tools()
         key = tuple((id(t), t.name, t.description, id(t.input_schema)) for t in tools)

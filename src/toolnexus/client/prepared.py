@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .body import EncodedList, inner
+from .._encoded import EncodedList, inner
 from .parts import media_parts_summary
 
 __all__ = ["PreparedTranscript"]

@@ -46,7 +46,7 @@ from typing import Any, Optional
 from .._schema import schema_problems
 from .._typed import Adapter, ArgumentProblems, json_default, pydantic_schema
 from ..adapters import to_anthropic, to_openai
-from .body import EncodedList
+from .._encoded import EncodedList
 from ..errors import ToolnexusError, ToolnexusTypeError, ToolnexusValueError
 from ..types import Tool, ToolResult
 

@@ -174,7 +174,7 @@ def _settle(slots: list[_Slot]) -> _Settled:
     diagnostics (the reason logged is the reason kept)."""
     status: dict[str, McpStatus] = {}
     reasons: dict[str, str] = {}
-    connected = []
+    connected: list[tuple[ServerConnection, list[dict[str, Any]]]] = []
     for name, conn, outcome in slots:
         if outcome == "disabled":
             status[name] = "disabled"
@@ -189,6 +189,7 @@ def _settle(slots: list[_Slot]) -> _Settled:
             warn(f'[toolnexus] MCP server "{name}" failed: {reasons[name]}')
             continue
         status[name] = "connected"
+        assert conn is not None  # a slot without a connection holds its exception, handled above
         connected.append((conn, outcome.result()))
     return status, reasons, connected
 
