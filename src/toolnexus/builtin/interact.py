@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 QUESTION_DESCRIPTION = (
-    'Ask the host one or more questions. Suspends via a kind:"question" Request; '
+    'Ask the host one or more questions. Suspends via a kind:"question" Request (§10); '
     "the host's waitFor resolves it and the answer is returned to the model."
 )
 QUESTION_SCHEMA = object_schema(
