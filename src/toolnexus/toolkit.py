@@ -1,10 +1,13 @@
-"""The Toolkit: every tool source assembled behind one name → `Tool` table.
+"""The Toolkit: tool sources assembled behind one name → `Tool` table, and routing by name.
 
-Sources are loaded in a fixed order — MCP servers, the `skill` tool, the built-ins, remote A2A
-agents, then the caller's `extra_tools` — and the first tool to claim a name keeps it (an extra
-tool may shadow a built-in of the same name). `execute` routes a call by name.
+A `ToolSource` (see `tool_source.py`) lists its tools, refreshes and closes; the toolkit knows
+no source by name. `create_toolkit` only composes — each source reads its own options and config
+block — in a fixed order: MCP servers, the `skill` tool, the built-ins, remote A2A agents, then
+the caller's `extra_tools`. The first tool to claim a name keeps it, except that a source may
+shadow a kind of source: the caller's tools shadow the built-ins (a custom `bash` replaces the
+built-in). `Toolkit.from_sources` takes any sources in the order given.
 
-Deliberate choices beyond the pinned baseline (core.md §8):
+Deliberate choices beyond the pinned baseline:
 - `execute` never lets a tool's exception escape: it becomes an error result naming the tool, with
   `metadata["error_type"]` naming the class; the traceback is logged at DEBUG.
 - `execute` accepts the arguments as a JSON string too; unknown names list close matches.
@@ -13,26 +16,26 @@ Deliberate choices beyond the pinned baseline (core.md §8):
 - When `mcp_config` is a file path, its reserved keys (`builtins`, `agents`, `a2a`, `mcpServer`)
   are honoured exactly as for a dict config.
 - `mcp_reasons()` sits next to the pinned `mcp_status()`: `{server: reason}` for each failed server.
-- `refresh()` re-lists MCP tools (a server's `tools/list_changed`) and re-assembles the table.
+- `refresh()` refreshes every source (MCP re-lists its servers' tools) and re-assembles the table.
 - After `close()` the toolkit lists no tools and `execute` answers `toolkit closed`; `close()` is
-  idempotent.
-This module does no network or process work itself: each source module does its own.
+  idempotent and closes every source, even when one of them fails to close.
+This module does no network or process work itself: each source does its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import difflib
-import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import adapters
 from ._diag import tool_raised, warn, warn_once
+from .tool_source import SkillCatalog, StatusReporting, ToolList, ToolSource, as_mcp_source, as_skill_source
 from .types import McpStatus, Tool, ToolContext, ToolResult
-from .errors import ConfigError, ToolnexusTypeError
+from .errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._encoded import EncodedList
@@ -67,30 +70,66 @@ class Toolkit:
         mcp_server_config: Optional[dict[str, Any]] = None,
         disable_tools: Optional[list[str]] = None,
     ) -> None:
-        _check_relay_names(list(extra_tools))
-        self._mcp = mcp
-        self._skill = skill
-        self.a2a_config = a2a_config
+        sources: list[ToolSource] = []
+        if mcp is not None:
+            sources.append(as_mcp_source(mcp))
+        if skill is not None:
+            sources.append(as_skill_source(skill))
+        sources += [ToolList("builtin", builtins), ToolList("a2a", agents), extra_source(extra_tools)]
+        self._setup(sources, a2a_config, mcp_server_config, disable_tools)
+
+    @classmethod
+    def from_sources(
+        cls,
+        sources: Iterable[ToolSource],
+        *,
+        disable_tools: Optional[list[str]] = None,
+        a2a_config: Optional[dict[str, Any]] = None,
+        mcp_server_config: Optional[dict[str, Any]] = None,
+    ) -> "Toolkit":
+        """A toolkit over `sources`, assembled in the order given (the first to claim a name keeps it).
+
+        The toolkit owns the sources from here: `close()` closes them.
+        """
+        listed = list(sources)
+        for source in listed:
+            if not isinstance(source, ToolSource):
+                raise ConfigError(
+                    f"toolnexus: {type(source).__name__} is not a tool source: it needs kind, shadows, "
+                    "list_tools(), async refresh() and async close() (toolnexus.tool_source.ToolSource)"
+                )
+        kit = cls.__new__(cls)
+        kit._setup(listed, a2a_config, mcp_server_config, disable_tools)
+        return kit
+
+    def _setup(self, sources: list[ToolSource], a2a_config: Optional[dict[str, Any]],
+               mcp_server_config: Optional[dict[str, Any]], disable_tools: Optional[list[str]]) -> None:
+        self._sources = sources
+        self.a2a_config = a2a_config  # serve profiles, read by `serve()`
         self.mcp_server_config = mcp_server_config
         self._disabled = set(disable_tools or [])
         self._closed = False
-        self._builtins = list(builtins)
-        self._agents = list(agents)
-        self._extra = list(extra_tools)
         self._registered: list[Tool] = []
         self._by_name: dict[str, Tool] = {}
         self._declared: dict[str, tuple[tuple[Any, ...], Any]] = {}  # style -> (tools key, declarations)
         self._assemble(warn_unknown_disabled=True)
 
+    @property
+    def sources(self) -> list[ToolSource]:
+        """The sources this toolkit assembles, in priority order (a new list)."""
+        return list(self._sources)
+
     def _assemble(self, *, warn_unknown_disabled: bool = False) -> None:
-        """(Re)build the name table: MCP → skill → builtins (minus shadowed) → agents → extras → registered."""
-        extra_names = {t.name for t in self._extra}
-        candidates: list[Tool] = []
-        candidates += list(getattr(self._mcp, "tools", None) or [])
-        if self._skill is not None:
-            candidates.append(self._skill.tool)
-        candidates += [t for t in self._builtins if t.name not in extra_names]
-        candidates += self._agents + self._extra
+        """(Re)build the name table: each source's tools in source order, minus shadowed and
+        disabled names, first name wins; then the registered tools."""
+        listed = [(source, source.list_tools()) for source in self._sources]
+        _check_relay_names([t for _, tools in listed for t in tools])
+        shadowed: dict[str, set[str]] = {}  # kind -> names a shadowing source claims
+        for source, tools in listed:
+            for kind in source.shadows:
+                shadowed.setdefault(kind, set()).update(t.name for t in tools)
+        candidates = [t for source, tools in listed for t in tools
+                      if t.name not in shadowed.get(source.kind, ())]
 
         self._by_name = {}
         for t in candidates:
@@ -99,7 +138,7 @@ class Toolkit:
         for t in self._registered:
             self._by_name.setdefault(t.name, t)
         if warn_unknown_disabled:  # disabled names that matched nothing: likely a typo
-            # (a builtin shadowed by an extra shares the extra's name, so candidates cover it)
+            # (a tool that was shadowed shares its shadow's name, so candidates cover it)
             for name in sorted(self._disabled - {t.name for t in candidates}):
                 warn_once(f"disable_tools:{name}", f'[toolnexus] disable_tools name "{name}" matched no tool')
 
@@ -131,17 +170,29 @@ class Toolkit:
     def get(self, name: str) -> Optional[Tool]:
         return None if self._closed else self._by_name.get(name)
 
+    def _catalog(self) -> Optional[SkillCatalog]:
+        return next((s for s in self._sources if isinstance(s, SkillCatalog)), None)
+
     def skills_prompt(self) -> str:
-        """The skill catalogue for the system prompt; `""` without a skill source."""
-        return self._skill.prompt() if self._skill is not None else ""
+        """The skill catalogue for the system prompt (the first skill source's); `""` without one."""
+        catalog = self._catalog()
+        return catalog.prompt() if catalog is not None else ""
 
     def mcp_status(self) -> dict[str, McpStatus]:
         """Each configured MCP server's status (`connected`, `failed`, `disabled`), in config order."""
-        return dict(getattr(self._mcp, "status", None) or {})
+        out: dict[str, McpStatus] = {}
+        for source in self._sources:
+            if isinstance(source, StatusReporting):
+                out.update(source.status or {})
+        return out
 
     def mcp_reasons(self) -> dict[str, str]:
         """Why each `failed` MCP server failed, in config order (the logged reason); `{}` if none did."""
-        return dict(getattr(self._mcp, "reasons", None) or {})
+        out: dict[str, str] = {}
+        for source in self._sources:
+            if isinstance(source, StatusReporting):
+                out.update(getattr(source, "reasons", None) or {})
+        return out
 
     def to_openai(self) -> list[dict[str, Any]]:
         return adapters.to_openai(self.tools())
@@ -185,14 +236,16 @@ class Toolkit:
         return self
 
     async def refresh(self) -> "Toolkit":
-        """Re-list the MCP servers' tools (e.g. after `tools/list_changed`) and re-assemble.
+        """Refresh every source in order (MCP re-lists its servers' tools, e.g. after
+        `tools/list_changed`) and re-assemble.
 
         The assembly rules are the constructor's; tools added with `register()` stay, after the
-        sources. Without an MCP source this changes nothing.
+        sources. Sources with nothing to re-read (the built-ins, the caller's tools) change nothing.
         """
-        if self._closed or self._mcp is None or not hasattr(self._mcp, "refresh"):
+        if self._closed:
             return self
-        await self._mcp.refresh()
+        for source in self._sources:
+            await source.refresh()
         self._assemble()
         return self
 
@@ -228,12 +281,17 @@ class Toolkit:
     # ------------------------------------------------------------------ lifecycle
 
     async def close(self) -> None:
-        """Close the MCP source; afterwards the toolkit is empty. Safe to call twice."""
+        """Close every source (MCP connections and processes); afterwards the toolkit is empty.
+
+        Safe to call twice. Every source is closed even if one fails; the first failure is then raised.
+        """
         if self._closed:
             return
         self._closed = True
-        if self._mcp is not None:
-            await self._mcp.close()
+        outcomes = await asyncio.gather(*(s.close() for s in self._sources), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     async def __aenter__(self) -> "Toolkit":
         return self
@@ -263,7 +321,8 @@ class Toolkit:
 
     def skill_infos(self) -> list[Any]:
         """The loaded skills (`SkillInfo`, after filters), in load order; `[]` without skills."""
-        return [] if self._skill is None else list(self._skill.skills.values())
+        catalog = self._catalog()
+        return [] if catalog is None else list(catalog.skills.values())
 
     async def serve(self, addr: str, *, client: Any = None, a2a: Optional[dict[str, Any]] = None,
                     on_task: Any = None, mcp: Optional[dict[str, Any]] = None, on_call: Any = None,
@@ -275,31 +334,9 @@ class Toolkit:
                                    limits=limits)
 
 
-async def _read_config_file(path: str) -> dict[str, Any]:
-    from .mcp_source import read_config_file
-
-    return await asyncio.to_thread(read_config_file, path)
-
-
-async def _provider_defs(provider: Callable[[], Any]) -> list["SkillDef"]:
-    """Call the skill provider (a sync one in a thread: it may do I/O) and check what it gave."""
-    from .skill import SkillDef
-
-    try:
-        if inspect.iscoroutinefunction(provider):
-            result = await provider()
-        else:
-            result = await asyncio.to_thread(provider)
-        if inspect.isawaitable(result):
-            result = await result
-        defs = list(result or [])
-        bad = [type(d).__name__ for d in defs if not isinstance(d, SkillDef)]
-        if bad:
-            raise ToolnexusTypeError(f"expected a list of SkillDef, got an item of type {bad[0]}")
-        return defs
-    except Exception as exc:  # noqa: BLE001 - a failing provider contributes nothing
-        warn(f"[toolnexus] skill provider failed: {exc}")
-        return []
+def extra_source(tools: Iterable[Tool]) -> ToolList:
+    """The caller's own tools as a source: they shadow built-ins of the same name."""
+    return ToolList("extra", tools, shadows=("builtin",))
 
 
 async def create_toolkit(
@@ -317,82 +354,46 @@ async def create_toolkit(
     disable_skills: Optional[list[str]] = None,
     cancel: Optional[asyncio.Event] = None,
 ) -> Toolkit:
-    """Load every configured source and assemble a `Toolkit` (core.md §4.1)."""
-    extra_tools = list(extra_tools or [])
-    _check_relay_names(extra_tools)  # the constructor checks too; here it fails before MCP connects
+    """Load every configured source and assemble a `Toolkit`.
 
-    config: Optional[dict[str, Any]] = None
-    if isinstance(mcp_config, str):
-        config = await _read_config_file(mcp_config)
-    elif isinstance(mcp_config, dict):
-        config = dict(mcp_config)
+    Composition only: each source package reads its own options and config block. MCP loads
+    first (a fired `cancel` aborts it with `asyncio.CancelledError`); if a later source fails,
+    the servers already connected are closed before the error propagates.
+    """
+    extras = extra_source(extra_tools or [])
+    _check_relay_names(extras.list_tools())  # the toolkit checks too; here it fails before MCP connects
 
-    mcp = None
-    if config is not None:
-        from .mcp_source import load_mcp_with_context
+    config = None
+    sources: list[ToolSource] = []
+    if mcp_config is not None:
+        from .mcp_source import load_mcp_with_context, read_toolkit_config
 
-        mcp = await load_mcp_with_context(config, wait_for=wait_for, cancel=cancel)
-
-    reserved = config or {}
+        config = await read_toolkit_config(mcp_config)
+        if config is not None:
+            sources.append(await load_mcp_with_context(config, wait_for=wait_for, cancel=cancel))
     try:
-        skill_source = None
         if skills_dir is not None or skills is not None or skill_provider is not None:
-            from .skill import aload_skills
+            from .skill.options import skill_source_from_options
 
-            defs = list(skills or [])
-            if skill_provider is not None:
-                defs += await _provider_defs(skill_provider)
-            # `disable_skills` entries join the filter as `False`; an explicit filter entry wins.
-            # Unknown names are reported by the skill filter itself.
-            filt = dict(skills_filter or {})
-            for name in disable_skills or []:
-                filt.setdefault(name, False)
-            skill_source = await aload_skills(
-                skills_dir, skills=defs or None, filter=filt or None, sample_limit=skill_sample_limit
-            )
+            skill = await skill_source_from_options(skills_dir, skills, skill_provider, skills_filter,
+                                                    skill_sample_limit, disable_skills)
+            if skill is not None:
+                sources.append(skill)
 
-        from .builtin import select_builtins
+        from .builtin import builtins_source
 
-        builtins_cfg = builtins if builtins is not None else reserved.get("builtins")
-        if builtins_cfg is not None and not isinstance(builtins_cfg, (bool, dict)):
-            builtins_cfg = None
-        builtin_tools = select_builtins(builtins_cfg)
+        sources.append(builtins_source(builtins, config))
+        if agents or isinstance((config or {}).get("agents"), dict):
+            from .a2a.source import agents_source
 
-        agent_tools_list: list[Tool] = []
-        all_agents = list(agents or [])
-        if isinstance(reserved.get("agents"), dict):
-            from .a2a import parse_agents_config
-
-            all_agents += parse_agents_config(reserved["agents"])
-        if all_agents:
-            agent_tools_list = await _resolve_agents(all_agents)
-
-        return Toolkit(
-            mcp,
-            skill_source,
-            builtin_tools,
-            agent_tools_list,
-            extra_tools,
-            a2a_config=reserved.get("a2a"),
-            mcp_server_config=reserved.get("mcpServer"),
+            sources.append(await agents_source(agents, config))
+        sources.append(extras)
+        return Toolkit.from_sources(
+            sources,
             disable_tools=disable_tools,
+            a2a_config=(config or {}).get("a2a"),
+            mcp_server_config=(config or {}).get("mcpServer"),
         )
     except BaseException:
-        if mcp is not None:
-            await mcp.close()
+        await asyncio.gather(*(s.close() for s in sources), return_exceptions=True)
         raise
-
-
-async def _resolve_agents(all_agents: list["A2AAgent"]) -> list[Tool]:
-    from .a2a import agent_tools
-
-    results = await asyncio.gather(*(agent_tools(a) for a in all_agents), return_exceptions=True)
-    tools: list[Tool] = []
-    for ag, res in zip(all_agents, results):
-        if isinstance(res, BaseException):
-            if not isinstance(res, Exception):
-                raise res
-            warn(f'[toolnexus] A2A agent "{ag.card}" failed: {res}')
-            continue
-        tools += res
-    return tools

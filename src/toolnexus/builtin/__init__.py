@@ -16,6 +16,7 @@ from .config import (
     builtin_shell,
     builtins_enabled,
     create_builtin_tools,
+    builtins_source,
     select_builtins,
 )
 from .search import IGNORE_DIRS
@@ -28,5 +29,6 @@ __all__ = [
     "builtin_shell",
     "builtins_enabled",
     "create_builtin_tools",
+    "builtins_source",
     "select_builtins",
 ]

@@ -1,10 +1,13 @@
-"""The public face of the built-ins: which are on, building them, and the shell they run (spec §3.1).
+"""The public face of the built-ins: which are on, building them, and the shell they run.
 
 `create_builtin_tools` builds all ten in the pinned order regardless of toggles; `select_builtins`
 applies the toggles (`disabled`, `enabled`, and the `tools` drop-list, where only `False`
 removes) and resolves the shell right away when `bash` survives, so a machine without one fails
 at construction with the pinned `RuntimeError` rather than on the model's first command. Tools
 built by `create_builtin_tools` probe for the shell on the first `bash` call instead.
+
+`builtins_source` is the toolkit's source of them: the `builtins` option of `create_toolkit`
+when given, else the config's `builtins` block (a bool or a dict), else all on.
 
 Config errors (a `tools` or `shell` of the wrong shape, a non-dict config) raise `TypeError` /
 `ValueError` naming the key; unknown keys and unknown tool names are ignored.
@@ -16,6 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, Optional, Union
 
+from ..tool_source import ToolList
 from ..types import Tool
 from ._settings import BuiltinSettings, check_config, parse_shell, settings_from_config
 from .files import make_edit, make_read, make_write
@@ -33,6 +37,7 @@ __all__ = [
     "select_builtins",
     "create_builtin_tools",
     "builtin_shell",
+    "builtins_source",
 ]
 
 BuiltinsConfig = Union[bool, dict]
@@ -98,3 +103,12 @@ def builtin_shell(cfg: Optional[BuiltinsConfig] = None) -> list[str]:
     check_config(cfg)
     explicit = parse_shell(cfg.get("shell")) if isinstance(cfg, Mapping) else None
     return list(explicit or find_shell())
+
+
+def builtins_source(option: Optional[BuiltinsConfig] = None, config: Optional[Mapping[str, Any]] = None) -> ToolList:
+    """The built-ins a toolkit offers: `option` when not `None`, else `config["builtins"]` when it
+    is a bool or a dict, else all ten. Tools the caller passes under a built-in's name shadow it."""
+    cfg = option if option is not None else (config or {}).get("builtins")
+    if cfg is not None and not isinstance(cfg, (bool, dict)):
+        cfg = None
+    return ToolList("builtin", select_builtins(cfg))

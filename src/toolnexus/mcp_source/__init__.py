@@ -47,6 +47,7 @@ from .config import (
     is_remote,
     parse_mcp_config,
     read_config_file,
+    read_toolkit_config,
 )
 from .connection import MAX_LIST_PAGES
 from .convert import answer_to_elicit_result, elicitation_to_request
@@ -71,4 +72,5 @@ __all__ = [
     "load_mcp_with_context",
     "parse_mcp_config",
     "read_config_file",
+    "read_toolkit_config",
 ]

@@ -16,6 +16,7 @@ default with a warning, and one under `SUSPICIOUS_MS` (100) warns that it looks 
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import math
@@ -42,6 +43,7 @@ __all__ = [
     "is_remote",
     "parse_mcp_config",
     "read_config_file",
+    "read_toolkit_config",
     "server_spec",
 ]
 
@@ -77,6 +79,14 @@ def read_config_file(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"toolnexus: config file {path} must hold a JSON object, got {type(data).__name__}")
     return data
+
+
+async def read_toolkit_config(mcp_config: Union[str, dict[str, Any], None]) -> Optional[dict[str, Any]]:
+    """`create_toolkit`'s `mcp_config` as a dict: a path is read (in a thread: it is file I/O),
+    a dict is copied, `None` stays `None`. The reserved keys ride along for the other sources."""
+    if isinstance(mcp_config, str):
+        return await asyncio.to_thread(read_config_file, mcp_config)
+    return dict(mcp_config) if isinstance(mcp_config, dict) else None
 
 
 def parse_mcp_config(input: Union[str, dict[str, Any]]) -> McpConfig:  # noqa: A002 - pinned name

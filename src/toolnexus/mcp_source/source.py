@@ -46,7 +46,7 @@ class McpSource:
 
     `close()` closes every connection (from any task; safe to call twice). `refresh()` re-lists
     the tools of every connected server (e.g. after `notifications/tools/list_changed`, see
-    `stale`) and updates `tools` in place.
+    `stale`) and updates `tools` in place. A toolkit `ToolSource` of kind `"mcp"`.
     """
 
     tools: list[Tool]
@@ -55,6 +55,12 @@ class McpSource:
     _servers: list[ServerConnection] = field(default_factory=list, repr=False)
     _by_server: dict[str, list[Tool]] = field(default_factory=dict, repr=False)
     reasons: dict[str, str] = field(default_factory=dict)
+
+    kind = "mcp"
+    shadows = frozenset[str]()  # unannotated: a class attribute, not a dataclass field
+
+    def list_tools(self) -> list[Tool]:
+        return list(self.tools)
 
     async def close(self) -> None:
         await self._stack.aclose()

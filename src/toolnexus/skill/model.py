@@ -90,12 +90,28 @@ def render_skills_prompt(skills: "dict[str, SkillInfo] | list[SkillInfo]") -> st
 
 @dataclass
 class SkillSource:
-    """Loaded skills plus the `skill` tool serving them; `skipped` says what did not load and why."""
+    """Loaded skills plus the `skill` tool serving them; `skipped` says what did not load and why.
+
+    A toolkit `ToolSource` of kind `"skill"` offering the one `skill` tool; the skills are read
+    at load, so `refresh()` and `close()` have nothing to do.
+    """
 
     skills: dict[str, SkillInfo]
     tool: Tool
     skipped: list[SkillSkip] = field(default_factory=list)
 
+    kind = "skill"
+    shadows = frozenset[str]()  # unannotated: a class attribute, not a dataclass field
+
     def prompt(self) -> str:
         """The system-prompt catalog of these skills (pinned preamble)."""
         return render_skills_prompt(self.skills)
+
+    def list_tools(self) -> list[Tool]:
+        return [self.tool]
+
+    async def refresh(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
