@@ -396,7 +396,13 @@ class RuntimeCore:
 
     async def shutdown(self, *, final: bool) -> None:
         """Reap background work and free owned resources; with a store, commit what is staged
-        (`final`: and give the lease up)."""
+        (`final`: and give the lease up).
+
+        A turn that has settled but is still tearing down (closing its toolkit) is waited for
+        first: only once it is finished is nothing running, so the lease can be given up."""
+        finishing = [turn.finished.wait() for turn in builtins.list(self.turns) if turn.settled]
+        if finishing:
+            await asyncio.gather(*finishing)
         await self.reap_background()
         if self.durable is not None:
             from ..durable import LeaseLost

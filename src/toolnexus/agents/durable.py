@@ -132,6 +132,8 @@ class DurableRun:
         self._lock: Optional[asyncio.Lock] = None
         self._scheduled: Optional[asyncio.Task[None]] = None
         self._due = 0.0
+        self._flushing = False  # the scheduled task has started: what it commits is taken already
+        self._again = False  # something was staged (or parked) since: it goes round once more
         self._renewer: Optional[asyncio.Task[None]] = None
         self.failure: Optional[BaseException] = None  # the last background commit's error
         self.abandoned = False  # a refused restore: this runtime never writes the run
@@ -258,16 +260,23 @@ class DurableRun:
     def schedule(self, delay: float = 0.0) -> None:
         """Commit in the background, within `delay` seconds — sooner if an awaited commit comes
         first and takes the staged changes along. A failure is kept in `failure`; the changes stay
-        staged and the next commit writes them."""
+        staged and the next commit writes them.
+
+        A background commit that has already started took its changes before this call: it then
+        commits once more, so a change (or a park) staged during its commit is never left behind."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop (a verb called from sync code): the next awaited flush writes it
         due = loop.time() + delay
-        if self._scheduled is not None and not self._scheduled.done() and self._due <= due:
-            return
-        if self._scheduled is not None and not self._scheduled.done():
-            self._scheduled.cancel()
+        current = self._scheduled
+        if current is not None and not current.done():
+            if self._flushing:
+                self._again = True
+                return
+            if self._due <= due:
+                return
+            current.cancel()
         self._due = due
         self._scheduled = loop.create_task(self._background_flush(delay))
 
@@ -275,7 +284,14 @@ class DurableRun:
         try:
             if delay > 0:
                 await asyncio.sleep(delay)
-            await self.flush()
+            self._flushing = True
+            try:
+                await self.flush()
+                while self._again and not self.abandoned:
+                    self._again = False
+                    await self.flush()
+            finally:
+                self._flushing = self._again = False
         except asyncio.CancelledError:
             raise
         except Exception as exc:
