@@ -1,4 +1,4 @@
-"""Remote A2A agents as a tool source (`source="a2a"`; a2a-serve-cli.md §1).
+"""Remote A2A agents as a tool source (`source="a2a"`).
 
 `agent_tools(agent)` fetches the agent's card and returns one `Tool` per skill; calling a tool
 sends the task to the agent and polls it to an answer (`SendMessage` → `GetTask`), over the
@@ -12,15 +12,15 @@ are normalised to the lowercase names (`completed`, `input-required`, …) used 
 
 Choices beyond the pinned baseline (each tested):
 - 0.3 names are retried on "method not found" (and the 1.0 "version not supported"); the route
-  that worked is remembered per agent (beyond #3).
-- `input-required` / `auth-required` become a §10 pending result that the retry with
-  `ctx.answer` continues on the same remote task; `rejected` is an error like `failed` (#4).
-- An abort sends a best-effort `CancelTask` for the remote task (#5).
-- `Agent(context_id=...)` / config `contextId` is sent on every new task (#6).
+  that worked is remembered per agent.
+- `input-required` / `auth-required` become a pending result that the retry with
+  `ctx.answer` continues on the same remote task; `rejected` is an error like `failed`.
+- An abort sends a best-effort `CancelTask` for the remote task.
+- `Agent(context_id=...)` / config `contextId` is sent on every new task.
 - Every RPC is bounded by the *remaining* budget (at least 0.2 s), the poll sleep is clipped to
-  it, and the card GET is capped at 30 s (#7).
+  it, and the card GET is capped at 30 s.
 - `Agent(blocking=True)` / config `blocking: true` asks for a blocking `SendMessage`: a final
-  reply means zero `GetTask` calls (#8; streaming is not implemented).
+  reply means zero `GetTask` calls (streaming is not implemented).
 - Also: a signal already set before the call sends nothing; a completed task without artifact or
   history text answers with its status message's text; a direct Message reply is the answer; a
   card whose interfaces offer no JSON-RPC binding is refused at resolve time; an RPC that times

@@ -1,4 +1,4 @@
-"""Resolve an agent into tools: fetch its card, plan its routes, one `Tool` per skill (spec §1.2).
+"""Resolve an agent into tools: fetch its card, plan its routes, one `Tool` per skill.
 
 Tool names are `sanitize(<card name or "agent">) + "_" + sanitize(<skill id or name>)`; the input
 schema is pinned (one required `task` string). All of an agent's tools share one `Peer`, so the
@@ -28,7 +28,7 @@ INPUT_SCHEMA: dict[str, Any] = {
 
 
 def card_timeout(ag: Agent) -> float:
-    """Seconds allowed for the card GET: the agent's budget, capped at `CARD_TIMEOUT_CAP` (beyond #7)."""
+    """Seconds allowed for the card GET: the agent's budget, capped at `CARD_TIMEOUT_CAP`."""
     return min(ag.budget_ms() / 1000.0, CARD_TIMEOUT_CAP)
 
 

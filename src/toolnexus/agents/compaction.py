@@ -12,7 +12,7 @@ on the dialect.
 summarizer model, persisting summaries (the runtime rewinds a suspended turn to its snapshot and
 the replay compacts again).
 
-Choices where the spec is silent: a missing or non-list `ev["messages"]` counts as empty (no-op);
+Choices of ours: a missing or non-list `ev["messages"]` counts as empty (no-op);
 with the default estimator the tail scan sums per-message estimates instead of re-serializing
 every suffix, which gives the same numbers.
 

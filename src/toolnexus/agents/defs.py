@@ -3,7 +3,7 @@
 A definition is static configuration shared by every handle spawned from it; the runtime never
 mutates it. Everything live (state, counters, inbox) lives on the `Handle`.
 
-Fields beyond the spec's baseline shape, all optional and defaulting to "off" (def over runtime):
+Fields beyond the baseline shape, all optional and defaulting to "off" (def over runtime):
 
 - `on_budget(handle, limit)`, called when a limit stops work (a refused spawn, a wake refused by
   the live budget walk, a turn that ends `incomplete`). A pure notification, sync or async; it

@@ -4,7 +4,7 @@
   `[h, parent, …, root]`; the handle shows `running→suspended→running` while it waits.
 - *Path stamping*: every pending result carries a copy of the `Request` whose `data["path"]` is
   the id path of the handle that reports it (the original object is never mutated).
-- *Binding* (ours, agents.md beyond #6 / suspension.md beyond #10): on a durable resume the
+- *Binding* (ours): on a durable resume the
   `Answer` applies only to the call that halted — the same tool with the same arguments, once —
   instead of to whatever suspends first in the replay. Other suspensions in the replay escalate
   or halt durably as usual, each with its own `Request`.

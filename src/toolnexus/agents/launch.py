@@ -5,7 +5,7 @@
 - `start_agent(agent, every_ms=...)` spawns it under a fresh runtime and, optionally, wakes it on
   a heartbeat driven by the runtime's clock.
 
-Choices where the spec is silent (deliberate):
+Choices of ours (deliberate):
 
 - Heartbeat ticks coalesce at post time: the runtime's `post` folds a tick into a tick already
   waiting in the inbox (its `ticks` count grows) instead of taking another slot, so

@@ -10,7 +10,7 @@ Three pieces live here because both the harness `Loop` and the agent runtime use
 `task`; the caller supplies the client options and the toolkit. `loop_unsupported(spec)` names
 the spec fields such a loop cannot honour.
 
-Choices where the spec is silent (deliberate):
+Choices of ours (deliberate):
 
 - `run_gated` adds every attempt's `turns`, `usage` and `tool_calls` onto the result it returns
   (also for non-done results), so whoever rolls up that result counts all attempts, not only the

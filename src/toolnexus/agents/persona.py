@@ -11,7 +11,7 @@ The soul is a frozen snapshot: memory written during a session is on disk at onc
 the prompt only in the next `compose_soul`. Channels (chat, mail, ...) are the host's job: it
 calls `post`/`wake` on `started.rt` and `started.handle`. Not here: the runtime itself.
 
-Choices where the spec is silent (deliberate):
+Choices of ours (deliberate):
 
 - `compose_soul` raises `NotADirectoryError` when `dir` is not a directory (a typo must not yield
   an empty soul); a UTF-8 BOM is dropped; invalid UTF-8 becomes U+FFFD.

@@ -16,7 +16,7 @@ process (a run killed mid-turn continues from its last commit, see `restore.py`)
 are applied exactly once. Resuming then *continues* the halted call by default (the model is not
 asked to repeat it); without a store the default stays `"replay"`.
 
-Choices where the spec is silent (each tested):
+Choices of ours (each tested):
 
 - Spend is metered at the transport seam, so retried completion attempts, interrupted and failed
   Runs are all counted; a response that lands after its turn was aborted is rolled up when it

@@ -6,7 +6,7 @@ and waits; `as_tool()` makes the whole agent one tool of another loop. The perso
 on this module: `compose_soul` and `memory_tool` (persona.py, re-exported here), `agent_from_dir`
 and `start_agent` (launch.py).
 
-Choices where the spec is silent or where we go beyond its baseline:
+Choices of ours, each deliberate:
 
 - `rt_opts` are validated up front: an unknown key raises `TypeError` naming the accepted ones;
   `in_process` is accepted; so are `on_budget`, `on_transition`, `resume_mode` (see

@@ -1,6 +1,6 @@
 """The runtime's trace: a bounded ring of pinned lines plus structured transition events.
 
-`AgentRuntime.trace` stays what the spec pins — a list of `"<id>: <event>"` strings — but is a
+`AgentRuntime.trace` stays the pinned shape — a list of `"<id>: <event>"` strings — but is a
 `TraceRing`: a `list` subclass that keeps only the newest `limit` entries,
 so a long-lived runtime does not grow without bound. Indexing, slicing, `in`, iteration, `len` and
 `==` with a plain list all work as before; `dropped` counts what the bound discarded.

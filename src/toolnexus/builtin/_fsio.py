@@ -74,7 +74,7 @@ def read_capped(path: str, shown: str, cap: int, what: str = "edited") -> bytes:
     return data
 
 def decode_utf8(data: bytes, shown: str, *, cut: bool = False) -> str:
-    """Strict UTF-8 decoding with the spec's error text.
+    """Strict UTF-8 decoding with the pinned error text.
 
     `cut=True`: `data` was cut from a longer text, so an incomplete trailing character is dropped
     rather than reported; invalid bytes are still an error.

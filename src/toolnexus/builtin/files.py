@@ -4,7 +4,7 @@ All file work runs in a worker thread; the event loop only awaits it. Text is ha
 bytes, so line endings are never translated: a CRLF file reads back with its `\\r\\n` and an edit
 changes only the bytes it replaces.
 
-Choices the spec leaves open:
+Choices of ours:
 - `read` caps text output at `read_max_bytes` (256 KiB). It streams the file line by line and stops
   at the cap, ending the output with a notice that says which `offset` continues; a single line
   longer than the cap is cut. Media files above `media_max_bytes` (20 MiB) are refused.

@@ -6,7 +6,7 @@ host's `Answer` in `ctx.answer`, returns that answer's data as JSON (`ok` is not
 declined answer reads as `{}` and the model decides what to do). `todowrite` is stateless: it
 renders the list it is given; the transcript is the session's memory.
 
-Rendering choices the spec leaves open: a question item that is a bare string is asked as is; an
+Rendering choices of ours: a question item that is a bare string is asked as is; an
 option that is not a string is shown via `str()`; a todo item that is not an object renders as
 an unchecked empty entry.
 """

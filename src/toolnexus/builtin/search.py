@@ -11,7 +11,7 @@ Glob patterns compile to an anchored regex: `**` ⇒ `.*` (also eating one follo
 `[^/]*`, `?` ⇒ `[^/]`, everything else literal (no classes, no braces). A pattern without `/`
 matches the basename at any depth; with `/` it matches the whole relative path.
 
-Choices the spec leaves open: grep skips binary files (a NUL byte in the first 8 KiB, or not
+Choices of ours: grep skips binary files (a NUL byte in the first 8 KiB, or not
 valid UTF-8) and counts them in `metadata["skippedBinary"]` when there are any; a trailing `\\r`
 (CRLF files) is not part of the matched or printed line; `limit <= 0` means "no limit" for both
 tools.

@@ -20,7 +20,7 @@ How a command runs (POSIX):
   Costs one small Python start (~20 ms) per command. Elsewhere (macOS, BSD) only the process
   group is signalled, as before, and a background job still holding the output pipe when the
   shell exits is stopped after the linger; one that detached itself can survive there.
-Windows (untested here): the spec's probe order, `taskkill /T /F` at once on timeout/cancel.
+Windows (untested here): the pinned probe order, `taskkill /T /F` at once on timeout/cancel.
 
 Not here: confinement of `workdir` (`_paths.py`). Confinement does not sandbox the command itself.
 """

@@ -11,7 +11,7 @@ calls>)` before the loop):
 Per turn: `before_llm` → the dialect builds the body → `Client._shape_body` → one logical call
 (whole reply or SSE stream) → usage → `after_llm` → append the assistant turn → no calls ⇒ done;
 else the calls run concurrently (`ToolRunner`) and their outcomes are written back strictly in
-call order, applying the suspension rule (suspension.md §5): with `wait_for`, each suspension is
+call order, applying the suspension rule: with `wait_for`, each suspension is
 resolved serially (`resolve_with_answer`); without, the run halts at the first one with a
 placeholder result. Before the first LLM call, a trailing assistant turn with unanswered calls is
 balanced with `no result supplied on resume for <name>` errors.
@@ -292,7 +292,7 @@ class RunLoop:
 
     async def tool_turn(self, calls: list[ToolCall], turn_index: int, write: Callable[[list[ResultEntry]], None],
                         settled: Optional[dict[int, CallOutcome]] = None) -> AsyncGenerator[dict[str, Any], None]:
-        """Run `calls` concurrently, then settle them in call order (suspension rule §5).
+        """Run `calls` concurrently, then settle them in call order (the suspension rule).
 
         `settled` maps positions in `calls` to outcomes decided already (durable resume: the calls
         the answer resolved); those are not run again. `write(entries)` stores the turn's results

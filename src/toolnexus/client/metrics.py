@@ -6,7 +6,7 @@ byte: the twelve HELP/TYPE header lines in a fixed order, each metric's series r
 TYPE line, sorted by their rendered label string (code-point order), integral numbers without a
 decimal point and all other numbers as `repr(float)`.
 
-Choices where the spec is silent:
+Choices of ours:
 - Unknown event names and unknown keys (e.g. the additive `attempts` on `llm`) are ignored.
 - A missing or non-numeric `ms` / token count counts as 0, and a missing label value renders as
   `""`: the registry sits on the run's hot path, so it must never be the thing that fails a run.

@@ -21,10 +21,10 @@ those plus the host's `Answer` and carries on:
   `wait_for` the resume may **halt again** (relay merge included) with a new `Request`, `turns=0`
   and no LLM call. The results are written back through the dialect (`rewrite_results`), and H is
   read through it too (`split_results`), so nothing here branches on the wire.
-- **D/E. Continuation**: `RunLoop.continue_from` + `events(prelude=…)`: once H is full the one loop
+- **D. Continuation**: `RunLoop.continue_from` + `events(prelude=…)`: once H is full the one loop
   runs with no new user turn; `turns`, `usage`, metrics and `tool_calls` count this call only.
 
-Choices where the spec is silent (ours):
+Choices of ours:
 - **Answer schema** (`pending.data["schema"]`, flat JSON Schema): checked after expiry, only for an
   `ok` answer (`data=None` is checked as `{}`). Durable: a mismatch raises `ResumeError` — nothing
   runs and nothing is saved, so the host can ask again. In process (`wait_for`) the tool does not
@@ -40,8 +40,9 @@ Choices where the spec is silent (ours):
   `turn=0` for them. A `cancel` already set raises `RunCancelled` before anything runs.
 
 Limits: the transcript does not carry request ids, so a non-relay answer is bound to its halt by
-the placeholder text (A.5) and, within one client, by the ledger; across processes the host's own
-store of open requests is what tells a stale answer from a live one.
+the placeholder text and, within one client, by the ledger. Across processes a durable store's
+ledger (`store=` a `RunStore`) tells a stale answer from a live one; without one, the host's own
+record of open requests has to.
 
 Not here: the turn loop (loop.py), the suspension rule (tool_calls.py), the relay tool itself (relay.py),
 and a streaming resume (none is offered; one would reuse this prelude with `streaming=True`).
@@ -109,7 +110,7 @@ class AnswerLedger:
             self._done.popitem(last=False)
 
     def check(self, request_id: str) -> None:
-        """A.7: raise if `request_id` was answered here, or is being answered right now."""
+        """Raise if `request_id` was answered here, or is being answered right now."""
         if request_id in self._done:
             raise _fail(f"request {request_id!r} was already answered by this client")
         if request_id in self._busy:
@@ -125,7 +126,7 @@ class AnswerLedger:
             self._busy.discard(request_id)
 
 
-# -- A. validation ---------------------------------------------------------------------------------
+# -- validation ------------------------------------------------------------------------------------
 
 
 def _coerce(value: Any, cls: type, what: str) -> Any:
@@ -164,7 +165,7 @@ def _describe(message: Any) -> str:
 
 
 def _find_halted(dialect: Any, history: list[Any]) -> _HaltedTurn:
-    """A.3 and A.4: locate H and check that it is open."""
+    """Locate H, the halted turn, and check that it is open."""
     for index in range(len(history) - 1, -1, -1):
         message = history[index]
         if isinstance(message, dict) and message.get("role") == "assistant":
@@ -189,7 +190,7 @@ def _find_halted(dialect: Any, history: list[Any]) -> _HaltedTurn:
 
 
 def _check_placeholder(turn: _HaltedTurn, pending: Request) -> None:
-    """A.5: the halted slot holds this request's placeholder (relay: and its calls are H's open calls)."""
+    """The halted slot holds this request's placeholder (relay: and its calls are H's open calls)."""
     call = turn.calls[turn.slot]
     content = turn.results[turn.slot].get("content")
     if content != pending.prompt:
@@ -244,7 +245,9 @@ class _Plan:
 
 
 def _prepare(client: Any, toolkit: Any, history: Any, pending: RequestLike, answer: AnswerLike) -> _Plan:
-    """Validation A.1–A.7, expiry B, then our answer-schema and halted-tool checks."""
+    """Every check before anything runs: ids match, the history holds an open halted turn with this
+    request's placeholder, the answer is not a repeat, expiry (an expired answer is declined), the
+    answer schema, and a tool to run the halted call."""
     request: Request = _coerce(pending, Request, "pending request")
     reply: Answer = _coerce(answer, Answer, "answer")
     if reply.id != request.id:
@@ -269,7 +272,7 @@ def _prepare(client: Any, toolkit: Any, history: Any, pending: RequestLike, answ
     return _Plan(history, turn, request, reply)
 
 
-# -- C. filling H ------------------------------------------------------------------------------------
+# -- filling H ----------------------------------------------------------------------------------------
 
 
 def _relay_result(call: ToolCall, first: bool, answer: Answer) -> ToolResult:

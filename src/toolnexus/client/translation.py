@@ -11,7 +11,7 @@ Everything that differs per style — URL, headers, message/tool conversion, bod
 the finish-reason rule — is the client's wire dialect (`client/wire/`, `translate_*` methods); the
 public pure helpers below are defined there and re-exported here.
 
-Choices where the spec is silent (a careful caller's expectations):
+Choices of ours (a careful caller's expectations):
 - Content parts: besides the canonical part dicts (`{"type": "image"|"audio"|"file", "mimeType",
   "data"|"url", "name"?}`) the OpenAI-native parts a caller actually sends are understood too:
   `image_url` (data: URL or http URL), `input_audio` and `file` (`file_data` data: URL). For the

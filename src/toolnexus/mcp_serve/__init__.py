@@ -8,7 +8,7 @@
 - `serve_mcp_stdio(tools, cfg, on_call)`: the same server over stdin/stdout, for hosts that
   launch MCP servers as a command (`toolnexus serve --mcp-stdio`).
 
-Choices where the spec is silent or where we fix known weaknesses:
+Choices of ours, and known weaknesses we fix:
 - Tools are read per request, never snapshotted: a tool `register`ed after `serve()` is listed.
 - `execute` gets a `ToolContext`: `signal` is an `asyncio.Event` set when the HTTP client
   disconnects or the served endpoint stops (None off HTTP); `answer` is set on the re-run after

@@ -2,7 +2,7 @@
 
 One mapping for every protocol revision the SDK speaks (it re-validates per revision on the way
 out). What it deliberately does not do: send `ToolResult.metadata` (never leaves the process),
-or invent content for parts it cannot express — those are dropped, as the spec pins for url-only
+or invent content for parts it cannot express — those are dropped, as pinned for url-only
 images/audio, and named in the module docstring of `toolnexus.mcp_serve`.
 """
 

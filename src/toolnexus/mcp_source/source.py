@@ -206,7 +206,7 @@ async def load_mcp_with_context(
     *,
     cancel: Optional[asyncio.Event] = None,
 ) -> McpSource:
-    """Connect every enabled server (concurrently) and collect their tools (spec §1.3)."""
+    """Connect every enabled server (concurrently) and collect their tools."""
     slots = await _connect_all(await _server_map(input), wait_for, cancel)
     status, reasons, connected = _settle(slots)
     servers = [conn for conn, _ in connected]

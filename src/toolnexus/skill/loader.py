@@ -6,7 +6,7 @@ later ones are skipped as `duplicate-name` with a diagnostic. A broken skill nev
 an unreadable or non-UTF-8 file is skipped as `unreadable`, a frontmatter YAML error with no
 recoverable `name` as `malformed-frontmatter`, anything else without a name as `missing-name`.
 
-Choices where the spec is silent:
+Choices of ours:
 - Relative roots are made absolute (`os.path.abspath`) at load, so the `skill` tool can always
   form a `file://` base; diagnostics and locations show the absolute path. Absolute roots are
   walked as given (not normalized). `""` is not a root (it would silently mean the cwd).
