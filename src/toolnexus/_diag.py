@@ -1,7 +1,7 @@
 """Diagnostics: the pinned `[toolnexus] …` lines, routed through `logging`.
 
-The spec pins the text of every diagnostic. We emit it through `logging.getLogger("toolnexus")`
-at WARNING level: with no logging configured, Python's last-resort handler prints exactly the
+The text of every diagnostic is pinned (0.21 users match on it). We emit it through
+`logging.getLogger("toolnexus")` at WARNING level: with no logging configured, Python's last-resort handler prints exactly the
 message to stderr (the historical behaviour); an application that configures logging gets them
 as ordinary records it can filter. Values of headers and environment variables never reach here.
 

@@ -145,7 +145,7 @@ class InMemoryTaskStore(TaskStore):
 class FileTaskStore(TaskStore):
     """One JSON file per task under `dir`, written atomically (see the module docstring)."""
 
-    def __init__(self, dir: str) -> None:  # noqa: A002 - the spec's name
+    def __init__(self, dir: str) -> None:  # noqa: A002 - the published name
         if not isinstance(dir, str) or not dir:
             raise ToolnexusValueError(f"toolnexus: FileTaskStore needs a directory path, got {dir!r}")
         self.dir = dir
