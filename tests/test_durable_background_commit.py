@@ -1,5 +1,6 @@
-"""A durable run's background commit never leaves a change behind: what is staged while a commit is
-already on its way to the store is written by that same background task, without another trigger."""
+"""Giving a durable run's state and lease to the store leaves nothing behind: what is staged while a
+background commit is already on its way is written by that same task, and `aclose()` gives the
+lease up even when the last turn is still tearing down."""
 
 import asyncio
 
@@ -31,3 +32,30 @@ async def test_a_change_staged_during_a_background_commit_is_committed_after_it(
 
         assert (await store.load("run-1")).state == {"first": 1, "second": 2}
         await durable.close()
+
+
+async def test_aclose_right_after_a_run_waits_for_its_turn_teardown_and_gives_the_lease_up(monkeypatch):
+    """`run()` returns when the result is published; the turn may still be closing its toolkit.
+    `aclose()` then waits for that teardown, so the run is parked and another runtime may take it."""
+    from toolnexus.agents import AgentRuntime
+    from toolnexus.toolkit import Toolkit
+
+    from support.durable_app import LLM, WORKER, SeedModel
+
+    torn_down = asyncio.Event()
+    real_close = Toolkit.close
+
+    async def slow_close(self):
+        await torn_down.wait()  # a teardown that takes a while (an MCP server stopping, say)
+        await real_close(self)
+
+    monkeypatch.setattr(Toolkit, "close", slow_close)
+    async with open_store("memory:") as store:
+        r = await WORKER.run("do the gated thing", transport=SeedModel(), llm=LLM, store=store, run_id="slow")
+        assert r.status == "pending"
+        asyncio.get_running_loop().call_soon(torn_down.set)
+        await r.runtime.aclose()
+
+        rt = await AgentRuntime.restore(store, "slow", agents=[WORKER], transport=SeedModel(), llm=LLM)
+        assert [p.run_id for p in await store.pending()] == ["slow"]
+        await rt.aclose()

@@ -288,10 +288,14 @@ class Toolkit:
         if self._closed:
             return
         self._closed = True
-        outcomes = await asyncio.gather(*(s.close() for s in self._sources), return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        failure: Optional[Exception] = None
+        for source in self._sources:  # in order; most have nothing to close, and cost no task
+            try:
+                await source.close()
+            except Exception as exc:  # noqa: BLE001 - raised below, once every source is closed
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     async def __aenter__(self) -> "Toolkit":
         return self
