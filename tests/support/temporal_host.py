@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import sys
 import time
 
@@ -37,4 +38,17 @@ async def main(address: str, queue: str, run_id: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:4]))
+    code = 0
+    try:
+        asyncio.run(main(*sys.argv[1:4]))
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    # A short-lived process that used a Temporal client can crash in interpreter finalization
+    # (temporalio's Rust runtime threads outlive the interpreter: temporalio/sdk-python#300), as
+    # `toolnexus worker` knows too: leave without finalizing, once the output is flushed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
