@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .a2a import Agent as A2AAgent
     from .skill import SkillDef, SkillSource
 
-__all__ = ["Toolkit", "create_toolkit", "RESERVED_CONFIG_KEYS"]
+__all__ = ["Toolkit", "create_toolkit", "extra_source", "RESERVED_CONFIG_KEYS"]
 
 RESERVED_CONFIG_KEYS = ("builtins", "agents", "a2a", "mcpServer")
 _VALID_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -46,6 +46,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["RuntimeCore", "ROOT_DEF"]
 
+# How long `aclose()` waits for settled turns to finish tearing down before giving the lease up.
+TEARDOWN_WAIT = 10.0
+
 ROOT_DEF = AgentDef("root", "runtime root", "", "none")
 
 
@@ -399,10 +402,16 @@ class RuntimeCore:
         (`final`: and give the lease up).
 
         A turn that has settled but is still tearing down (closing its toolkit) is waited for
-        first: only once it is finished is nothing running, so the lease can be given up."""
-        finishing = [turn.finished.wait() for turn in builtins.list(self.turns) if turn.settled]
+        first, for at most `TEARDOWN_WAIT` seconds: only once it is finished is nothing running,
+        so the lease can be given up now rather than when it expires."""
+        finishing = [asyncio.ensure_future(turn.finished.wait()) for turn in builtins.list(self.turns) if turn.settled]
         if finishing:
-            await asyncio.gather(*finishing)
+            _, late = await asyncio.wait(finishing, timeout=TEARDOWN_WAIT)
+            for waiter in late:
+                waiter.cancel()
+            if late:
+                warn(f"[toolnexus] agents: {len(late)} turn(s) still tearing down after {TEARDOWN_WAIT:g}s; "
+                     "the run's lease is given up when they finish or when it expires")
         await self.reap_background()
         if self.durable is not None:
             from ..durable import LeaseLost
