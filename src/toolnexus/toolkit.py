@@ -93,7 +93,7 @@ class Toolkit:
         """
         listed = list(sources)
         for source in listed:
-            if not isinstance(source, ToolSource):
+            if type(source) is not ToolList and not isinstance(source, ToolSource):
                 raise ConfigError(
                     f"toolnexus: {type(source).__name__} is not a tool source: it needs kind, shadows, "
                     "list_tools(), async refresh() and async close() (toolnexus.tool_source.ToolSource)"
@@ -105,6 +105,11 @@ class Toolkit:
     def _setup(self, sources: list[ToolSource], a2a_config: Optional[dict[str, Any]],
                mcp_server_config: Optional[dict[str, Any]], disable_tools: Optional[list[str]]) -> None:
         self._sources = sources
+        # capabilities, found once (a runtime protocol check is slow, and these are read every run)
+        self._catalog_source: Optional[SkillCatalog] = next(
+            (s for s in sources if type(s) is not ToolList and isinstance(s, SkillCatalog)), None)
+        self._status_sources: list[StatusReporting] = [
+            s for s in sources if type(s) is not ToolList and isinstance(s, StatusReporting)]
         self.a2a_config = a2a_config  # serve profiles, read by `serve()`
         self.mcp_server_config = mcp_server_config
         self._disabled = set(disable_tools or [])
@@ -170,28 +175,23 @@ class Toolkit:
     def get(self, name: str) -> Optional[Tool]:
         return None if self._closed else self._by_name.get(name)
 
-    def _catalog(self) -> Optional[SkillCatalog]:
-        return next((s for s in self._sources if isinstance(s, SkillCatalog)), None)
-
     def skills_prompt(self) -> str:
         """The skill catalogue for the system prompt (the first skill source's); `""` without one."""
-        catalog = self._catalog()
+        catalog = self._catalog_source
         return catalog.prompt() if catalog is not None else ""
 
     def mcp_status(self) -> dict[str, McpStatus]:
         """Each configured MCP server's status (`connected`, `failed`, `disabled`), in config order."""
         out: dict[str, McpStatus] = {}
-        for source in self._sources:
-            if isinstance(source, StatusReporting):
-                out.update(source.status or {})
+        for source in self._status_sources:
+            out.update(source.status or {})
         return out
 
     def mcp_reasons(self) -> dict[str, str]:
         """Why each `failed` MCP server failed, in config order (the logged reason); `{}` if none did."""
         out: dict[str, str] = {}
-        for source in self._sources:
-            if isinstance(source, StatusReporting):
-                out.update(getattr(source, "reasons", None) or {})
+        for source in self._status_sources:
+            out.update(source.reasons or {})
         return out
 
     def to_openai(self) -> list[dict[str, Any]]:
@@ -325,7 +325,7 @@ class Toolkit:
 
     def skill_infos(self) -> list[Any]:
         """The loaded skills (`SkillInfo`, after filters), in load order; `[]` without skills."""
-        catalog = self._catalog()
+        catalog = self._catalog_source
         return [] if catalog is None else list(catalog.skills.values())
 
     async def serve(self, addr: str, *, client: Any = None, a2a: Optional[dict[str, Any]] = None,
