@@ -20,8 +20,11 @@ built on it: the client's `retry.race` (the run's cancel event and deadline) and
 waits on it: a signal whose `wait` is a coroutine function (an `asyncio.Event`, the client's run
 signal) wakes us at once; any other signal (a `threading.Event`, an object with `aborted`, a plain
 flag) is checked every `CHECK_EVERY` seconds of real time — a check cadence, not a policy delay,
-so it never goes through an injected clock. A signal that already fired means the work never
-starts. Not here: what a call that gave up returns — each caller has its own pinned text.
+so it never goes through an injected clock. A signal whose `fires_apart()` says that only
+cancelling the awaiting task can fire it (the client's run signal when the run has no cancel
+event and no deadline) is not watched at all: the work is simply awaited, so a tool call does not
+pay two tasks and a wait for a watcher that could never fire first. A signal that already fired
+means the work never starts. Not here: what a call that gave up returns — each caller has its own pinned text.
 """
 
 from __future__ import annotations
@@ -112,6 +115,9 @@ async def unless_aborted(work: Awaitable[T], signal: Optional[Any]) -> T:
     if signal_fired(signal):
         discard(work)
         raise Aborted()
+    fires_apart = getattr(signal, "fires_apart", None)
+    if callable(fires_apart) and not fires_apart():
+        return await work  # only this task's own cancellation can fire it: no watcher, no race
     outcome = await race(work, _fired(signal))
     if outcome is STOPPED:
         raise Aborted()

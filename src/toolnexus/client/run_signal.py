@@ -96,6 +96,14 @@ class RunSignal:
         """`is_set()`, under the name an AbortSignal-like object uses."""
         return self.is_set()
 
+    def fires_apart(self) -> bool:
+        """Whether anything but cancelling the call's own task can fire this signal: the run's
+        cancel event or its deadline. When nothing can, a wait in that task needs no watcher (see
+        `toolnexus._abort.unless_aborted`): the one way it fires is a cancellation that reaches the
+        wait anyway."""
+        abort = self._abort
+        return abort is not None and (abort.cancel is not None or abort.remaining() is not None)
+
     def interrupt(self) -> None:
         """Fire for the call itself (its task was cancelled). Call from the event loop's thread."""
         self._interrupted.set()
