@@ -24,7 +24,8 @@ so it never goes through an injected clock. A signal whose `fires_apart()` says 
 cancelling the awaiting task can fire it (the client's run signal when the run has no cancel
 event and no deadline) is not watched at all: the work is simply awaited, so a tool call does not
 pay two tasks and a wait for a watcher that could never fire first. A signal that already fired
-means the work never starts. Not here: what a call that gave up returns — each caller has its own pinned text.
+means the work never starts. Not here: what a call that gave up returns — each caller has its
+own pinned text.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 Every attempt is raced against the run's `cancel` event and the time left before the run's
 deadline, so a hung server is abandoned the moment either fires (the attempt is cancelled, which
 closes its socket; a synchronous worker thread is abandoned). With a deadline alone on real time
-(the default per-call deadline, or `timeout_ms` without a `timer`) the attempt runs in the calling
-task under `asyncio.timeout`; only a cancel event or an injected clock needs the task race. Backoff sleeps
-wait on the same event and are clipped to the deadline. Aborts (`RunTimeout`, `RunCancelled`) are
-never retried and never reach `on_error`.
+(the default per-call deadline, or `timeout_ms` without a `timer`) the attempt runs in the
+calling task under `asyncio.timeout`; only a cancel event or an injected clock needs the task
+race. Backoff sleeps wait on the same event and are clipped to the deadline. Aborts
+(`RunTimeout`, `RunCancelled`) are never retried and never reach `on_error`.
 
 `max_retry_after_ms` (opt-in): a `Retry-After` longer than it is not slept through; the error is
 raised at once, since retrying before the server's stated time would only fail again.
