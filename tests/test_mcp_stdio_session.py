@@ -182,3 +182,38 @@ def test_a_toolkit_with_only_local_servers_never_imports_the_sdk():
         "asyncio.run(main())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.splitlines() == ["hi", "[]"]
+
+
+async def test_a_request_to_a_server_that_stopped_reading_fails_cleanly_and_leaves_no_stray_error():
+    """The child closed its stdin but not its stdout: the write fails, the waiting request is
+    failed by the lost connection, and its future is retrieved, so asyncio reports nothing."""
+    import gc
+
+    reported: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import os, sys; os.close(0); sys.stdout.write('ready\\n'); sys.stdout.flush(); "
+                              "sys.stdin = None; import time; time.sleep(30)",
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert await proc.stdout.readline() == b"ready\n"  # its stdin is closed now
+        session = StdioSession(proc.stdout, proc.stdin, name="deaf", timeout=10, max_line=1 << 20)
+        session.start()
+        failure = None
+        for _ in range(3):  # the first write may land in the pipe buffer before the OS says it is broken
+            try:
+                await session.call_tool("echo", {"text": "x" * 70000})
+            except McpRequestError as exc:
+                failure = exc
+                break
+        assert failure is not None and session.is_lost(failure)
+        del failure
+        await session.aclose()
+        gc.collect()
+        assert [c for c in reported if "never retrieved" in str(c.get("message"))] == []
+    finally:
+        loop.set_exception_handler(None)
+        proc.kill()
+        await proc.wait()

@@ -170,6 +170,8 @@ class StdioSession:
                 raise
         finally:
             self._waiting.pop(rid, None)
+            if future.done() and not future.cancelled():
+                future.exception()  # failed while we raised another way (a dead pipe): not "never retrieved"
         if not isinstance(result, dict):
             raise McpRequestError(INTERNAL_ERROR, f"MCP server sent a {method} result that is not an object")
         return result
