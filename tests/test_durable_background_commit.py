@@ -59,3 +59,42 @@ async def test_aclose_right_after_a_run_waits_for_its_turn_teardown_and_gives_th
         rt = await AgentRuntime.restore(store, "slow", agents=[WORKER], transport=SeedModel(), llm=LLM)
         assert [p.run_id for p in await store.pending()] == ["slow"]
         await rt.aclose()
+
+
+async def test_the_entry_agent_and_its_prompt_are_stored_before_its_first_model_call(tmp_path):
+    """Even when the store is slow, `Agent.run` holds the first turn until the entry agent and its
+    prompt are committed: a crash at the first model call always leaves a run that can be restored."""
+    import sqlite3
+
+    from toolnexus.stores.sqlite import SqliteStore
+
+    from support.durable_app import LLM, WORKER, SeedModel
+
+    path = tmp_path / "runs.db"
+    seen_at_first_call: list[list[str]] = []
+
+    class Watching(SeedModel):
+        def post(self, url, headers, payload, timeout):  # runs on a worker thread: read the file directly
+            if not seen_at_first_call:
+                conn = sqlite3.connect(path)
+                try:
+                    seen_at_first_call.append([row[0] for row in conn.execute(
+                        "SELECT handle_id FROM tn_handles WHERE run_id = 'slow-store' ORDER BY handle_id")])
+                finally:
+                    conn.close()
+            return super().post(url, headers, payload, timeout)
+
+    async with open_store(f"sqlite:///{path}") as store:
+        assert isinstance(store, SqliteStore)
+        real_commit = store.commit
+
+        async def slow_commit(*args, **kwargs):
+            for _ in range(200):  # yield to everything else first: a turn that is not held runs ahead
+                await asyncio.sleep(0)
+            return await real_commit(*args, **kwargs)
+
+        store.commit = slow_commit
+        r = await WORKER.run("do the gated thing", transport=Watching(), llm=LLM, store=store, run_id="slow-store")
+        assert r.status == "pending"
+        await r.runtime.aclose()
+    assert seen_at_first_call == [["root", "root/worker.1"]]

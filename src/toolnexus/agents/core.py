@@ -79,6 +79,9 @@ class RuntimeCore:
         self.background_tasks: set[asyncio.Future[Any]] = set()
         self.turns: set[TurnState] = set()  # bodies not yet finished (running or unwinding)
         self.resumes: dict[str, asyncio.Future[TaskResult]] = {}  # the answer ledger of a store-less runtime
+        # Turns wait on this before doing anything (set while `Agent.run` stores the entry agent
+        # and its prompt): a run is never past its first commit without them.
+        self.turn_hold: Optional[asyncio.Future[None]] = None
         self.root = Handle("root", ROOT_DEF, None, spawned_at=clock.now())
 
     # -- tracing and transitions -------------------------------------------------------------------

@@ -39,7 +39,7 @@ from ..types import Tool, ToolContext, ToolResult
 from . import persona as _persona  # for its __all__
 from .budget import Budget
 from .defs import AgentDef, check_resume_mode, read_soul_file
-from .handle import SpawnError, TaskResult
+from .handle import Handle, SpawnError, TaskResult
 from .loop import Completion, Loop, guarded_hooks
 from .persona import (  # re-exported: see __all__
     BOOTSTRAP_ORDER,
@@ -221,7 +221,10 @@ class Agent:
         if isinstance(h, SpawnError):
             return TaskResult(h.error, True, TaskStatus.ERROR, runtime=rt, run_id=rt.run_id)
         try:
-            rt.wake(h, prompt)
+            if durable is not None:
+                await self._stored_wake(rt, h, prompt)
+            else:
+                rt.wake(h, prompt)
             result = await rt.wait(h)
             if result.status != TaskStatus.PENDING:
                 await rt.close(rt.root)
@@ -229,6 +232,29 @@ class Agent:
             await rt.close(rt.root, force=True)
             raise
         return dataclasses.replace(result, runtime=rt, run_id=rt.run_id)
+
+    @staticmethod
+    async def _stored_wake(rt: AgentRuntime, h: Handle, prompt: str) -> None:
+        """Wake the entry agent with its turn held until the agent and its prompt are committed:
+        a crash (or a store that fails) can never leave a run whose entry was never stored."""
+        core = rt._core
+        assert core.durable is not None
+        hold: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        core.turn_hold = hold
+        try:
+            rt.wake(h, prompt)
+            await core.durable.flush()
+        except Exception as exc:
+            hold.set_exception(exc)
+            hold.exception()  # retrieved here; the held turn (if any) still raises it
+            raise
+        except BaseException:
+            hold.cancel()
+            raise
+        else:
+            hold.set_result(None)
+        finally:
+            core.turn_hold = None
 
     def as_tool(self, **rt_opts: Any) -> Tool:
         """This agent as one native tool (`prompt` in, final text + `{agent, turns, totalTokens}` out)."""

@@ -228,6 +228,8 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
     """The turn body; always settles `turn` (unless an interrupt already did) and reaps its toolkit."""
     toolkit = None
     try:
+        if core.turn_hold is not None:  # the run's entry is being stored: nothing happens before it is
+            await core.turn_hold
         if h._on_spawn_task is not None:  # an async on_spawn finishes before the first LLM call
             spawn_task, h._on_spawn_task = h._on_spawn_task, None
             await spawn_task
