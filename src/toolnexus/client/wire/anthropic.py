@@ -73,13 +73,6 @@ class AnthropicWire(DialectBase):
     def start_transcript(self, history: list[dict], system: str, prompt: Any) -> list[dict]:
         return list(history) + [{"role": "user", "content": prompt}]
 
-    def declare_tools(self, toolkit: Any, *, shared: bool = False) -> list[dict]:
-        if toolkit is None:
-            return []
-        if shared and callable(getattr(type(toolkit), "declarations", None)):  # its own, not a delegate's
-            return toolkit.declarations("anthropic")  # encoded once per toolkit change
-        return toolkit.to_anthropic()
-
     def build_body(self, model: str, messages: list[dict], tools: list[dict], system: str, stream: bool,
                    *, wired: bool = False) -> dict:
         body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "system": system,

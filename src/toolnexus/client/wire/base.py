@@ -253,6 +253,15 @@ class DialectBase:
     def __init__(self, policy: Optional[PartPolicy] = None) -> None:
         self.policy = policy or PartPolicy()
 
+    def declare_tools(self, toolkit: Any, *, shared: bool = False) -> list[dict]:
+        """The toolkit's declarations in this wire's shape: copies to edit (`to_openai()` /
+        `to_anthropic()`), or (`shared`) the toolkit's own read-only list, encoded once per change."""
+        if toolkit is None:
+            return []
+        if shared and callable(getattr(type(toolkit), "declarations", None)):  # its own, not a delegate's
+            return toolkit.declarations(self.name)
+        return getattr(toolkit, "to_" + self.name)()
+
     def encode_part(self, part: dict[str, Any], *, attached: bool) -> dict[str, Any]:
         """One canonical part as this wire's block, under the client's part policy."""
         return self.policy.encode(part, self.name, attached=attached)

@@ -147,13 +147,6 @@ class OpenAIWire(DialectBase):
         messages.append({"role": "user", "content": prompt})
         return messages
 
-    def declare_tools(self, toolkit: Any, *, shared: bool = False) -> list[dict]:
-        if toolkit is None:
-            return []
-        if shared and callable(getattr(type(toolkit), "declarations", None)):  # its own, not a delegate's
-            return toolkit.declarations("openai")  # encoded once per toolkit change
-        return toolkit.to_openai()
-
     def build_body(self, model: str, messages: list[dict], tools: list[dict], system: str, stream: bool,
                    *, wired: bool = False) -> dict:
         body: dict[str, Any] = {"model": model, "messages": messages if wired else self.wire_messages(messages)}
