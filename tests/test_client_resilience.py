@@ -84,6 +84,27 @@ async def test_429_with_retry_after_zero_is_retried_and_counted_as_attempts(serv
     assert server.connections == 1  # the retry reused the pooled connection
 
 
+async def test_a_call_that_fails_after_retries_reports_every_attempt_in_its_metric(server):
+    server.add(*[Json({"error": "down"}, status=503) for _ in range(3)])
+    events = []
+    async with llm(server, retries=2, on_metric=events.append) as c:
+        with pytest.raises(ProviderError):
+            await c.run("x")
+    llm_events = [e for e in events if e["event"] == "llm"]
+    assert [(e["status"], e["attempts"]) for e in llm_events] == [("error", 3)]
+    assert len(server.requests) == 3
+
+
+async def test_a_streamed_call_whose_openings_all_fail_reports_them(server):
+    server.add(*[Json({"error": "down"}, status=503) for _ in range(2)])
+    events = []
+    async with llm(server, retries=1, on_metric=events.append) as c:
+        with pytest.raises(ProviderError):
+            async for _ in c.stream("x"):
+                pass
+    assert [(e["status"], e["attempts"]) for e in events if e["event"] == "llm"] == [("error", 2)]
+
+
 async def test_retry_after_seconds_are_honoured(server):
     server.add(Json({}, status=503, headers={"retry-after": "1"}), Json(openai_text("ok")))
     async with llm(server) as c:

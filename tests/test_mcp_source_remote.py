@@ -117,3 +117,48 @@ async def test_a_vanished_remote_keeps_its_tools_on_refresh_and_reports_the_fail
         assert r.output == f"connection lost; reconnect failed: could not connect to {url}: connection refused"
     finally:
         await source.close()
+
+
+SLOW_IMPORT = r'''
+import asyncio, importlib.abc, json, sys, time
+
+class SlowSdk(importlib.abc.MetaPathFinder):
+    """The SDK-backed module takes 1.5 s to import (as on a slow, busy machine)."""
+    def find_spec(self, name, path, target=None):
+        if name == "toolnexus.mcp_source.remote":
+            time.sleep(1.5)
+        return None
+
+sys.meta_path.insert(0, SlowSdk())
+from toolnexus.mcp_source import load_mcp
+
+async def main():
+    ticks = 0
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+    task = asyncio.create_task(ticker())
+    source = await load_mcp({"mcpServers": {"srv": {"url": sys.argv[1], "timeout": 1000}}})
+    task.cancel()
+    print(json.dumps({"status": source.status, "reasons": source.reasons, "tools": [t.name for t in source.tools], "ticks": ticks}))
+    await source.close()
+
+asyncio.run(main())
+'''
+
+
+async def test_a_slow_sdk_import_neither_counts_against_the_timeout_nor_stalls_the_loop(streamable_url):
+    import asyncio
+    import json
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", SLOW_IMPORT, streamable_url,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, stderr.decode()
+    out = json.loads(stdout.decode().strip().splitlines()[-1])
+    assert out["status"] == {"srv": "connected"}, out  # a 1 s timeout, a 1.5 s import: still connected
+    assert out["tools"]
+    assert out["ticks"] >= 20  # the loop kept ticking (every 50 ms) through the 1.5 s import

@@ -49,6 +49,25 @@ def pending_row(request_id: str, run_id: str = "r1") -> PendingRow:
                       ["root", "a.1"], 1.0, None)
 
 
+async def test_start_run_creates_the_run_with_its_first_changes_and_refuses_a_used_id(store_url):
+    me = Holder.here()
+    first = Changes(status="running", handles={"root": {"id": "root"}},
+                    conversations={"c": ConversationOps(0, msgs("a"))}, trace=["t1"])
+    async with open_store(store_url) as store:
+        version = await store.start_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL,
+                                        state={"k": 1}, changes=first)
+        with pytest.raises(RunExists):
+            await store.start_run("r1", kind="agents", entry_agent="b", holder=Holder.here(), lease_ttl=TTL,
+                                  state=None, changes=Changes(handles={"root": {"id": "other"}}))
+        after = await commit(store, "r1", me, trace=["t2"])  # the lease is ours
+        loaded = await store.load("r1")
+    assert after == version + 1 == loaded.version
+    assert (loaded.entry_agent, loaded.state, loaded.status) == ("a", {"k": 1}, "running")
+    assert loaded.handles == {"root": {"id": "root"}}
+    assert [m["content"] for m in loaded.conversations["c"]] == ["a"]
+    assert loaded.trace == ["t1", "t2"]
+
+
 async def test_a_run_id_is_used_once_and_an_unknown_one_is_reported(store_url):
     async with open_store(store_url) as store:
         me = Holder.here()

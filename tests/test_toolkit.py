@@ -49,6 +49,15 @@ def test_assembly_order_and_first_wins_with_pinned_duplicate_warning(caplog):
     assert tk.mcp_status() == {"srv": "connected"}
 
 
+async def test_refresh_does_not_repeat_a_duplicate_warning(caplog):
+    caplog.set_level(logging.WARNING, "toolnexus")
+    tk = Toolkit(FakeMcp([mk("shared", "mcp")]), None, [mk("shared", "builtin")], [], [])
+    await tk.refresh()
+    await tk.refresh()
+    assert names(tk) == ["shared"] and tk.get("shared").source == "mcp"
+    assert dup_lines(caplog) == ['[toolnexus] duplicate tool name "shared" — keeping first']
+
+
 def test_disable_tools_applies_to_any_source_and_an_extra_shadowing_a_builtin_removes_both(caplog):
     caplog.set_level(logging.WARNING, "toolnexus")
     tk = Toolkit(None, None, [mk("bash", "builtin"), mk("grep", "builtin")], [], [mk("bash"), mk("x")],

@@ -116,6 +116,7 @@ class Toolkit:
         self._closed = False
         self._registered: list[Tool] = []
         self._by_name: dict[str, Tool] = {}
+        self._said_duplicate: set[str] = set()  # each duplicate is reported once, not at every refresh
         self._declared: dict[str, tuple[tuple[Any, ...], Any]] = {}  # style -> (tools key, declarations)
         self._assemble(warn_unknown_disabled=True)
 
@@ -149,7 +150,9 @@ class Toolkit:
 
     def _add(self, t: Tool) -> bool:
         if t.name in self._by_name:
-            warn(f'[toolnexus] duplicate tool name "{t.name}" — keeping first')
+            if t.name not in self._said_duplicate:
+                self._said_duplicate.add(t.name)
+                warn(f'[toolnexus] duplicate tool name "{t.name}" — keeping first')
             return False
         if not _VALID_NAME.match(t.name):
             warn_once(

@@ -312,10 +312,12 @@ class RuntimeCore:
 
     # -- wait / interrupt / close ------------------------------------------------------------------
 
-    async def wait(self, h: Handle, timeout_ms: Optional[float] = None) -> TaskResult:
+    async def wait(self, h: Handle, timeout_ms: Optional[float] = None, *, commit: bool = True) -> TaskResult:
+        """`h`'s next result. With a store it is reported once it is durable; `commit=False` leaves
+        that to the caller (which commits it together with what it does next)."""
         result = await self._next_result(h, timeout_ms)
-        if self.durable is not None and result.status != TaskStatus.TIMEOUT:
-            await self.durable.flush()  # a result is reported once it is durable
+        if commit and self.durable is not None and result.status != TaskStatus.TIMEOUT:
+            await self.durable.flush()
         return result
 
     async def _next_result(self, h: Handle, timeout_ms: Optional[float]) -> TaskResult:

@@ -315,49 +315,53 @@ class DurableRun:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            if not self.created:
-                await self._create()
             if hold:
                 self._release = False
+            creating = not self.created
+            if creating:
+                self._state_dirty = False  # the run's state is written by the create itself
             changes, taken = self._take()
-            if not self.held:
-                if _only_release(changes) and not hold:
+            if creating or not self.held:
+                if not creating and _only_release(changes) and not hold:
                     self._put_back(taken)
                     return  # nothing to write, and no lease to give up
-                changes.take_lease, changes.expect_version = True, self.version or None
+                changes.take_lease, changes.expect_version = not creating, self.version or None
                 changes.release = self._release and not hold and not self._core_busy()
             elif changes.empty():
                 return
             try:
-                self.version = await self.store.commit(self.run_id, self.holder, changes, lease_ttl=self.lease_ttl)
+                if creating:
+                    self.version = await self._create(changes)
+                else:
+                    self.version = await self.store.commit(self.run_id, self.holder, changes,
+                                                           lease_ttl=self.lease_ttl)
             except BaseException as exc:
                 self._put_back(taken)
                 if isinstance(exc, LeaseLost):
                     self._lease_gone()
                 raise
-            self.failure = None
+            self.created, self.failure = True, None
             for key, entry in changes.calls.items():
                 if entry is None:
                     self._live_calls.discard(key)
             if changes.release:
                 self._lease_gone()
-            elif changes.take_lease:
+            elif changes.take_lease or creating:
                 self.held = True
                 self._start_renewing()
 
     def _core_busy(self) -> bool:
         return bool(self._core is not None and self._core.busy())
 
-    async def _create(self) -> None:
+    async def _create(self, changes: Changes) -> int:
+        """The first commit creates the run with everything staged, in one transaction: a run
+        never exists in the store without its first state."""
         root = self._core.root if self._core is not None else None
         if self.entry_agent is None and root is not None and root.children:
             self.entry_agent = root.children[0].defn.name
-        await self.store.create_run(self.run_id, kind=KIND_AGENTS, entry_agent=self.entry_agent,
-                                    holder=self.holder, lease_ttl=self.lease_ttl, state=self.state)
-        self.created = self.held = True
-        self._state_dirty = False
-        self.version = 1
-        self._start_renewing()
+        return await self.store.start_run(self.run_id, kind=KIND_AGENTS, entry_agent=self.entry_agent,
+                                          holder=self.holder, lease_ttl=self.lease_ttl, state=self.state,
+                                          changes=changes)
 
     def adopt(self, version: int) -> None:
         """The runtime holds the lease of an existing run (acquired by restore)."""

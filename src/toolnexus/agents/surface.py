@@ -212,39 +212,50 @@ class Agent:
     async def _run_on(self, rt: AgentRuntime, prompt: str) -> TaskResult:
         durable = rt._core.durable
         if durable is not None:
-            try:
-                await durable.start(self.name)  # a used run id is refused here, before any spend
-            except BaseException:
-                await rt.aclose()
-                raise
+            durable.entry_agent = self.name
         h = rt.spawn(rt.root, self.name)
         if isinstance(h, SpawnError):
+            if durable is not None:
+                try:
+                    await self._first_commit(rt, None, prompt)
+                except BaseException:
+                    await rt.aclose()
+                    raise
             return TaskResult(h.error, True, TaskStatus.ERROR, runtime=rt, run_id=rt.run_id)
         try:
-            if durable is not None:
-                await self._stored_wake(rt, h, prompt)
-            else:
+            if durable is None:
                 rt.wake(h, prompt)
-            result = await rt.wait(h)
+                result = await rt.wait(h)
+                if result.status != TaskStatus.PENDING:
+                    await rt.close(rt.root)
+                return dataclasses.replace(result, runtime=rt, run_id=rt.run_id)
+            await self._first_commit(rt, h, prompt)
+            result = await rt._core.wait(h, commit=False)
             if result.status != TaskStatus.PENDING:
-                await rt.close(rt.root)
+                await rt.close(rt.root)  # one commit: the result, the closed tree, the lease given up
+            await durable.flush()  # a result is reported once it is durable (raises if that commit failed)
         except BaseException:
             await rt.close(rt.root, force=True)
             raise
         return dataclasses.replace(result, runtime=rt, run_id=rt.run_id)
 
     @staticmethod
-    async def _stored_wake(rt: AgentRuntime, h: Handle, prompt: str) -> None:
-        """Wake the entry agent with its turn held until the agent and its prompt are committed:
-        a crash (or a store that fails) can never leave a run whose entry was never stored."""
+    async def _first_commit(rt: AgentRuntime, h: Optional[Handle], prompt: str) -> None:
+        """Create the run in the store with the entry agent woken by `prompt`, in one commit; the
+        agent's turn is held until that commit lands, so a crash (or a store that fails, or a used
+        run id) can never leave a run whose entry was never stored, nor spend anything first."""
         core = rt._core
-        assert core.durable is not None
+        durable = core.durable
+        assert durable is not None
         hold: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         core.turn_hold = hold
         try:
-            rt.wake(h, prompt)
-            await core.durable.flush()
+            if h is not None:
+                rt.wake(h, prompt)
+            await durable.flush()
         except Exception as exc:
+            if not durable.created:
+                durable.abandon()  # nothing was written: nothing more will be
             hold.set_exception(exc)
             hold.exception()  # retrieved here; the held turn (if any) still raises it
             raise

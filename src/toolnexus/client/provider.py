@@ -163,23 +163,28 @@ class Provider:
         c = self._client
         return RetryPolicy(c.retries, c.retry_base_ms, c.retryable_statuses, c.on_error, c.max_retry_after_ms)
 
-    async def send(self, url: str, headers: dict[str, str], body: dict, abort: Abort) -> tuple[Any, int]:
-        """One logical call with retries; returns `(decoded JSON, attempts)`."""
-        return await self._with_retries(self.transport.post, url, headers, body, abort)
+    async def send(self, url: str, headers: dict[str, str], body: dict, abort: Abort, *,
+                   call: Optional[LlmCall] = None) -> tuple[Any, int]:
+        """One logical call with retries; returns `(decoded JSON, attempts)`. `call` counts each
+        attempt as it starts, so its metric says how many were made even when the last one fails."""
+        return await self._with_retries(self.transport.post, url, headers, body, abort, call)
 
-    async def open(self, url: str, headers: dict[str, str], body: dict, abort: Abort) -> tuple[ByteStream, int]:
+    async def open(self, url: str, headers: dict[str, str], body: dict, abort: Abort, *,
+                   call: Optional[LlmCall] = None) -> tuple[ByteStream, int]:
         """Open one streamed call, retrying the opening only; returns `(live stream, attempts)`."""
         async def opened(u: str, h: dict[str, str], p: dict[str, Any], t: float) -> ByteStream:
             return ByteStream(await self.transport.open(u, h, p, t))
 
-        return await self._with_retries(opened, url, headers, body, abort)
+        return await self._with_retries(opened, url, headers, body, abort, call)
 
     async def _with_retries(self, op: Callable[..., Awaitable[Any]], url: str, headers: dict[str, str], body: dict,
-                            abort: Abort) -> tuple[Any, int]:
+                            abort: Abort, call: Optional[LlmCall]) -> tuple[Any, int]:
         payload = dict(body)  # one object per logical call: transports may cache its bytes across retries
         secrets = self._secrets(headers)
 
         async def attempt(timeout: float) -> Any:
+            if call is not None:
+                call.attempts += 1
             try:
                 return await op(url, headers, payload, timeout)
             except ProviderError as e:  # an upstream may echo the request (and its key) back

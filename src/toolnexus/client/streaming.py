@@ -86,11 +86,8 @@ async def streamed_turn(client: Any, url: str, headers: dict[str, str], body: di
     abort = provider.call_abort(abort)
     policy = provider.retry_policy()
     reopened = 0
-    attempts = 0
     while True:
-        stream, opened = await provider.open(url, headers, body, abort)
-        attempts += opened
-        call.attempts = attempts
+        stream, _ = await provider.open(url, headers, body, abort, call=call)  # counts each opening on `call`
         yielded = False
         try:
             async for item in read_turn(stream, dialect, abort, client.max_response_bytes):

@@ -72,6 +72,15 @@ class RunStore(abc.ABC):
                          lease_ttl: float, state: Optional[dict[str, Any]] = None) -> None:
         """Create a run leased to `holder`; `RunExists` when the id is taken."""
 
+    async def start_run(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
+                        lease_ttl: float, state: Optional[dict[str, Any]], changes: Changes) -> int:
+        """Create a run and apply its first `changes`; the new version. The bundled stores do both
+        in one transaction (a run never exists without its first state); a store that does not
+        override this gets the two steps in order."""
+        await self.create_run(run_id, kind=kind, entry_agent=entry_agent, holder=holder, lease_ttl=lease_ttl,
+                              state=state)
+        return await self.commit(run_id, holder, changes, lease_ttl=lease_ttl)
+
     @abc.abstractmethod
     async def acquire(self, run_id: str, holder: Holder, *, lease_ttl: float, takeover: bool = False) -> int:
         """Take the run's lease (free, expired, held by a dead process on this host, ours, or

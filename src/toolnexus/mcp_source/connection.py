@@ -11,7 +11,9 @@ Two kinds of session behind one small interface (`list_page`, `call`, `is_lost`)
 gets our own `StdioSession` (session.py) on the child's pipes — no SDK import, a few
 microseconds per message; a remote one the SDK's `ClientSession` (remote.py), tried over
 streamable HTTP first, then over legacy SSE if that fails at any point up to and including
-`initialize`.
+`initialize`. The SDK is imported on first use, in a worker thread and before the server's
+`timeout` starts: its import takes about a second on a slow machine, which must neither stall the
+event loop nor count against a server that answers at once.
 
 A connection whose transport ended (the stdio child died, the HTTP stream broke) is "lost"; the
 next request reconnects once, lazily. While a local server's `initialize` is in flight a
@@ -36,7 +38,19 @@ from .session import StdioSession
 from ..errors import NetworkError, ToolnexusError, ToolnexusRuntimeError
 from ..types import Answer
 
-__all__ = ["MAX_LIST_PAGES", "ServerConnection", "describe_error"]
+__all__ = ["MAX_LIST_PAGES", "ServerConnection", "describe_error", "load_remote"]
+
+_REMOTE = "toolnexus.mcp_source.remote"
+
+
+async def load_remote() -> None:
+    """Import the SDK-backed remote session module off the event loop (once per process)."""
+    import sys
+
+    if _REMOTE not in sys.modules:
+        import importlib
+
+        await asyncio.to_thread(importlib.import_module, _REMOTE)
 
 MAX_LIST_PAGES = 1000
 
@@ -116,6 +130,8 @@ class ServerConnection:
             await self._retire(link)
 
     async def _open_link(self) -> tuple[_Link, list[dict[str, Any]]]:
+        if self.spec.remote:
+            await load_remote()  # before the clock starts (see the module docstring)
         link = _Link()
         link.owner = asyncio.create_task(self._own(link), name=f"toolnexus-mcp:{self.spec.name}")
         try:

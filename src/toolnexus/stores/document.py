@@ -252,13 +252,24 @@ class DocumentStore(RunStore):
                          lease_ttl: float, state: Optional[dict[str, Any]] = None) -> None:
         await self.open()
         async with self._locked():
-            if await self._read(run_id, messages=False) is not None:
-                raise RunExists(run_id)
-            now = epoch()
-            doc = RunDoc(run_id, kind, entry_agent, "running", now, now, version=1,
-                         state=dumps(state) if state is not None else None, lease=holder.to_dict(),
-                         lease_expires=now + lease_ttl)
+            doc = await self._new_doc(run_id, kind, entry_agent, holder, lease_ttl, state)
             await self._write(doc, {}, [], [])
+
+    async def start_run(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
+                        lease_ttl: float, state: Optional[dict[str, Any]], changes: Changes) -> int:
+        await self.open()
+        async with self._locked():
+            doc = await self._new_doc(run_id, kind, entry_agent, holder, lease_ttl, state)
+            return await self._commit_doc(doc, holder, changes, lease_ttl)
+
+    async def _new_doc(self, run_id: str, kind: str, entry_agent: Optional[str], holder: Holder, lease_ttl: float,
+                       state: Optional[dict[str, Any]]) -> RunDoc:
+        if await self._read(run_id, messages=False) is not None:
+            raise RunExists(run_id)
+        now = epoch()
+        return RunDoc(run_id, kind, entry_agent, "running", now, now, version=1,
+                      state=dumps(state) if state is not None else None, lease=holder.to_dict(),
+                      lease_expires=now + lease_ttl)
 
     async def acquire(self, run_id: str, holder: Holder, *, lease_ttl: float, takeover: bool = False) -> int:
         await self.open()
@@ -297,23 +308,27 @@ class DocumentStore(RunStore):
         await self.open()
         async with self._locked():
             doc = await self._must(run_id, messages=False)
-            now = epoch()
             if changes.take_lease:
-                check_lease(run_id, doc.lease, doc.lease_expires, holder, now, False)
+                check_lease(run_id, doc.lease, doc.lease_expires, holder, epoch(), False)
                 if changes.expect_version is not None and doc.version != changes.expect_version:
                     raise RunChanged(run_id, changes.expect_version, doc.version)
                 doc.lease = holder.to_dict()
             elif not lease_is_ours(doc.lease, holder):
                 raise LeaseLost(run_id, _describe(doc.lease))
-            edits = _apply(doc, changes, now)
-            doc.lease_expires = now + lease_ttl
-            if changes.release:
-                doc.lease = doc.lease_expires = None
-            wanted = [r.request_id for r in changes.pending] + list(changes.applied) + list(changes.cancelled)
-            ledger = await self._rows_get(wanted) if wanted else {}
-            rows = _ledger_changes(ledger, run_id, changes, now)
-            await self._write(doc, edits, list(changes.trace), rows)
-            return doc.version
+            return await self._commit_doc(doc, holder, changes, lease_ttl)
+
+    async def _commit_doc(self, doc: RunDoc, holder: Holder, changes: Changes, lease_ttl: float) -> int:
+        """Fold `changes` into `doc` (whose lease is ours) with its ledger rows, and write it once."""
+        now = epoch()
+        edits = _apply(doc, changes, now)
+        doc.lease_expires = now + lease_ttl
+        if changes.release:
+            doc.lease = doc.lease_expires = None
+        wanted = [r.request_id for r in changes.pending] + list(changes.applied) + list(changes.cancelled)
+        ledger = await self._rows_get(wanted) if wanted else {}
+        rows = _ledger_changes(ledger, doc.run_id, changes, now)
+        await self._write(doc, edits, list(changes.trace), rows)
+        return doc.version
 
     # -- the answer ledger -------------------------------------------------------------------------
 

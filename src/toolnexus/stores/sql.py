@@ -189,25 +189,67 @@ def _describe(lease: Any) -> Optional[str]:
     return holder.describe() if holder is not None else None
 
 
-def _conv_key(run_id: str, conv_id: str, cids: dict[tuple[str, str], int]) -> Steps[int]:
-    """The small integer key of a conversation, created on first use (remembered in `cids`: a key
-    never changes once made)."""
-    cid = cids.get((run_id, conv_id))
+class ConvKeys:
+    """The conversation keys a store has seen committed, so a commit need not look its key up.
+
+    A key learned inside a transaction is `fresh` until that transaction commits (a rolled-back
+    insert must not be remembered: its key would point at no conversation). Bounded: past `keep`
+    entries the oldest half is forgotten (a miss costs one SELECT). Mutated on the event loop
+    only; the SQL thread reads with `dict.get`."""
+
+    def __init__(self, keep: int = 4096) -> None:
+        self.keep = keep
+        self._known: dict[tuple[str, str], int] = {}
+
+    def get(self, key: tuple[str, str]) -> Optional[int]:
+        return self._known.get(key)
+
+    def learn(self, fresh: dict[tuple[str, str], int]) -> None:
+        if not fresh:
+            return
+        self._known.update(fresh)
+        if len(self._known) > self.keep:
+            for old in list(self._known)[: len(self._known) - self.keep // 2]:
+                del self._known[old]
+
+    def forget_run(self, run_id: str) -> None:
+        self._known = {k: v for k, v in self._known.items() if k[0] != run_id}
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+
+class Keys:
+    """One transaction's view of conversation keys: the committed ones, plus those it made."""
+
+    def __init__(self, known: ConvKeys) -> None:
+        self.known = known
+        self.fresh: dict[tuple[str, str], int] = {}
+
+    def get(self, key: tuple[str, str]) -> Optional[int]:
+        found = self.fresh.get(key)
+        return found if found is not None else self.known.get(key)
+
+
+def _conv_key(run_id: str, conv_id: str, keys: Keys) -> Steps[int]:
+    """The small integer key of a conversation, created on first use (a key never changes once
+    made, so a committed one is remembered)."""
+    cid = keys.get((run_id, conv_id))
     if cid is not None:
         return cid
     found = yield Query("SELECT cid FROM tn_convs WHERE run_id = ? AND conv_id = ?", (run_id, conv_id), "one")
     if found is None:
         yield Query("INSERT INTO tn_convs (run_id, conv_id) VALUES (?, ?)", (run_id, conv_id))
         found = yield Query("SELECT cid FROM tn_convs WHERE run_id = ? AND conv_id = ?", (run_id, conv_id), "one")
-    cids[(run_id, conv_id)] = int(found[0])
+    keys.fresh[(run_id, conv_id)] = int(found[0])
     return int(found[0])
 
 
-def _write_conversation(run_id: str, conv_id: str, start: int, texts: list[str], cids: dict[tuple[str, str], int],
+def _write_conversation(run_id: str, conv_id: str, start: int, texts: list[str], keys: Keys,
                         *, drop: bool = True) -> Steps[None]:
     """Keep messages before `start`, write `texts` from there. `drop=False`: nothing is stored at
     or after `start` (the writer knows: a plain append), so nothing is deleted."""
-    cid = yield from _conv_key(run_id, conv_id, cids)
+    cid = yield from _conv_key(run_id, conv_id, keys)
     if drop:
         yield Query("DELETE FROM tn_messages WHERE cid = ? AND idx >= ?", (cid, start))
     if texts:
@@ -247,10 +289,40 @@ def _lease_steps(run_id: str, holder: Holder, changes: Changes, url: str) -> Ste
         raise LeaseLost(run_id, _describe(lease))
 
 
+@dataclass
+class Encoded:
+    """A commit's JSON texts, made by the caller before the transaction (on the event loop, where
+    the objects are warm in cache; the transaction's thread then only runs SQL)."""
+
+    handles: list[tuple[str, str, str]]
+    calls: list[tuple[str, str, str, str]]
+    drops: list[tuple[str, str, str]]
+    state: Optional[str]
+    result: Optional[str]
+
+    @classmethod
+    def of(cls, run_id: str, changes: Changes) -> "Encoded":
+        calls = changes.calls.items()
+        return cls([(run_id, hid, dumps(rec)) for hid, rec in changes.handles.items()],
+                   [(run_id, c, k, dumps(entry)) for (c, k), entry in calls if entry is not None],
+                   [(run_id, c, k) for (c, k), entry in calls if entry is None],
+                   dumps(changes.state) if changes.state is not None else None,
+                   dumps(changes.result) if changes.result is not None else None)
+
+
+def start_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, ttl: float,
+                state: Optional[dict[str, Any]], changes: Changes, encoded: Encoded, url: str,
+                keys: Keys) -> Steps[int]:
+    """Create a run and write its first changes, in one transaction."""
+    yield from create_steps(run_id, kind, entry, holder, ttl, state)
+    return (yield from commit_steps(run_id, holder, changes, ttl, url, keys, encoded))
+
+
 def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url: str,
-                 cids: dict[tuple[str, str], int]) -> Steps[int]:
+                 keys: Keys, encoded: Optional[Encoded] = None) -> Steps[int]:
     """One commit. The run's row is updated first — `WHERE lease_id` is both the lease check and
     (on PostgreSQL) the row lock — so the usual commit costs one statement per kind of change."""
+    enc = encoded if encoded is not None else Encoded.of(run_id, changes)
     now = epoch()
     if changes.take_lease:
         yield from _lease_steps(run_id, holder, changes, url)
@@ -268,10 +340,10 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         if value:
             sets.append(f"{column} = ?")
             params.append(value)
-    for column, document in (("state", changes.state), ("result", changes.result)):
-        if document is not None:
+    for column, text in (("state", enc.state), ("result", enc.result)):
+        if text is not None:
             sets.append(f"{column} = ?")
-            params.append(dumps(document))
+            params.append(text)
     who = "" if changes.take_lease else " AND lease_id = ?"
     row = yield Query(f"UPDATE tn_runs SET {', '.join(sets)} WHERE run_id = ?{who} RETURNING version, trace_seq, format",
                       (*params, run_id) if changes.take_lease else (*params, run_id, holder.id), "one")
@@ -282,20 +354,18 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         raise StoreVersionError(
             f"toolnexus: run {run_id!r} in {url} was written by a newer toolnexus (run format {row[2]}; this "
             f"version reads {RUN_FORMAT}) — upgrade toolnexus to restore it")
-    if changes.handles:
+    if enc.handles:
         yield Query("INSERT INTO tn_handles (run_id, handle_id, record) VALUES (?, ?, ?) "
-                    "ON CONFLICT (run_id, handle_id) DO UPDATE SET record = excluded.record",
-                    [(run_id, hid, dumps(rec)) for hid, rec in changes.handles.items()], many=True)
+                    "ON CONFLICT (run_id, handle_id) DO UPDATE SET record = excluded.record", enc.handles, many=True)
     for conv_id, ops in changes.conversations.items():
-        yield from _write_conversation(run_id, conv_id, ops.start, ops.append, cids,
+        yield from _write_conversation(run_id, conv_id, ops.start, ops.append, keys,
                                        drop=ops.stored is None or ops.start < ops.stored)
-    drops = [(run_id, c, k) for (c, k), entry in changes.calls.items() if entry is None]
-    puts = [(run_id, c, k, dumps(entry)) for (c, k), entry in changes.calls.items() if entry is not None]
-    if drops:
-        yield Query("DELETE FROM tn_calls WHERE run_id = ? AND conv_id = ? AND call_id = ?", drops, many=True)
-    if puts:
+    if enc.drops:
+        yield Query("DELETE FROM tn_calls WHERE run_id = ? AND conv_id = ? AND call_id = ?", enc.drops, many=True)
+    if enc.calls:
         yield Query("INSERT INTO tn_calls (run_id, conv_id, call_id, entry) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (run_id, conv_id, call_id) DO UPDATE SET entry = excluded.entry", puts, many=True)
+                    "ON CONFLICT (run_id, conv_id, call_id) DO UPDATE SET entry = excluded.entry", enc.calls,
+                    many=True)
     if changes.pending or changes.applied or changes.cancelled:
         for ledger_row in (yield from _ledger_rows(run_id, changes, now)):
             yield _put_pending(ledger_row)
@@ -414,7 +484,7 @@ def conversation_get_steps(conv: str) -> Steps[Optional[tuple[int, list[Any]]]]:
 
 def conversation_save_steps(conv: str, messages: list[Any], seen: Optional[tuple[int, list[Any]]], url: str,
                             opened: Optional[PendingRow], applied: Optional[str],
-                            cids: dict[tuple[str, str], int]) -> Steps[int]:
+                            keys: Keys) -> Steps[int]:
     run_id = CONVERSATION_PREFIX + conv
     now = epoch()
     yield Query(f"INSERT INTO tn_runs ({_RUN_COLS}) VALUES ({', '.join('?' * 13)}) ON CONFLICT (run_id) DO NOTHING",
@@ -425,7 +495,7 @@ def conversation_save_steps(conv: str, messages: list[Any], seen: Optional[tuple
         raise StoreConflict(
             f"toolnexus: conversation {conv!r} in {url} was changed by another writer since it was loaded "
             f"(version {seen[0]} → {version}); load it again and retry")
-    cid = yield from _conv_key(run_id, conv, cids)
+    cid = yield from _conv_key(run_id, conv, keys)
     counted = yield Query("SELECT count(*) FROM tn_messages WHERE cid = ?", (cid,), "one")
     count = int(counted[0])
     if seen is not None and len(seen[1]) == count:
@@ -441,7 +511,7 @@ def conversation_save_steps(conv: str, messages: list[Any], seen: Optional[tuple
             if dumps(message) != text:
                 break
             start += 1
-    yield from _write_conversation(run_id, conv, start, [dumps(m) for m in messages[start:]], cids)
+    yield from _write_conversation(run_id, conv, start, [dumps(m) for m in messages[start:]], keys)
     if opened is not None:
         yield _put_pending(opened)
     if applied is not None:
@@ -464,7 +534,7 @@ class SqlStore(RunStore):
     def __init__(self) -> None:
         self._conv_locks = IdLocks()
         self._loaded_ids: dict[str, tuple[int, list[Any]]] = {}
-        self._cids: dict[tuple[str, str], int] = {}
+        self._keys = ConvKeys()
 
     @abc.abstractmethod
     async def _run(self, steps: Steps[T], *, write: bool = True) -> T:
@@ -478,7 +548,7 @@ class SqlStore(RunStore):
 
     async def delete_run(self, run_id: str) -> None:
         await self._run(delete_steps(run_id))
-        self._cids = {k: v for k, v in self._cids.items() if k[0] != run_id}
+        self._keys.forget_run(run_id)
 
     async def create_run(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
                          lease_ttl: float, state: Optional[dict[str, Any]] = None) -> None:
@@ -496,8 +566,20 @@ class SqlStore(RunStore):
     async def load(self, run_id: str) -> LoadedRun:
         return await self._run(load_steps(run_id, self.url), write=False)
 
+    async def start_run(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
+                        lease_ttl: float, state: Optional[dict[str, Any]], changes: Changes) -> int:
+        keys = Keys(self._keys)
+        version = await self._run(start_steps(run_id, kind, entry_agent, holder, lease_ttl, state, changes,
+                                              Encoded.of(run_id, changes), self.url, keys))
+        self._keys.learn(keys.fresh)
+        return version
+
     async def commit(self, run_id: str, holder: Holder, changes: Changes, *, lease_ttl: float) -> int:
-        return await self._run(commit_steps(run_id, holder, changes, lease_ttl, self.url, self._cids))
+        keys = Keys(self._keys)
+        version = await self._run(commit_steps(run_id, holder, changes, lease_ttl, self.url, keys,
+                                               Encoded.of(run_id, changes)))
+        self._keys.learn(keys.fresh)
+        return version
 
     async def find_request(self, request_id: str) -> Optional[PendingRow]:
         return await self._run(find_steps(request_id), write=False)
@@ -535,8 +617,10 @@ class SqlStore(RunStore):
     async def _save(self, id: str, messages: list[dict[str, Any]], opened: Optional[PendingRow],  # noqa: A002
                     applied: Optional[str]) -> None:
         messages = list(messages)
+        keys = Keys(self._keys)
         version = await self._run(conversation_save_steps(id, messages, self._loaded_ids.get(id), self.url,
-                                                          opened, applied, self._cids))
+                                                          opened, applied, keys))
+        self._keys.learn(keys.fresh)
         self._loaded_ids[id] = (version, messages)
 
     async def save(self, id: str, messages: list[dict[str, Any]]) -> None:  # noqa: A002
