@@ -197,6 +197,24 @@ async def test_a_conversation_changed_by_another_writer_is_a_conflict_not_a_sile
         assert [m["content"] for m in await one.get("chat")] == ["a", "b"]
 
 
+async def test_what_a_store_remembers_of_conversations_is_bounded_but_a_held_one_keeps_its_conflict_check(
+        shared_store_url):
+    async with open_store(shared_store_url) as one, open_store(shared_store_url) as two:
+        one._loaded_ids.keep = 4
+        await one.save("chat", [{"role": "user", "content": "a"}])
+        async with one.lock("chat"):  # as a client holds it from its get to its save
+            mine = await one.get("chat")
+            for i in range(10):  # other conversations pass through meanwhile
+                await one.save(f"other-{i}", [{"role": "user", "content": str(i)}])
+            assert len(one._loaded_ids) <= 5
+            theirs = await two.get("chat")
+            await two.save("chat", theirs + [{"role": "assistant", "content": "b"}])
+            with pytest.raises(StoreConflict, match="changed by another writer"):
+                await one.save("chat", mine + [{"role": "assistant", "content": "c"}])
+        assert [m["content"] for m in await one.get("chat")] == ["a", "b"]
+        assert [m["content"] for m in await one.get("other-0")] == ["0"]  # forgotten here, still stored
+
+
 async def test_delete_run_forgets_the_run_and_its_requests(store_url):
     async with open_store(store_url) as store:
         me = Holder.here()

@@ -49,6 +49,10 @@ class IdLocks:
             if entry[1] == 0 and self._locks.get(key) is entry:
                 del self._locks[key]
 
+    def held(self, key: str) -> bool:
+        """Someone holds or waits for `key`'s lock."""
+        return key in self._locks
+
 
 class InMemoryConversationStore:
     """Dict-backed store with deep copies, optional size cap and TTL."""

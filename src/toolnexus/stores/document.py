@@ -23,6 +23,7 @@ from ..durable import (Changes, ConversationOps, Holder, LeaseLost, LoadedRun, P
 from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN,
                              RUN_FORMAT, dumps, epoch, loads, to_datetime)
 from ..durable.rules import check_claim, check_lease, expires_at_epoch, lease_is_ours
+from .seen import SeenConversations
 
 __all__ = ["RunDoc", "DocumentStore", "Edits", "trim_trace"]
 
@@ -141,7 +142,7 @@ class DocumentStore(RunStore):
 
     def __init__(self) -> None:
         self._conv_locks = IdLocks()
-        self._loaded_ids: dict[str, tuple[int, list[Any]]] = {}  # conversation → (version, messages handed out)
+        self._loaded_ids = SeenConversations(self._conv_locks)
 
     # -- primitives (backend) ----------------------------------------------------------------------
 
@@ -380,10 +381,10 @@ class DocumentStore(RunStore):
         async with self._locked():
             doc = await self._read(CONVERSATION_PREFIX + id, messages=True)
         if doc is None:
-            self._loaded_ids.pop(id, None)
+            self._loaded_ids.pop(id)
             return None
         messages = [loads(m) for m in doc.conversations.get(id, [])]
-        self._loaded_ids[id] = (doc.version, list(messages))
+        self._loaded_ids.put(id, doc.version, list(messages))
         return messages
 
     async def save(self, id: str, messages: list[dict[str, Any]]) -> None:  # noqa: A002
@@ -428,7 +429,7 @@ class DocumentStore(RunStore):
                     row.status, row.answered_at = APPLIED, now
                     rows.append(row)
             await self._write(doc, edits, [], rows)
-        self._loaded_ids[id] = (doc.version, messages)
+        self._loaded_ids.put(id, doc.version, messages)
 
 
 def _common_prefix(handed_out: list[Any], messages: list[Any]) -> int:

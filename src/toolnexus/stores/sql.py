@@ -33,6 +33,7 @@ from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, K
                              SCHEMA_VERSION, dumps, epoch, loads, to_datetime)
 from ..durable.rules import check_claim, check_lease, expires_at_epoch, lease_is_ours
 from .document import TRACE_KEEP
+from .seen import SeenConversations
 
 __all__ = ["Query", "SqlStore", "schema_statements"]
 
@@ -533,7 +534,7 @@ class SqlStore(RunStore):
 
     def __init__(self) -> None:
         self._conv_locks = IdLocks()
-        self._loaded_ids: dict[str, tuple[int, list[Any]]] = {}
+        self._loaded_ids = SeenConversations(self._conv_locks)
         self._keys = ConvKeys()
 
     @abc.abstractmethod
@@ -609,9 +610,9 @@ class SqlStore(RunStore):
     async def get(self, id: str) -> Optional[list[dict[str, Any]]]:  # noqa: A002
         found = await self._run(conversation_get_steps(id), write=False)
         if found is None:
-            self._loaded_ids.pop(id, None)
+            self._loaded_ids.pop(id)
             return None
-        self._loaded_ids[id] = (found[0], list(found[1]))
+        self._loaded_ids.put(id, found[0], list(found[1]))
         return found[1]
 
     async def _save(self, id: str, messages: list[dict[str, Any]], opened: Optional[PendingRow],  # noqa: A002
@@ -621,7 +622,7 @@ class SqlStore(RunStore):
         version = await self._run(conversation_save_steps(id, messages, self._loaded_ids.get(id), self.url,
                                                           opened, applied, keys))
         self._keys.learn(keys.fresh)
-        self._loaded_ids[id] = (version, messages)
+        self._loaded_ids.put(id, version, messages)
 
     async def save(self, id: str, messages: list[dict[str, Any]]) -> None:  # noqa: A002
         await self._save(id, messages, None, None)
