@@ -345,10 +345,16 @@ async def test_a_file_store_commit_cut_after_its_redo_log_is_completed_on_next_u
         assert [m["content"] for m in (await again.load("r1")).conversations["c"]] == ["a", "b"]
 
 
-async def test_an_unreachable_postgres_server_is_a_clear_error():
-    with pytest.raises(StoreUnavailable, match=r"cannot reach the PostgreSQL store postgresql://nobody:\*\*\*@127\.0\.0\.1:1/x"):
-        async with open_store("postgresql://nobody:s3cret@127.0.0.1:1/x?timeout=2") as store:
-            await store.runs()
+async def test_an_unreachable_postgres_server_is_a_clear_error_at_once_with_its_reason(caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING)
+    with pytest.raises(StoreUnavailable, match=r"cannot reach the PostgreSQL store postgresql://nobody:\*\*\*@127\.0\.0\.1:1/x"
+                                               r"\?timeout=30: .*Connection refused") as failed:
+        async with open_store("postgresql://nobody:s3cret@127.0.0.1:1/x?timeout=30") as store:
+            await asyncio.wait_for(store.runs(), 10)  # refused at once, not after the 30 s pool timeout
+    assert "s3cret" not in str(failed.value) and failed.value.__cause__ is None
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []  # no pool retry noise
 
 
 async def test_a_sqlite_store_in_a_missing_folder_is_a_clear_error(tmp_path):

@@ -72,6 +72,7 @@ class PostgresStore(SqlStore):
             kwargs: dict[str, Any] = {"autocommit": True}
             if self.schema:
                 kwargs["options"] = f"-c search_path={self.schema}"
+            await self._probe(kwargs)
             pool = AsyncConnectionPool(self._conninfo, min_size=1, max_size=self.pool_size, kwargs=kwargs,
                                        open=False, timeout=self.timeout, name="toolnexus")
             try:
@@ -92,6 +93,25 @@ class PostgresStore(SqlStore):
                 await pool.close()
                 raise
             self._opened = True
+
+    async def _probe(self, kwargs: dict[str, Any]) -> None:
+        """One plain connection first: a server that is down, a wrong database or a refused login
+        fails here at once, with the server's reason — the pool would retry in the background
+        until `timeout`, logging each failure, and then report only that it timed out."""
+        import psycopg
+
+        try:
+            conn = await psycopg.AsyncConnection.connect(self._conninfo, connect_timeout=max(2, round(self.timeout)),
+                                                         **kwargs)
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            password = urlsplit(self._conninfo).password
+            if password:
+                reason = reason.replace(password, "***")
+            raise StoreUnavailable(
+                f"toolnexus: cannot reach the PostgreSQL store {self.url}: {reason} — check that the server is "
+                "running and the URL (host, port, database, user) is right") from None
+        await conn.close()
 
     async def _call(self, steps: Steps[T], write: bool) -> T:
         import psycopg
