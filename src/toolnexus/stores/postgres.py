@@ -1,6 +1,7 @@
 """`PostgresStore` (`open_store("postgresql://user@host/db")`): for many workers on many machines.
 
-psycopg 3, async, with a connection pool (`pip install toolnexus[postgres]`). Every write
+psycopg 3, async, with a connection pool (`pip install toolnexus[postgres]`) and pipeline mode
+(statements whose results are not read are sent without waiting, see `_execute`). Every write
 transaction locks the run's row (`SELECT … FOR UPDATE`) and ledger claims lock their request's
 row, so exactly one process applies an answer and only the lease holder writes a run. Reads run
 at REPEATABLE READ, so a restore sees one commit, not half of two.
@@ -117,21 +118,19 @@ class PostgresStore(SqlStore):
         import psycopg
 
         try:
-            async with self._pool.connection() as conn:
-                async with conn.transaction():
-                    cur = conn.cursor()
-                    if not write:
-                        await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                    try:
-                        result: Any = None
-                        query = steps.send(None)
-                        while True:
-                            result = await self._execute(cur, query)
-                            query = steps.send(result)
-                    except StopIteration as stop:
-                        return stop.value
-                    finally:
-                        steps.close()
+            async with self._pool.connection() as conn, conn.pipeline() as pipeline, conn.transaction():
+                if not write:
+                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                try:
+                    result: Any = None
+                    query = steps.send(None)
+                    while True:
+                        result = await self._execute(conn, query, pipeline)
+                        query = steps.send(result)
+                except StopIteration as stop:
+                    return stop.value
+                finally:
+                    steps.close()
         except StoreError:
             raise
         except (psycopg.Error, OSError) as exc:
@@ -144,7 +143,12 @@ class PostgresStore(SqlStore):
             raise
 
     @staticmethod
-    async def _execute(cur: Any, query: Query) -> Any:
+    async def _execute(conn: Any, query: Query, pipeline: Any) -> Any:
+        """In pipeline mode a statement whose result nobody reads is only queued: a usual commit
+        is two round trips to the server (the run row's update, then the rest with COMMIT), not
+        one per statement. An error in a queued statement fails the transaction at the next sync,
+        so nothing of it is kept. A cursor per statement: each reads its own result."""
+        cur = conn.cursor()
         sql = query.sql.replace("?", "%s")
         if query.lock:
             sql += " FOR UPDATE"
@@ -157,6 +161,7 @@ class PostgresStore(SqlStore):
         if query.fetch == "all":
             return await cur.fetchall()
         if query.fetch == "rowcount":
+            await pipeline.sync()
             return cur.rowcount
         return None
 
