@@ -7,7 +7,9 @@ asks for one tool call per turn, then answers):
    `TOOLNEXUS_TEST_POSTGRES` is set) PostgreSQL; interleaved rounds, p50/p95 over the runs, and the
    per-turn checkpoint cost (store p50 − no-store p50) / turns; once with a side-effecting tool
    (each call's start is committed before it runs) and once with an idempotent one. Goal: SQLite
-   p50 ≤ 1.25× the in-memory store's (the same durable bookkeeping, without the I/O).
+   p50 ≤ 1.25× the in-memory store's (the same durable bookkeeping, without the I/O). The row
+   `memory: + hop` is `memory:` plus one no-op round trip to a worker thread per commit: the
+   floor under any store that keeps its I/O off the event loop, before any SQL.
 2. **Restore and resume in a fresh process** — a run parked on SQLite; a new process restores it,
    answers and finishes; wall time of that process (and of a process that only imports
    toolnexus.agents, for comparison).
@@ -30,14 +32,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
 from toolnexus import Answer, define_tool, pending
 from toolnexus.agents import Budget, agent
 from toolnexus.stores import open_store
+from toolnexus.stores.memory import MemoryStore
 
 HERE = Path(__file__).resolve().parent
+HOP = "memory: + hop"  # the thread round-trip floor (see HopStore)
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
 
@@ -118,18 +123,46 @@ def looker(turns: int, idempotent: bool = False) -> Any:
                  budget=Budget(max_turns=turns + 2))
 
 
+class HopStore(MemoryStore):
+    """`memory:` plus one no-op round trip to a worker thread per commit — what handing a commit
+    to a thread costs before any SQL runs (the floor under a store that keeps I/O off the loop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-hop")
+
+    async def _hop(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._pool, _nothing)
+
+    async def commit(self, *args: Any, **kwargs: Any) -> int:
+        await self._hop()
+        return await super().commit(*args, **kwargs)
+
+    async def start_run(self, *args: Any, **kwargs: Any) -> int:
+        await self._hop()
+        return await super().start_run(*args, **kwargs)
+
+    async def aclose(self) -> None:
+        self._pool.shutdown()
+
+
+def _nothing() -> None:
+    return None
+
+
 async def runs_by_store(turns: int, runs: int, rounds: int, pg: Optional[str]) -> dict[str, Any]:
     """p50/p95 of the same run per store, with a side-effecting tool (each call's start committed
     before it runs) and with an idempotent one (its start may ride the next commit)."""
     folder = tempfile.mkdtemp(prefix="tn-bench-")
-    urls: dict[str, Optional[str]] = {"no store": None, "memory:": "memory:", "sqlite": f"sqlite:///{folder}/runs.db"}
+    urls: dict[str, Optional[str]] = {"no store": None, "memory:": "memory:", HOP: "hop",
+                                      "sqlite": f"sqlite:///{folder}/runs.db"}
     if pg:
         urls["postgresql"] = pg + ("&" if "?" in pg else "?") + "schema=tn_bench"
     agents = {"side-effecting tool": looker(turns), "idempotent tool": looker(turns, idempotent=True)}
     rows = [(store, tool) for tool in agents for store in urls]
     samples: dict[tuple[str, str], list[float]] = {row: [] for row in rows}
     with MockModel(turns) as model:
-        stores = {k: open_store(u) for k, u in urls.items() if u}
+        stores = {k: HopStore() if u == "hop" else open_store(u) for k, u in urls.items() if u}
         for store in stores.values():
             await store.open()
         from toolnexus.client import Http11Transport
@@ -278,9 +311,9 @@ async def main() -> None:
         "stored_500_turns": await stored_bytes(500),
     }
     print(f"\n{result['scenario']} — {result['machine']}")
-    print(f"{'store':<12}{'tool':<22}{'p50 ms':>9}{'p95 ms':>9}{'× no store':>12}{'× memory:':>11}{'ms/turn':>9}")
+    print(f"{'store':<15}{'tool':<22}{'p50 ms':>9}{'p95 ms':>9}{'× no store':>12}{'× memory:':>11}{'ms/turn':>9}")
     for row in result["by_store"].values():
-        print(f"{row['store']:<12}{row['tool']:<22}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['vs_no_store']:>12}"
+        print(f"{row['store']:<15}{row['tool']:<22}{row['p50_ms']:>9}{row['p95_ms']:>9}{row['vs_no_store']:>12}"
               f"{row['vs_memory_store']:>11}{row['per_turn_ms']:>9}")
     rr = result["restore_and_resume"]
     print(f"\nrestore + resume in a fresh process: {rr['process_wall_p50_ms']} ms wall "

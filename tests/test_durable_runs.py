@@ -319,6 +319,37 @@ async def test_a_store_failing_mid_run_loses_nothing_committed(tmp_path):
         assert (final.status, final.text) == ("done", "done.")
 
 
+async def test_a_run_whose_final_commit_fails_raises_instead_of_reporting_an_unstored_result(tmp_path):
+    """The run finishes while another writer holds the SQLite file: its result cannot be stored,
+    so `run` raises the store's error (a result is reported only once durable); after the lock is
+    gone the store still shows the run as running, and a restore finishes it."""
+    import sqlite3
+
+    path = tmp_path / "r.db"
+    blocker: list[Any] = []
+
+    async def gate(args=None, ctx=None):
+        if not blocker:  # the first run: held until the run has tried to commit its end
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            conn.execute("BEGIN EXCLUSIVE")
+            blocker.append(conn)
+        return ToolResult("through", False)
+
+    worker = agent("worker", does="gated",
+                   uses={"tools": [define_tool(gate, name="gate", description="g", idempotent=True)]})
+    async with open_store(f"sqlite:///{path}?timeout=0.2") as store:
+        with pytest.raises(StoreUnavailable, match="holds a write lock"):
+            await worker.run("go", transport=SeedModel(), llm=LLM, store=store, run_id="late")
+        blocker[0].execute("ROLLBACK")
+        blocker[0].close()
+        assert {s.run_id: s.status for s in await store.runs()} == {"late": "running"}
+        rt = await AgentRuntime.restore(store, "late", agents=[worker], transport=SeedModel(), llm=LLM, takeover=True)
+        result = await rt.wait(rt.entry)
+        await rt.close(rt.root)
+        assert (result.status, result.text) == ("done", "done.")
+        assert {s.run_id: s.status for s in await store.runs()} == {"late": "done"}
+
+
 async def test_the_client_claims_answers_through_a_durable_store(store_url):
     async def gate(args=None, ctx=None):
         if ctx is not None and ctx.answer is not None and ctx.answer.ok:
