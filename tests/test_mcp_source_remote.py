@@ -162,3 +162,62 @@ async def test_a_slow_sdk_import_neither_counts_against_the_timeout_nor_stalls_t
     assert out["status"] == {"srv": "connected"}, out  # a 1 s timeout, a 1.5 s import: still connected
     assert out["tools"]
     assert out["ticks"] >= 20  # the loop kept ticking (every 50 ms) through the 1.5 s import
+
+
+async def test_a_redirect_to_another_origin_never_carries_the_servers_headers():
+    """A remote MCP URL that redirects elsewhere: the configured headers (an API key) must not
+    reach the other origin; the server is reported as failed, not silently followed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict[str, str]] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            seen.append(dict(self.headers))
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    elsewhere = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    redirected: list[str] = []
+
+    class Redirecting(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            redirected.append(self.command)
+            self.send_response(307)
+            self.send_header("Location", f"http://localhost:{elsewhere.server_port}/mcp")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    first = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (first, elsewhere)]
+    for t in threads:
+        t.start()
+    try:
+        config = {"mcpServers": {"srv": {"url": f"http://127.0.0.1:{first.server_port}/mcp", "timeout": 5000,
+                                         "headers": {"X-Api-Key": "sk-very-secret", "Authorization": "Bearer tok"}}}}
+        with captured_warnings():
+            source = await load_mcp(config)
+        try:
+            assert source.status == {"srv": "failed"}
+        finally:
+            await source.close()
+    finally:
+        for s in (first, elsewhere):
+            s.shutdown()
+            s.server_close()
+    assert "POST" in redirected and "GET" in redirected  # both transports were tried and redirected
+    leaked = [h for h in seen if any("secret" in v or "tok" in v for v in h.values())]
+    assert leaked == []

@@ -21,7 +21,6 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
 
 from .config import ServerSpec
 from .convert import answer_to_elicit_result, wire
@@ -29,6 +28,11 @@ from .reasons import describe_error
 from ..types import Answer
 
 __all__ = ["SdkSession", "open_remote"]
+
+# A server may hold a response stream open between events: reads wait this long (seconds), as the
+# SDK's own clients do; connecting and writing keep the server's `timeout`. The client is ours
+# (plain `httpx2.AsyncClient`, redirects off: the SDK's transports follow them within the origin).
+STREAM_READ_TIMEOUT = 300.0
 
 
 class _Watched:
@@ -118,8 +122,8 @@ async def open_remote(stack: AsyncExitStack, spec: ServerSpec, *, streamable: bo
 
     async with AsyncExitStack() as attempt:
         if streamable:
-            timeout = httpx2.Timeout(spec.timeout, read=max(spec.timeout, MCP_DEFAULT_SSE_READ_TIMEOUT))
-            client = await attempt.enter_async_context(create_mcp_http_client(headers=spec.headers, timeout=timeout))
+            timeout = httpx2.Timeout(spec.timeout, read=max(spec.timeout, STREAM_READ_TIMEOUT))
+            client = await attempt.enter_async_context(httpx2.AsyncClient(headers=spec.headers, timeout=timeout))
             client.event_hooks["response"].append(note)
             streams = await attempt.enter_async_context(streamable_http_client(spec.url, http_client=client))
         else:
