@@ -43,6 +43,50 @@ async def test_a_suspended_run_is_input_required_and_a_follow_up_resumes_it() ->
     assert events[0]["result"].status == "pending"
 
 
+async def test_an_answer_sent_the_moment_the_question_is_saved_is_not_refused_as_busy() -> None:
+    """The question is in the store while its run is still finishing (here: an `on_task` observer
+    that holds on until told); a client that polls and answers at once must get through, not get
+    `TaskBusy` (found as a flaky served round trip on a loaded machine)."""
+    from types import SimpleNamespace
+
+    from toolnexus import Request
+    from toolnexus.serve import InMemoryTaskStore
+    from toolnexus.serve.fulfil import Fulfiller
+
+    observing, release, reread = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    class Watched(InMemoryTaskStore):
+        async def get(self, task_id):  # type: ignore[no-untyped-def]
+            found = await super().get(task_id)
+            if observing.is_set():
+                reread.set()  # the answer has read the question
+            return found
+
+    async def run_task(text: str, context: object) -> object:
+        return SimpleNamespace(status="pending", pending=Request(id="q-1", kind="input", prompt="Name?"))
+
+    async def resume_task(context: object, request: Request, answer: object) -> object:
+        return SimpleNamespace(status="done", text=f"hello {answer.data['text']}")  # type: ignore[attr-defined]
+
+    async def observer(event: dict) -> None:
+        if event["state"] == "input-required":
+            observing.set()
+            await release.wait()
+
+    fulfiller = Fulfiller(Watched(), run_task, resume_task=resume_task, on_task=observer)
+    task = await fulfiller.submit("ask", None)
+    await observing.wait()  # the question is saved; its run is inside the observer
+    answering = asyncio.ensure_future(fulfiller.follow_up(task["id"], "Ada"))
+    await reread.wait()  # the answer saw the question and is now waiting for the run to finish up
+    release.set()
+    reply = await answering
+    await fulfiller.wait_settled(task["id"], 10)
+    done = await fulfiller.store.get(task["id"])
+    assert reply["id"] == task["id"]
+    assert done["status"]["state"] == "completed"
+    assert done["artifacts"][0]["parts"] == [{"kind": "text", "text": "hello Ada"}]
+
+
 async def test_an_authorization_request_is_auth_required_with_its_link_in_both_generations() -> None:
     rec = AgentRecorder()
     async with served_agent(agent_toolkit(rec)) as h, httpx.AsyncClient() as http:

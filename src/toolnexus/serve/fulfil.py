@@ -18,7 +18,9 @@ A later message on an `input-required`/`auth-required` task answers it: with a `
 (the toolkit's is `client.ask_with_answer`) the halted run resumes with
 `Answer(ok=True, data={"text": <message text>})`; without one the text is sent as the next prompt
 of the same conversation. A message on a task that is still running, or already finished, is
-refused (`TaskBusy` / `TaskFinished`), as two answers to one question would race.
+refused (`TaskBusy` / `TaskFinished`), as two answers to one question would race — except in the
+moment after the question is saved while its run is still finishing up (the `on_task` observer):
+a client that answers as soon as it sees the question waits for that, at most `FINISHING_WAIT`.
 
 After each outcome is saved, `on_task({"id", "task", "result", "state"})` is called (awaited when
 it returns an awaitable; its errors are logged at debug and swallowed). A store that fails on the
@@ -60,6 +62,7 @@ Redact = Callable[[str], str]
 A2ATask = dict[str, Any]
 
 INTERRUPTED_STATES = frozenset({"input-required", "auth-required"})
+FINISHING_WAIT = 10.0  # seconds an answer waits for the asking run to finish up (its `on_task` observer)
 _STOPPED_TEXT = "canceled: the server stopped before the task finished"
 
 
@@ -127,6 +130,7 @@ class Fulfiller:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._contexts: dict[str, str] = {}
         self._settled: dict[str, asyncio.Event] = {}
+        self._finishing: set[str] = set()  # tasks whose run is over and whose outcome is being saved/observed
         self._stopping = False
 
     # ------------------------------------------------------------------ entry points
@@ -149,6 +153,13 @@ class Fulfiller:
         task = await self.store.get(task_id)
         if task is None:
             raise TaskNotFound(task_id)
+        finishing = self._running.get(task_id) if task_id in self._finishing else None
+        if finishing is not None:
+            # Its outcome (the question) is saved and it is only finishing up (the `on_task`
+            # observer): a client that answers the moment it sees the question waits for that,
+            # rather than being told the task is busy.
+            await asyncio.wait({finishing}, timeout=FINISHING_WAIT)
+            task = await self.store.get(task_id) or task
         state = _state(task)
         if task_id in self._running:
             raise TaskBusy(task_id)
@@ -237,6 +248,7 @@ class Fulfiller:
     def _forget(self, task_id: str, runner: "asyncio.Task[None]") -> None:
         if self._running.get(task_id) is runner:
             del self._running[task_id]
+            self._finishing.discard(task_id)
             event = self._settled.pop(task_id, None)
             if event is not None:
                 event.set()
@@ -309,6 +321,8 @@ class Fulfiller:
             return False
 
     async def _finish(self, task_id: str, final: A2ATask, state: str, result: Any) -> None:
+        if task_id in self._running:
+            self._finishing.add(task_id)
         await self._save(final)
         event = self._settled.get(task_id)
         if event is not None:
