@@ -282,23 +282,38 @@ async def test_an_unreachable_store_is_a_clear_error_before_any_model_call():
     assert model.calls == 0
 
 
+class SqliteBlocker:
+    """Another writer on the run's SQLite file: `lock_once()` takes an exclusive lock (the first
+    time only), `unlock()` gives it up."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+        self.conn: Any = None
+
+    def lock_once(self) -> None:
+        import sqlite3
+
+        if self.conn is None:
+            self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.conn.execute("BEGIN EXCLUSIVE")
+
+    def unlock(self) -> None:
+        self.conn.execute("ROLLBACK")
+        self.conn.close()
+
+
 async def test_a_store_failing_mid_run_loses_nothing_committed(tmp_path):
     """The SQLite file is locked by another writer while the run is inside its tool (its start is
     committed by then): the run reports the store error; once the lock is gone the run is restored
     from its last commit, the (idempotent) tool runs again, and the run parks and finishes."""
-    import sqlite3
-
     path = tmp_path / "r.db"
-    blocker: list[Any] = []
+    blocker = SqliteBlocker(path)
 
     async def gate(args=None, ctx=None):
         answer = getattr(ctx, "answer", None)
         if answer is not None and answer.ok:
             return ToolResult("through", False)
-        if not blocker:  # the first run: lock the file before the run can park
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            conn.execute("BEGIN EXCLUSIVE")
-            blocker.append(conn)
+        blocker.lock_once()  # the first run: lock the file before the run can park
         return pending(kind="approval", prompt="let it through?")
 
     worker = agent("worker", does="gated",
@@ -306,8 +321,7 @@ async def test_a_store_failing_mid_run_loses_nothing_committed(tmp_path):
     async with open_store(f"sqlite:///{path}?timeout=0.2") as store:
         with pytest.raises(StoreUnavailable, match="holds a write lock"):
             await worker.run("go", transport=SeedModel(), llm=LLM, store=store, run_id="locked")
-        blocker[0].execute("ROLLBACK")
-        blocker[0].close()
+        blocker.unlock()
         assert {s.run_id: s.status for s in await store.runs()} == {"locked": "running"}  # nothing parked yet
         rt = await AgentRuntime.restore(store, "locked", agents=[worker], transport=SeedModel(), llm=LLM,
                                         takeover=True)
@@ -323,16 +337,11 @@ async def test_a_run_whose_final_commit_fails_raises_instead_of_reporting_an_uns
     """The run finishes while another writer holds the SQLite file: its result cannot be stored,
     so `run` raises the store's error (a result is reported only once durable); after the lock is
     gone the store still shows the run as running, and a restore finishes it."""
-    import sqlite3
-
     path = tmp_path / "r.db"
-    blocker: list[Any] = []
+    blocker = SqliteBlocker(path)
 
     async def gate(args=None, ctx=None):
-        if not blocker:  # the first run: held until the run has tried to commit its end
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            conn.execute("BEGIN EXCLUSIVE")
-            blocker.append(conn)
+        blocker.lock_once()  # the first run: held until the run has tried to commit its end
         return ToolResult("through", False)
 
     worker = agent("worker", does="gated",
@@ -340,8 +349,7 @@ async def test_a_run_whose_final_commit_fails_raises_instead_of_reporting_an_uns
     async with open_store(f"sqlite:///{path}?timeout=0.2") as store:
         with pytest.raises(StoreUnavailable, match="holds a write lock"):
             await worker.run("go", transport=SeedModel(), llm=LLM, store=store, run_id="late")
-        blocker[0].execute("ROLLBACK")
-        blocker[0].close()
+        blocker.unlock()
         assert {s.run_id: s.status for s in await store.runs()} == {"late": "running"}
         rt = await AgentRuntime.restore(store, "late", agents=[worker], transport=SeedModel(), llm=LLM, takeover=True)
         result = await rt.wait(rt.entry)
