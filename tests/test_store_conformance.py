@@ -215,6 +215,17 @@ async def test_what_a_store_remembers_of_conversations_is_bounded_but_a_held_one
         assert [m["content"] for m in await one.get("other-0")] == ["0"]  # forgotten here, still stored
 
 
+async def test_statuses_come_back_as_plain_strings_from_every_store(store_url):
+    from toolnexus.agents.vocab import TaskStatus
+
+    me = Holder.here()
+    async with open_store(store_url) as store:
+        await store.start_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL, state=None,
+                              changes=Changes(status=TaskStatus.DONE))
+        (summary,), loaded = await store.runs(), await store.load("r1")
+    assert type(summary.status) is str and type(loaded.status) is str and summary.status == "done"
+
+
 async def test_delete_run_forgets_the_run_and_its_requests(store_url):
     async with open_store(store_url) as store:
         me = Holder.here()

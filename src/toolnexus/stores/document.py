@@ -89,7 +89,7 @@ Edits = dict[str, tuple[int, list[str], int]]  # conv → (start, new lines, sto
 def _apply(doc: RunDoc, changes: Changes, now: float) -> Edits:
     """Fold `changes` into `doc`; returns the conversation edits made."""
     if changes.status:
-        doc.status = changes.status
+        doc.status = str(changes.status)  # a plain string, as the other stores read it back
     if changes.entry_agent:
         doc.entry_agent = changes.entry_agent
     if changes.state is not None:
