@@ -296,3 +296,10 @@ async def test_arguments_that_are_not_an_object_are_an_error_result():
     result = await tool.execute(["path"])
     assert result.is_error and result.output == "read: arguments must be a JSON object, got list"
     assert (await tool.execute(None)).output == "read: path is required"
+
+
+def test_the_read_only_builtins_are_declared_idempotent_and_the_others_are_not(tmp_path):
+    """A durable run that crashed inside a read simply reads again; a crashed `bash`, `write`,
+    `edit` or `apply_patch` asks the host whether it may run again (`in_doubt`)."""
+    tools = create_builtin_tools({"cwd": str(tmp_path)})
+    assert sorted(t.name for t in tools if t.idempotent) == ["glob", "grep", "read", "todowrite", "webfetch"]

@@ -33,8 +33,12 @@ class ToolError(ToolnexusError):
     """A failure whose text is the whole message after `"<tool>: "`."""
 
 
-def build_tool(name: str, description: str, schema: dict[str, Any], run: RunFn) -> Tool:
-    """A builtin `Tool` whose `execute` turns any escaping exception into an error result."""
+def build_tool(name: str, description: str, schema: dict[str, Any], run: RunFn, *, idempotent: bool = False) -> Tool:
+    """A builtin `Tool` whose `execute` turns any escaping exception into an error result.
+
+    `idempotent`: running it twice with the same arguments is harmless (it only reads, or it
+    replaces its own state), so a durable run that crashed inside the call simply runs it again
+    instead of asking whether it may."""
 
     async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult:
         args = args or {}
@@ -53,6 +57,7 @@ def build_tool(name: str, description: str, schema: dict[str, Any], run: RunFn) 
         input_schema=copy.deepcopy(schema),
         source="builtin",
         execute=execute,
+        idempotent=idempotent,
     )
 
 

@@ -185,7 +185,7 @@ def make_read(settings: BuiltinSettings) -> Tool:
         offset, limit = _line_window(args)
         return await asyncio.to_thread(work, path, offset, limit)
 
-    return build_tool("read", READ_DESCRIPTION, READ_SCHEMA, run)
+    return build_tool("read", READ_DESCRIPTION, READ_SCHEMA, run, idempotent=True)
 
 
 # --------------------------------------------------------------------------------------- write

@@ -125,4 +125,4 @@ def make_todowrite() -> Tool:
         todos = _list_arg(args, "todos")
         return ToolResult(render_todos(todos), False, metadata={"todos": todos})
 
-    return build_tool("todowrite", TODOWRITE_DESCRIPTION, TODOWRITE_SCHEMA, run)
+    return build_tool("todowrite", TODOWRITE_DESCRIPTION, TODOWRITE_SCHEMA, run, idempotent=True)

@@ -306,7 +306,7 @@ def make_grep(settings: BuiltinSettings) -> Tool:
         include = optional_str(args, "include")
         return await asyncio.to_thread(work, optional_str(args, "path"), pattern, include, _limit(args))
 
-    return build_tool("grep", GREP_DESCRIPTION, GREP_SCHEMA, run)
+    return build_tool("grep", GREP_DESCRIPTION, GREP_SCHEMA, run, idempotent=True)
 
 
 def make_glob(settings: BuiltinSettings) -> Tool:
@@ -320,4 +320,4 @@ def make_glob(settings: BuiltinSettings) -> Tool:
         pattern = required_str(args, "pattern")
         return await asyncio.to_thread(work, optional_str(args, "path"), pattern, _limit(args))
 
-    return build_tool("glob", GLOB_DESCRIPTION, GLOB_SCHEMA, run)
+    return build_tool("glob", GLOB_DESCRIPTION, GLOB_SCHEMA, run, idempotent=True)

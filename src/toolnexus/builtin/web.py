@@ -231,4 +231,4 @@ def make_webfetch(settings: BuiltinSettings) -> Tool:
             text += f"\n\n[webfetch: body truncated at {cap} bytes]"
         return ToolResult(text, False, metadata=metadata)
 
-    return build_tool("webfetch", WEBFETCH_DESCRIPTION, WEBFETCH_SCHEMA, run)
+    return build_tool("webfetch", WEBFETCH_DESCRIPTION, WEBFETCH_SCHEMA, run, idempotent=True)
