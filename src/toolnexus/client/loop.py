@@ -263,7 +263,7 @@ class RunLoop:
                         yield {"type": "text", "delta": item}
                 response: Any = None
             else:
-                response, call.attempts = await self.provider.send(url, headers, body, self.abort, call=call)
+                response = await self.provider.send(url, headers, body, self.abort, call=call)
                 call.response = response
                 turn = self.dialect.parse_response(response)
             call.usage = turn.usage

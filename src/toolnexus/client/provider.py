@@ -61,8 +61,9 @@ def api_key_from_env(style_key: str = "") -> Optional[str]:
 class LlmCall:
     """Times one logical LLM call and emits its `llm` metric on exit (ok or error).
 
-    The caller sets `attempts` (from the send) and `usage` (once the reply is read); `parts` is the
-    `{type, mimeType, bytes}` summary of the media the request carries (listed only when non-empty).
+    `Provider.send`/`open` count `attempts` as each starts; the caller sets `usage` (once the reply
+    is read); `parts` is the `{type, mimeType, bytes}` summary of the media the request carries
+    (listed only when non-empty).
     """
 
     def __init__(self, provider: "Provider", model: str, parts: list[dict[str, Any]]) -> None:
@@ -164,21 +165,21 @@ class Provider:
         return RetryPolicy(c.retries, c.retry_base_ms, c.retryable_statuses, c.on_error, c.max_retry_after_ms)
 
     async def send(self, url: str, headers: dict[str, str], body: dict, abort: Abort, *,
-                   call: Optional[LlmCall] = None) -> tuple[Any, int]:
-        """One logical call with retries; returns `(decoded JSON, attempts)`. `call` counts each
-        attempt as it starts, so its metric says how many were made even when the last one fails."""
+                   call: Optional[LlmCall] = None) -> Any:
+        """One logical call with retries; the decoded JSON. `call` counts each attempt as it
+        starts, so its metric says how many were made even when the last one fails."""
         return await self._with_retries(self.transport.post, url, headers, body, abort, call)
 
     async def open(self, url: str, headers: dict[str, str], body: dict, abort: Abort, *,
-                   call: Optional[LlmCall] = None) -> tuple[ByteStream, int]:
-        """Open one streamed call, retrying the opening only; returns `(live stream, attempts)`."""
+                   call: Optional[LlmCall] = None) -> ByteStream:
+        """Open one streamed call, retrying the opening only (each opening counted on `call`)."""
         async def opened(u: str, h: dict[str, str], p: dict[str, Any], t: float) -> ByteStream:
             return ByteStream(await self.transport.open(u, h, p, t))
 
         return await self._with_retries(opened, url, headers, body, abort, call)
 
     async def _with_retries(self, op: Callable[..., Awaitable[Any]], url: str, headers: dict[str, str], body: dict,
-                            abort: Abort, call: Optional[LlmCall]) -> tuple[Any, int]:
+                            abort: Abort, call: Optional[LlmCall]) -> Any:
         payload = dict(body)  # one object per logical call: transports may cache its bytes across retries
         secrets = self._secrets(headers)
 
@@ -191,7 +192,8 @@ class Provider:
                 raise e.scrub(secrets)
 
         try:
-            return await call_with_retries(attempt, self.retry_policy(), self.call_abort(abort))
+            result, _ = await call_with_retries(attempt, self.retry_policy(), self.call_abort(abort))
+            return result
         except (ProviderError, ProviderResponseError, OSError) as e:
             self.locate(e, url, headers, payload)
             raise

@@ -87,7 +87,7 @@ async def streamed_turn(client: Any, url: str, headers: dict[str, str], body: di
     policy = provider.retry_policy()
     reopened = 0
     while True:
-        stream, _ = await provider.open(url, headers, body, abort, call=call)  # counts each opening on `call`
+        stream = await provider.open(url, headers, body, abort, call=call)  # counts each opening on `call`
         yielded = False
         try:
             async for item in read_turn(stream, dialect, abort, client.max_response_bytes):

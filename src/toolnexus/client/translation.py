@@ -189,7 +189,7 @@ async def translate_with_client(
     url = dialect.translate_url(client.base_url)
     headers = dialect.translate_headers(key, client.headers)
     async with provider.llm_call(model, _media_summary(messages)) as call:
-        data, call.attempts = await provider.send(url, headers, body, abort, call=call)
+        data = await provider.send(url, headers, body, abort, call=call)
         if not isinstance(data, dict):
             raise malformed(dialect.name, "expected a JSON object", data)
         reply = dialect.translate_reply(data)

@@ -320,10 +320,9 @@ def start_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, tt
 
 
 def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url: str,
-                 keys: Keys, encoded: Optional[Encoded] = None) -> Steps[int]:
+                 keys: Keys, enc: Encoded) -> Steps[int]:
     """One commit. The run's row is updated first — `WHERE lease_id` is both the lease check and
     (on PostgreSQL) the row lock — so the usual commit costs one statement per kind of change."""
-    enc = encoded if encoded is not None else Encoded.of(run_id, changes)
     now = epoch()
     if changes.take_lease:
         yield from _lease_steps(run_id, holder, changes, url)
