@@ -21,6 +21,11 @@ def sqlite(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'runs.db'}"
 
 
+# A coroutine tool has its start committed before it is called; a plain function, run on a worker
+# thread, has it written by that thread just before the function runs: both must survive a SIGKILL.
+TOOL_KINDS = pytest.mark.parametrize("kind", [[], ["--plain-function"]], ids=["coroutine", "plain-function"])
+
+
 def effects_of(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -94,15 +99,17 @@ async def test_two_processes_racing_one_answer_on_postgres_apply_it_once(postgre
     assert len(effects_of(effects)) == 1  # the resumed tool ran once
 
 
-async def test_sigkill_inside_a_tool_parks_the_call_as_in_doubt_until_the_host_decides(tmp_path):
+@TOOL_KINDS
+async def test_sigkill_inside_a_tool_parks_the_call_as_in_doubt_until_the_host_decides(tmp_path, kind):
     store, effects = sqlite(tmp_path), tmp_path / "effects.jsonl"
     child = await start_app("start", "--store", store, "--team", "payer", "--run-id", "pay", "--effects",
-                            str(effects), "--hang-in-tool")
+                            str(effects), "--hang-in-tool", *kind)
     await read_until(child, "IN_TOOL")
     await kill(child)
     assert len(effects_of(effects)) == 1  # the refund took effect once before the crash
 
-    restored = run_app("restore", "--store", store, "--team", "payer", "--run-id", "pay", "--effects", str(effects))
+    restored = run_app("restore", "--store", store, "--team", "payer", "--run-id", "pay", "--effects", str(effects),
+                       *kind)
     assert restored["status"] == "pending"
     request = restored["pending"]
     assert request["kind"] == "in_doubt"
@@ -111,32 +118,35 @@ async def test_sigkill_inside_a_tool_parks_the_call_as_in_doubt_until_the_host_d
     assert len(effects_of(effects)) == 1  # not silently re-run
 
     declined = run_app("answer", "--store", store, "--team", "payer", "--id", request["id"], "--decline",
-                       "--effects", str(effects))
+                       "--effects", str(effects), *kind)
     assert declined["status"] == "done" and declined["text"].startswith("paid: not run: the tool refund")
     assert len(effects_of(effects)) == 1
 
 
-async def test_sigkill_inside_a_tool_then_answer_ok_runs_it_once_more(tmp_path):
+@TOOL_KINDS
+async def test_sigkill_inside_a_tool_then_answer_ok_runs_it_once_more(tmp_path, kind):
     store, effects = sqlite(tmp_path), tmp_path / "effects.jsonl"
     child = await start_app("start", "--store", store, "--team", "payer", "--run-id", "pay", "--effects",
-                            str(effects), "--hang-in-tool")
+                            str(effects), "--hang-in-tool", *kind)
     await read_until(child, "IN_TOOL")
     await kill(child)
-    restored = run_app("restore", "--store", store, "--team", "payer", "--run-id", "pay", "--effects", str(effects))
+    restored = run_app("restore", "--store", store, "--team", "payer", "--run-id", "pay", "--effects", str(effects),
+                       *kind)
     final = run_app("answer", "--store", store, "--team", "payer", "--id", restored["pending"]["id"],
-                    "--effects", str(effects))
+                    "--effects", str(effects), *kind)
     assert (final["status"], final["text"]) == ("done", "paid: refunded A-17")
     assert len(effects_of(effects)) == 2  # the host chose to run it again: exactly one more time
 
 
-async def test_sigkill_inside_an_idempotent_tool_simply_runs_it_again(tmp_path):
+@TOOL_KINDS
+async def test_sigkill_inside_an_idempotent_tool_simply_runs_it_again(tmp_path, kind):
     store, effects = sqlite(tmp_path), tmp_path / "effects.jsonl"
     child = await start_app("start", "--store", store, "--team", "payer", "--run-id", "pay", "--effects",
-                            str(effects), "--hang-in-tool", "--idempotent")
+                            str(effects), "--hang-in-tool", "--idempotent", *kind)
     await read_until(child, "IN_TOOL")
     await kill(child)
     restored = run_app("restore", "--store", store, "--team", "payer", "--run-id", "pay", "--effects", str(effects),
-                       "--idempotent")
+                       "--idempotent", *kind)
     assert (restored["status"], restored["text"]) == ("done", "paid: refunded A-17")
     assert len(effects_of(effects)) == 2
 

@@ -47,6 +47,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Optional, Union, get_args, get_origin, overload
 
+from . import _write_ahead
 from ._diag import tool_raised
 from ._schema import schema_error
 from ._typed import Adapter, ArgumentProblems, involves_model, involves_pydantic, json_default, pydantic_schema
@@ -307,10 +308,10 @@ def _build(
             call_args[ctx_param] = ctx
 
         async def invoke() -> Any:
-            if _wants_await(fn):
+            if awaits:
                 value = fn(**call_args)
-            else:
-                value = await asyncio.to_thread(fn, **call_args)
+            else:  # a durable run's start record for this call is written on the same thread, first
+                value = await _write_ahead.to_thread(fn, **call_args)
             if inspect.isawaitable(value):
                 value = await value
             return value
@@ -326,6 +327,9 @@ def _build(
             return ToolResult(output=str(exc), is_error=True, metadata=tool_raised(tool_name, exc))
         return _to_result(tool_name, value)
 
+    awaits = _wants_await(fn)
+    if not awaits:
+        _write_ahead.taking(execute)
     return Tool(name=name, description=description, input_schema=input_schema, source=source,  # type: ignore[arg-type]
                 execute=execute, idempotent=bool(idempotent))
 

@@ -13,7 +13,8 @@ can serve any step):
 - `fan` — delegates to `left` and `right` in one turn; each child's `gate` asks for approval.
 - `payer` — one `refund` tool with a side effect (a line appended to `--effects`), which can
   block forever once it has written it (`--hang-in-tool`, for SIGKILL tests); `--idempotent`
-  declares it idempotent.
+  declares it idempotent; `--plain-function` makes it a plain function, run on a worker thread
+  (which writes the call's start itself on SQLite).
 - `chatter` — talks to a real loopback LLM server (`--base-url`), for a SIGKILL during an LLM call.
 """
 
@@ -25,6 +26,7 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 from typing import Any
 
 from toolnexus import Answer, ToolResult, define_tool, pending
@@ -111,19 +113,30 @@ def team_model() -> MockLLM:
                                                         "total_tokens": 40}, "scripts": TEAM_MODEL})
 
 
-def payer(effects: str, hang: bool, idempotent: bool) -> Any:
-    async def refund(order: str, amount: float) -> str:
-        """Refund an order."""
+def payer(effects: str, hang: bool, idempotent: bool, plain: bool = False) -> Any:
+    def record(order: str, amount: float) -> None:
         with open(effects, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"pid": os.getpid(), "order": order, "amount": amount}) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         if hang:
             print("IN_TOOL", flush=True)
+
+    async def refund(order: str, amount: float) -> str:
+        """Refund an order."""
+        record(order, amount)
+        if hang:
             await asyncio.Event().wait()  # until SIGKILLed
         return f"refunded {order}"
 
-    tool = define_tool(refund, name="refund", idempotent=idempotent)
+    def refund_plain(order: str, amount: float) -> str:
+        """Refund an order."""
+        record(order, amount)
+        if hang:
+            threading.Event().wait()  # until SIGKILLed (on the tool's worker thread)
+        return f"refunded {order}"
+
+    tool = define_tool(refund_plain if plain else refund, name="refund", idempotent=idempotent)
     return agent("payer", does="issues refunds", model="m-pay", uses={"tools": [tool]})
 
 
@@ -140,7 +153,7 @@ def setup(opts: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     if opts.team == "fan":
         return FAN, team_model(), LLM
     if opts.team == "payer":
-        return payer(opts.effects, opts.hang_in_tool, opts.idempotent), team_model(), LLM
+        return payer(opts.effects, opts.hang_in_tool, opts.idempotent, opts.plain_function), team_model(), LLM
     if opts.team == "chatter":
         return chatter(), None, {"base_url": opts.base_url, "style": "openai", "model": "chat-model", "api_key": "k"}
     raise SystemExit(f"unknown team {opts.team}")
@@ -215,6 +228,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--effects", default=os.devnull)
     p.add_argument("--hang-in-tool", action="store_true")
     p.add_argument("--idempotent", action="store_true")
+    p.add_argument("--plain-function", action="store_true")  # the payer's tool is a plain function (a thread)
     p.add_argument("--base-url", default="http://127.0.0.1:9")
     return p.parse_args(argv)
 

@@ -30,16 +30,19 @@ Not here: deciding what a turn does (`turn.py`), rebuilding a run from the store
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._diag import warn
 from ..client.journal import FINISHED, QUEUED, STARTED, call_entry
 from ..client.memory import IdLocks
+from .._write_ahead import WriteAhead
 from ..durable import DEFAULT_LEASE_TTL, Changes, ConversationOps, Holder, LeaseLost, PendingRow, RunStore
 from ..durable.model import KIND_AGENTS, dumps, epoch, loads
 from ..durable.rules import expires_at_epoch
 from ..types import Answer, Request, ToolResult, pending_of
+from .ahead import AheadCommit
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..client.wire.base import ToolCall
@@ -47,10 +50,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["DurableRun", "ConversationView", "TurnJournal", "TurnStore", "BACKGROUND_COMMIT_DELAY"]
 
-# A checkpoint that need not precede a side effect (a finished call's result, a run's start) is
-# written within this many seconds, or sooner with the next commit that must be awaited: a fast
-# model's next tool call takes it along (one commit per turn instead of two); a slow one's LLM call
-# overlaps it. A crash inside the window only makes recovery more careful, never wrong.
+# A checkpoint that need not precede a side effect (a finished call's result, a state change, a
+# parked run giving its lease up) is written within this many seconds, or sooner with the next
+# commit that must be awaited: a fast model's next tool call takes it along (one commit per turn
+# instead of two); a slow one's LLM call overlaps it. A crash inside the window only makes
+# recovery more careful, never wrong.
 BACKGROUND_COMMIT_DELAY = 0.005
 
 
@@ -130,6 +134,7 @@ class DurableRun:
         self._state_dirty = False
         self._release = False
         self._lock: Optional[asyncio.Lock] = None
+        self._ahead: Optional[AheadCommit] = None  # a commit prepared for a tool's thread, not landed yet
         self._scheduled: Optional[asyncio.Task[None]] = None
         self._due = 0.0
         self._flushing = False  # the scheduled task has started: what it commits is taken already
@@ -257,10 +262,13 @@ class DurableRun:
 
     # -- committing --------------------------------------------------------------------------------
 
-    def schedule(self, delay: float = 0.0) -> None:
+    def schedule(self, delay: float = BACKGROUND_COMMIT_DELAY) -> None:
         """Commit in the background, within `delay` seconds — sooner if an awaited commit comes
-        first and takes the staged changes along. A failure is kept in `failure`; the changes stay
-        staged and the next commit writes them.
+        first and takes the staged changes along (a run that ends in `Agent.run` writes its last
+        turn, its result and its lease in one commit, not three). Each commit that takes what is
+        staged restarts the wait, so a fast run's background commits are all taken along by its
+        awaited ones. A failure is kept in `failure`; the changes stay staged and the next commit
+        writes them.
 
         A background commit that has already started took its changes before this call: it then
         commits once more, so a change (or a park) staged during its commit is never left behind."""
@@ -278,12 +286,21 @@ class DurableRun:
                 return
             current.cancel()
         self._due = due
-        self._scheduled = loop.create_task(self._background_flush(delay))
+        self._scheduled = loop.create_task(self._background_flush())
 
-    async def _background_flush(self, delay: float) -> None:
+    def _restart_wait(self) -> None:
+        """Everything staged was just taken by a commit: a scheduled background commit waits a full
+        delay from now (anything staged later is written by then, or by the next awaited commit)."""
+        current = self._scheduled
+        if current is not None and not current.done() and not self._flushing:
+            self._due = max(self._due, asyncio.get_running_loop().time() + BACKGROUND_COMMIT_DELAY)
+
+    async def _background_flush(self) -> None:
         try:
-            if delay > 0:
-                await asyncio.sleep(delay)
+            loop = asyncio.get_running_loop()
+            while (wait := self._due - loop.time()) > 0:
+                await asyncio.sleep(wait)
+            await self._after_ahead()
             self._flushing = True
             try:
                 await self.flush()
@@ -312,43 +329,112 @@ class DurableRun:
         to write (before work starts)."""
         if self.abandoned:
             return
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
+        async with self._locked():
+            await self._land_ahead()
             if hold:
                 self._release = False
-            creating = not self.created
-            if creating:
-                self._state_dirty = False  # the run's state is written by the create itself
-            changes, taken = self._take()
-            if creating or not self.held:
-                if not creating and _only_release(changes) and not hold:
-                    self._put_back(taken)
-                    return  # nothing to write, and no lease to give up
-                changes.take_lease, changes.expect_version = not creating, self.version or None
-                changes.release = self._release and not hold and not self._core_busy()
-            elif changes.empty():
-                return
-            try:
-                if creating:
-                    self.version = await self._create(changes)
-                else:
-                    self.version = await self.store.commit(self.run_id, self.holder, changes,
-                                                           lease_ttl=self.lease_ttl)
-            except BaseException as exc:
+            plan = self._plan(hold)
+            if plan is not None:
+                await self._commit_now(*plan)
+
+    async def write_ahead(self) -> Optional[WriteAhead]:
+        """Commit everything staged before a side effect. A store that can commit from any thread
+        gets the commit prepared here and returned, for the thread about to run the tool to write
+        first (see `toolnexus._write_ahead`); otherwise it is committed now and None returned."""
+        if self.abandoned:
+            return None
+        async with self._locked():
+            await self._land_ahead()
+            plan = self._plan(False)
+            if plan is None:
+                return None
+            changes, taken, creating = plan
+            prepared = None
+            if not creating and not changes.take_lease:
+                prepared = self.store.prepare_commit(self.run_id, self.holder, changes, lease_ttl=self.lease_ttl)
+            if prepared is None:
+                await self._commit_now(changes, taken, creating)
+                return None
+            self._ahead = AheadCommit(prepared, functools.partial(self._ahead_landed, changes, taken))
+            return self._ahead
+
+    def _locked(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    def _plan(self, hold: bool) -> Optional[tuple[Changes, _Taken, bool]]:
+        """What the next commit writes (taken from staging), or None when it would write nothing."""
+        creating = not self.created
+        if creating:
+            self._state_dirty = False  # the run's state is written by the create itself
+        changes, taken = self._take()
+        self._restart_wait()
+        if creating or not self.held:
+            if not creating and _only_release(changes) and not hold:
                 self._put_back(taken)
-                if isinstance(exc, LeaseLost):
-                    self._lease_gone()
-                raise
-            self.created, self.failure = True, None
-            for key, entry in changes.calls.items():
-                if entry is None:
-                    self._live_calls.discard(key)
-            if changes.release:
-                self._lease_gone()
-            elif changes.take_lease or creating:
-                self.held = True
-                self._start_renewing()
+                return None  # nothing to write, and no lease to give up
+            changes.take_lease, changes.expect_version = not creating, self.version or None
+            changes.release = self._release and not hold and not self._core_busy()
+        elif changes.empty():
+            return None
+        return changes, taken, creating
+
+    async def _commit_now(self, changes: Changes, taken: _Taken, creating: bool) -> None:
+        try:
+            if creating:
+                version = await self._create(changes)
+            else:
+                version = await self.store.commit(self.run_id, self.holder, changes, lease_ttl=self.lease_ttl)
+        except BaseException as exc:
+            self._not_committed(taken, exc)
+            raise
+        self._committed(changes, version, creating)
+
+    def _committed(self, changes: Changes, version: int, creating: bool) -> None:
+        self.version = version
+        self.created, self.failure = True, None
+        for key, entry in changes.calls.items():
+            if entry is None:
+                self._live_calls.discard(key)
+        if changes.release:
+            self._lease_gone()
+        elif changes.take_lease or creating:
+            self.held = True
+            self._start_renewing()
+
+    def _not_committed(self, taken: _Taken, exc: BaseException) -> None:
+        self._put_back(taken)
+        if isinstance(exc, LeaseLost):
+            self._lease_gone()
+
+    async def _after_ahead(self) -> None:
+        """Before a background commit: let a call's start that a tool thread is about to write land
+        first (the commit would otherwise take the write from it), but wait no longer than a
+        background commit may (a tool thread queued behind busy workers is not waited for)."""
+        ahead = self._ahead
+        if ahead is not None and not self.abandoned:
+            try:
+                await asyncio.wait_for(ahead.landing(), BACKGROUND_COMMIT_DELAY)
+            except asyncio.TimeoutError:
+                pass  # the commit takes the write from the queued thread (see `AheadCommit.settled`)
+
+    async def _land_ahead(self) -> None:
+        """A commit prepared for a tool's thread comes before any later one: written by now (here,
+        if no thread took it yet). Its failure is raised to the call it was for."""
+        ahead = self._ahead
+        if ahead is not None:
+            await ahead.settled()
+
+    def _ahead_landed(self, changes: Changes, taken: _Taken, ahead: AheadCommit, version: Optional[int],
+                      error: Optional[BaseException]) -> None:
+        if self._ahead is ahead:
+            self._ahead = None
+        if error is not None:
+            self._not_committed(taken, error)
+        else:
+            assert version is not None
+            self._committed(changes, version, False)
 
     def _core_busy(self) -> bool:
         return bool(self._core is not None and self._core.busy())
@@ -529,13 +615,19 @@ class TurnJournal:
                                                                  request=request))
         await self._commit(messages, wait=True)
 
-    async def call_started(self, messages: list[dict[str, Any]], call: "ToolCall", args: dict[str, Any]) -> None:
+    async def call_started(self, messages: list[dict[str, Any]], call: "ToolCall",
+                           args: dict[str, Any]) -> Optional[WriteAhead]:
         if self._durable is None:
-            return
+            return None
         self._durable.stage_call(self._conv, call.id, call_entry(STARTED, call, args))
         # Only a call that must not run twice needs its start on disk before it runs; an idempotent
         # one found without a result after a crash simply runs again.
-        await self._commit(messages, wait=not self._idempotent(call.name))
+        if self._idempotent(call.name):
+            await self._commit(messages, wait=False)
+            return None
+        self._durable.stage_conversation(self._conv, messages)
+        self._on_checkpoint()
+        return await self._durable.write_ahead()
 
     async def call_finished(self, call: "ToolCall", result: ToolResult) -> None:
         request = pending_of(result)

@@ -19,6 +19,7 @@ import inspect
 import json
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
+from .._write_ahead import takes_write_ahead, taking
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from .handle import lineage, result_of
 from .vocab import HandleState, TASK_STATUS_PENDING
@@ -157,6 +158,8 @@ def watch_tools(tools: list[Tool], turn: "TurnState") -> list[Tool]:
                     turn.tool_minted.add(again.id)
             return result
 
+        if takes_write_ahead(tool):  # nothing runs before `inner`, which writes the call's start itself
+            taking(execute)
         return dataclasses.replace(tool, execute=execute)
 
     return [wrap(t) for t in tools]

@@ -9,7 +9,9 @@ crash recoverable, and the store commits them before the loop goes on:
 - `call_queued(messages, call, request, answer)`: a halted call is about to be re-run with the
   host's answer (durable resume), so a crash before it starts still runs it exactly once;
 - `call_started(messages, call, args)`: the tool is about to run — committed *before* the side
-  effect, so a crash while it runs is known: the call is *in doubt*;
+  effect, so a crash while it runs is known: the call is *in doubt*. It may return a prepared
+  `WriteAhead` instead, which the tool runner has written before the tool acts (on the tool's
+  own worker thread when it runs a plain function: see `toolnexus._write_ahead`);
 - `call_finished(call, result)`: its outcome, committed before the loop uses it;
 - `results_written(messages, call_ids)`: the turn's results are in the transcript (the journal
   rows of those calls can go); staged, written with the next commit.
@@ -31,6 +33,7 @@ import json
 from dataclasses import asdict
 from typing import Any, Optional, Protocol, runtime_checkable
 
+from .._write_ahead import WriteAhead
 from ..types import Answer, Request, ToolResult, new_request_id
 from .wire.base import ToolCall
 
@@ -60,7 +63,8 @@ class RunJournal(Protocol):
     async def call_queued(self, messages: list[dict[str, Any]], call: ToolCall, request: Request,
                           answer: Answer) -> None: ...
 
-    async def call_started(self, messages: list[dict[str, Any]], call: ToolCall, args: dict[str, Any]) -> None: ...
+    async def call_started(self, messages: list[dict[str, Any]], call: ToolCall,
+                           args: dict[str, Any]) -> Optional[WriteAhead]: ...
 
     async def call_finished(self, call: ToolCall, result: ToolResult) -> None: ...
 

@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from .._schema import schema_error
+from .._write_ahead import WriteAhead, offered, takes_write_ahead
 from ..types import Answer, Request, ToolContext, ToolResult, pending_of
 from .retry import Abort
 from .run_signal import RunSignal, takes_signal
@@ -68,8 +69,8 @@ def first_leaf(group: BaseExceptionGroup) -> BaseException:
 class ToolRunner:
     """Runs tool calls for one turn of one run (hooks, toolkit, metrics, and the run journal).
 
-    With a `journal` (a durable store's), each execution is bracketed by `call_started` (committed
-    before the tool runs) and `call_finished` (committed before its outcome is used); `transcript`
+    With a `journal` (a durable store's), each execution is bracketed by `call_started` (durable
+    before the tool acts: `started`) and `call_finished` (committed before its outcome is used); `transcript`
     gives the loop's messages so the store can write the turn the call belongs to. `model` is the
     run's model this turn (the `tool` metric's `model`).
     """
@@ -85,9 +86,25 @@ class ToolRunner:
         self.journal = journal
         self.transcript = transcript
 
-    async def begin(self, call: ToolCall, args: dict[str, Any]) -> None:
-        if self.journal is not None:
-            await self.journal.call_started(self.transcript() if self.transcript else [], call, args)
+    async def begin(self, call: ToolCall, args: dict[str, Any]) -> Optional[WriteAhead]:
+        if self.journal is None:
+            return None
+        return await self.journal.call_started(self.transcript() if self.transcript else [], call, args)
+
+    async def started(self, call: ToolCall, args: dict[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
+        """Tell the journal the call starts, then execute it. A start the journal returns prepared
+        is durable before the tool can act: written on the loop first, or — for a tool that runs a
+        plain function — by the function's own worker thread, just before calling it."""
+        ahead = await self.begin(call, args)
+        if ahead is None:
+            return await self.execute(call.name, args, ctx)
+        if not takes_write_ahead(self.toolkit.get(call.name) if self.toolkit is not None else None):
+            await ahead.written()
+            return await self.execute(call.name, args, ctx)
+        with offered(ahead):
+            result = await self.execute(call.name, args, ctx)
+        await ahead.written()  # raises if it could not be written (the function was not called then)
+        return result
 
     async def end(self, call: ToolCall, result: ToolResult) -> None:
         if self.journal is not None:
@@ -156,8 +173,7 @@ class ToolRunner:
         else:
             if hv and hv.get("args") is not None:
                 args = hv["args"]
-            await self.begin(call, args)
-            result = await self.execute(call.name, args, None)
+            result = await self.started(call, args, None)
             if pending_of(result) is None:
                 result = await self.after_tool(call, args, result)
         await self.end(call, result)
@@ -190,8 +206,7 @@ async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: 
     if problem is not None:
         return ToolResult(output=f"invalid answer for {request.prompt}: {problem}", is_error=True)
     started = time.monotonic()
-    await runner.begin(outcome.call, outcome.args)
-    result = await runner.execute(outcome.call.name, outcome.args, ToolContext(answer=answer))
+    result = await runner.started(outcome.call, outcome.args, ToolContext(answer=answer))
     result = await runner.after_tool(outcome.call, outcome.args, result)
     await runner.end(outcome.call, result)
     runner.emit_tool(outcome.call.name, result, started)

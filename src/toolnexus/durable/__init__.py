@@ -10,10 +10,11 @@ from __future__ import annotations
 from .errors import (AnswerAlreadyApplied, LeaseLost, RequestWithdrawn, RestoreError, RunChanged, RunExists,
                      RunInProgress, RunNotFound, StoreConflict, StoreError, StoreUnavailable, StoreVersionError)
 from .model import (Changes, ConversationOps, Holder, LoadedRun, PendingRow, PendingRun, RunSummary)
-from .protocol import DEFAULT_LEASE_TTL, RunStore, is_run_store
+from .protocol import DEFAULT_LEASE_TTL, PreparedCommit, RunStore, is_run_store
 
 __all__ = [
     "RunStore",
+    "PreparedCommit",
     "is_run_store",
     "DEFAULT_LEASE_TTL",
     "PendingRun",

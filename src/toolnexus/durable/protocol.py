@@ -17,11 +17,11 @@ This module defines the interface only; it does no I/O.
 from __future__ import annotations
 
 import abc
-from typing import Any, AsyncContextManager, Optional
+from typing import Any, AsyncContextManager, Optional, Protocol
 
 from .model import Changes, Holder, LoadedRun, PendingRow, PendingRun, RunSummary
 
-__all__ = ["RunStore", "DEFAULT_LEASE_TTL", "is_run_store"]
+__all__ = ["RunStore", "PreparedCommit", "DEFAULT_LEASE_TTL", "is_run_store"]
 
 DEFAULT_LEASE_TTL = 30.0  # seconds; a live runtime renews its lease every third of this
 
@@ -105,6 +105,14 @@ class RunStore(abc.ABC):
         `changes.take_lease` the lease is taken in the same transaction instead (`RunInProgress`
         if a live holder has it, `RunChanged` if the run is not at `changes.expect_version`)."""
 
+    def prepare_commit(self, run_id: str, holder: Holder, changes: Changes, *,
+                       lease_ttl: float) -> Optional["PreparedCommit"]:
+        """`commit`, prepared on the event loop to be run once later, from a worker thread if need
+        be — the thread about to run a tool writes the tool call's start itself, instead of a round
+        trip to the store's own thread first. None (the default): this store commits only through
+        `commit`. Nothing is written until the prepared commit runs."""
+        return None
+
     # -- the answer ledger -------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -165,6 +173,19 @@ class RunStore(abc.ABC):
     async def save_applied(self, id: str, messages: list[dict[str, Any]], request_id: str, holder: Holder,  # noqa: A002
                            new_request: Optional[dict[str, Any]] = None) -> None:
         """`save`, plus our claimed request marked applied (and a new halt's request opened)."""
+
+
+class PreparedCommit(Protocol):
+    """One `commit` made ready on the event loop (its JSON encoded); run it exactly once."""
+
+    def run(self) -> int:
+        """Commit now, blocking the calling thread (never the event loop's); the new version."""
+
+    async def run_async(self) -> int:
+        """Commit from the event loop (the store's own way); the new version."""
+
+    def landed(self) -> None:
+        """On the event loop, after a successful run: what the store learns from it."""
 
 
 def is_run_store(value: Any) -> bool:

@@ -1,7 +1,9 @@
 """`SqliteStore` (`open_store("sqlite:///runs.db")`): the default durable store, stdlib `sqlite3`.
 
-One connection per store object, used only from one worker thread (the event loop never blocks
-on SQLite); WAL journal so readers never wait for the writer; `synchronous=NORMAL` (a commit is
+One connection per store object, used from worker threads only (the event loop never blocks on
+SQLite): the store's own thread, and — for a commit prepared with `prepare_commit` — the thread
+about to run a tool, which writes the call's start itself (one thread round trip per call, not
+two); a lock keeps the connection to one thread at a time. WAL journal so readers never wait for the writer; `synchronous=NORMAL` (a commit is
 durable against a process crash at once, against power loss at the next checkpoint); every
 write transaction is `BEGIN IMMEDIATE`, which serialises writers across processes sharing the
 file, with a busy timeout (default 10 s, `?timeout=SECONDS`) before a locked database is
@@ -15,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, TypeVar
 
-from ..durable import StoreError, StoreUnavailable
-from .sql import Query, SqlStore, Steps, schema_statements, schema_steps
+from ..durable import Changes, Holder, StoreError, StoreUnavailable
+from .sql import Encoded, Keys, Query, SqlStore, Steps, commit_steps, schema_statements, schema_steps
 
 __all__ = ["SqliteStore"]
 
@@ -38,6 +41,7 @@ class SqliteStore(SqlStore):
         self.timeout = timeout
         self._pool: Optional[ThreadPoolExecutor] = None
         self._conn: Optional[sqlite3.Connection] = None
+        self._conn_lock = threading.Lock()  # the connection serves one thread at a time
         self._opened = False
         self._open_lock: Optional[asyncio.Lock] = None
 
@@ -66,37 +70,46 @@ class SqliteStore(SqlStore):
         return None
 
     def _drive(self, steps: Steps[T], write: bool) -> T:
-        if self._conn is None:
-            self._conn = self._connect()
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        """Run one step generator as one transaction (a worker thread)."""
+        with self._conn_lock:
+            if self._conn is None:
+                self._conn = self._connect()
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                result: Any = None
+                query = steps.send(None)
+                while True:
+                    result = self._execute(conn, query)
+                    query = steps.send(result)
+            except StopIteration as stop:
+                conn.execute("COMMIT")
+                return stop.value
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                steps.close()
+
+    def _said(self, exc: sqlite3.Error) -> StoreUnavailable:
+        hint = ("another process holds a write lock on it; retry, or raise ?timeout=" if "locked" in str(exc)
+                else "check that the file is writable and the disk has space")
+        return StoreUnavailable(f"toolnexus: the SQLite store {self.path} failed: {exc} — {hint}")
+
+    def _drive_here(self, steps: Steps[T], write: bool) -> T:
+        """`_drive` on the calling thread, its failures said as the store's."""
         try:
-            result: Any = None
-            query = steps.send(None)
-            while True:
-                result = self._execute(conn, query)
-                query = steps.send(result)
-        except StopIteration as stop:
-            conn.execute("COMMIT")
-            return stop.value
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            return self._drive(steps, write)
+        except StoreError:
             raise
-        finally:
-            steps.close()
+        except sqlite3.Error as exc:
+            raise self._said(exc) from exc
 
     async def _call(self, steps: Steps[T], write: bool) -> T:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolnexus-sqlite")
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, self._drive, steps, write)
-        except StoreError:
-            raise
-        except sqlite3.Error as exc:
-            hint = ("another process holds a write lock on it; retry, or raise ?timeout=" if "locked" in str(exc)
-                    else "check that the file is writable and the disk has space")
-            raise StoreUnavailable(f"toolnexus: the SQLite store {self.path} failed: {exc} — {hint}") from exc
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._drive_here, steps, write)
 
     # -- the store ---------------------------------------------------------------------------------
 
@@ -114,14 +127,24 @@ class SqliteStore(SqlStore):
         await self.open()
         return await self._call(steps, write)
 
+    def prepare_commit(self, run_id: str, holder: Holder, changes: Changes, *,
+                       lease_ttl: float) -> "_PreparedCommit":
+        keys = Keys(self._keys)
+        steps = commit_steps(run_id, holder, changes, lease_ttl, self.url, keys, Encoded.of(run_id, changes))
+        return _PreparedCommit(self, steps, keys)
+
     async def aclose(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                await asyncio.get_running_loop().run_in_executor(pool, conn.close)
+            await asyncio.get_running_loop().run_in_executor(pool, self._disconnect)
             await asyncio.get_running_loop().run_in_executor(None, pool.shutdown)
         self._opened = False
+
+    def _disconnect(self) -> None:
+        with self._conn_lock:  # after a transaction another thread may be in
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
 
     def stored_bytes(self) -> int:
         """Size of the database file after a WAL checkpoint (for benchmarks; call off the loop)."""
@@ -131,3 +154,21 @@ class SqliteStore(SqlStore):
         finally:
             conn.close()
         return os.path.getsize(self.path)
+
+
+class _PreparedCommit:
+    """One commit's transaction, encoded on the event loop, run once on whichever thread asks."""
+
+    def __init__(self, store: SqliteStore, steps: Steps[int], keys: Keys) -> None:
+        self._store = store
+        self._steps = steps
+        self._keys = keys
+
+    def run(self) -> int:
+        return self._store._drive_here(self._steps, True)
+
+    async def run_async(self) -> int:
+        return await self._store._run(self._steps)
+
+    def landed(self) -> None:
+        self._store._keys.learn(self._keys.fresh)
