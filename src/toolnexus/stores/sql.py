@@ -238,9 +238,9 @@ def _conv_key(run_id: str, conv_id: str, keys: Keys) -> Steps[int]:
     cid = keys.get((run_id, conv_id))
     if cid is not None:
         return cid
-    found = yield Query("SELECT cid FROM tn_convs WHERE run_id = ? AND conv_id = ?", (run_id, conv_id), "one")
-    if found is None:
-        yield Query("INSERT INTO tn_convs (run_id, conv_id) VALUES (?, ?)", (run_id, conv_id))
+    found = yield Query("INSERT INTO tn_convs (run_id, conv_id) VALUES (?, ?) ON CONFLICT (run_id, conv_id) DO NOTHING "
+                        "RETURNING cid", (run_id, conv_id), "one")
+    if found is None:  # made before (by another process, or before this store object existed)
         found = yield Query("SELECT cid FROM tn_convs WHERE run_id = ? AND conv_id = ?", (run_id, conv_id), "one")
     keys.fresh[(run_id, conv_id)] = int(found[0])
     return int(found[0])
@@ -314,9 +314,21 @@ class Encoded:
 def start_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, ttl: float,
                 state: Optional[dict[str, Any]], changes: Changes, encoded: Encoded, url: str,
                 keys: Keys) -> Steps[int]:
-    """Create a run and write its first changes, in one transaction."""
-    yield from create_steps(run_id, kind, entry, holder, ttl, state)
-    return (yield from commit_steps(run_id, holder, changes, ttl, url, keys, encoded))
+    """Create a run and write its first changes, in one transaction: the run's row is inserted as
+    that first commit leaves it (version 2: the creation, then the commit), not inserted and then
+    updated."""
+    now = epoch()
+    released = changes.release
+    row_state = encoded.state if encoded.state is not None else (dumps(state) if state is not None else None)
+    inserted = yield Query(
+        f"INSERT INTO tn_runs ({_RUN_COLS}, lease_id) VALUES ({', '.join('?' * 14)}) ON CONFLICT (run_id) DO NOTHING",
+        (run_id, kind, changes.entry_agent or entry, changes.status or "running", now, now, 2, RUN_FORMAT, row_state,
+         encoded.result, None if released else dumps(holder.to_dict()), None if released else now + ttl,
+         len(changes.trace), None if released else holder.id), "rowcount")
+    if not inserted:
+        raise RunExists(run_id)
+    yield from _write_parts(run_id, changes, encoded, keys, now, len(changes.trace))
+    return 2
 
 
 def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url: str,
@@ -354,6 +366,13 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         raise StoreVersionError(
             f"toolnexus: run {run_id!r} in {url} was written by a newer toolnexus (run format {row[2]}; this "
             f"version reads {RUN_FORMAT}) — upgrade toolnexus to restore it")
+    yield from _write_parts(run_id, changes, enc, keys, now, int(row[1]))
+    return int(row[0])
+
+
+def _write_parts(run_id: str, changes: Changes, enc: Encoded, keys: Keys, now: float, last_trace: int) -> Steps[None]:
+    """Everything a commit writes besides the run's row; `last_trace` is the run's trace sequence
+    number after this commit's lines."""
     if enc.handles:
         yield Query("INSERT INTO tn_handles (run_id, handle_id, record) VALUES (?, ?, ?) "
                     "ON CONFLICT (run_id, handle_id) DO UPDATE SET record = excluded.record", enc.handles, many=True)
@@ -370,13 +389,11 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         for ledger_row in (yield from _ledger_rows(run_id, changes, now)):
             yield _put_pending(ledger_row)
     if changes.trace:
-        last = int(row[1])
-        first = last - len(changes.trace) + 1
+        first = last_trace - len(changes.trace) + 1
         yield Query("INSERT INTO tn_trace (run_id, seq, line) VALUES (?, ?, ?)",
                     [(run_id, first + i, line) for i, line in enumerate(changes.trace)], many=True)
-        if last // 1000 != (first - 1) // 1000 and last > TRACE_KEEP:  # trim now and then, not every commit
-            yield Query("DELETE FROM tn_trace WHERE run_id = ? AND seq <= ?", (run_id, last - TRACE_KEEP))
-    return int(row[0])
+        if last_trace // 1000 != (first - 1) // 1000 and last_trace > TRACE_KEEP:  # trim now and then, not every commit
+            yield Query("DELETE FROM tn_trace WHERE run_id = ? AND seq <= ?", (run_id, last_trace - TRACE_KEEP))
 
 
 def _get_pending(request_id: str, *, lock: bool = False) -> Steps[Optional[PendingRow]]:
