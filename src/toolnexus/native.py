@@ -282,6 +282,7 @@ def _build(
         schema = {**input_schema, "properties": {k: ({} if k in models else v)
                                                  for k, v in input_schema["properties"].items()}}
     tool_name = name
+    awaits = _wants_await(fn)  # else: run on a worker thread
 
     async def execute(args: Optional[dict[str, Any]] = None, ctx: Optional[ToolContext] = None) -> ToolResult:
         call_args = dict(args or {})
@@ -327,7 +328,6 @@ def _build(
             return ToolResult(output=str(exc), is_error=True, metadata=tool_raised(tool_name, exc))
         return _to_result(tool_name, value)
 
-    awaits = _wants_await(fn)
     if not awaits:
         _write_ahead.taking(execute)
     return Tool(name=name, description=description, input_schema=input_schema, source=source,  # type: ignore[arg-type]

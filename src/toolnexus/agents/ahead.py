@@ -8,8 +8,8 @@ staging, its JSON encoded) and then written by whichever comes first:
 - the event loop (`written`): the tool runner, for a tool that does not write it itself, and after
   every execution; or a later awaited commit of the same run, which must not overtake it
   (`settled`). A tool thread still queued behind busy workers therefore never holds the run's
-  other commits up. A background commit only waits for it (`landing`), so it does not snatch the
-  write from the thread that is about to make it.
+  other commits up. A background commit first waits a moment for it (`landing`), so it does not
+  snatch the write from the thread that is about to make it.
 
 Either way the outcome is handed to the store and to the run on the event loop, once: a commit
 that failed puts its changes back into staging, exactly as a failed commit on the loop does.

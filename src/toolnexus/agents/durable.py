@@ -350,7 +350,7 @@ class DurableRun:
                 return None
             changes, taken, creating = plan
             prepared = None
-            if not creating and not changes.take_lease:
+            if not (creating or changes.take_lease or changes.release):  # the plain case: the lease is held
                 prepared = self.store.prepare_commit(self.run_id, self.holder, changes, lease_ttl=self.lease_ttl)
             if prepared is None:
                 await self._commit_now(changes, taken, creating)

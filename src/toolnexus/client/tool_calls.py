@@ -70,9 +70,9 @@ class ToolRunner:
     """Runs tool calls for one turn of one run (hooks, toolkit, metrics, and the run journal).
 
     With a `journal` (a durable store's), each execution is bracketed by `call_started` (durable
-    before the tool acts: `started`) and `call_finished` (committed before its outcome is used); `transcript`
-    gives the loop's messages so the store can write the turn the call belongs to. `model` is the
-    run's model this turn (the `tool` metric's `model`).
+    before the tool acts: `execute_call`) and `call_finished` (committed before its outcome is
+    used); `transcript` gives the loop's messages so the store can write the turn the call belongs
+    to. `model` is the run's model this turn (the `tool` metric's `model`).
     """
 
     def __init__(self, client: Any, toolkit: Any, turn: int, model: Optional[str] = None, journal: Any = None,
@@ -91,7 +91,7 @@ class ToolRunner:
             return None
         return await self.journal.call_started(self.transcript() if self.transcript else [], call, args)
 
-    async def started(self, call: ToolCall, args: dict[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
+    async def execute_call(self, call: ToolCall, args: dict[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
         """Tell the journal the call starts, then execute it. A start the journal returns prepared
         is durable before the tool can act: written on the loop first, or — for a tool that runs a
         plain function — by the function's own worker thread, just before calling it."""
@@ -173,7 +173,7 @@ class ToolRunner:
         else:
             if hv and hv.get("args") is not None:
                 args = hv["args"]
-            result = await self.started(call, args, None)
+            result = await self.execute_call(call, args, None)
             if pending_of(result) is None:
                 result = await self.after_tool(call, args, result)
         await self.end(call, result)
@@ -206,7 +206,7 @@ async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: 
     if problem is not None:
         return ToolResult(output=f"invalid answer for {request.prompt}: {problem}", is_error=True)
     started = time.monotonic()
-    result = await runner.started(outcome.call, outcome.args, ToolContext(answer=answer))
+    result = await runner.execute_call(outcome.call, outcome.args, ToolContext(answer=answer))
     result = await runner.after_tool(outcome.call, outcome.args, result)
     await runner.end(outcome.call, result)
     runner.emit_tool(outcome.call.name, result, started)

@@ -3,11 +3,11 @@
 One connection per store object, used from worker threads only (the event loop never blocks on
 SQLite): the store's own thread, and — for a commit prepared with `prepare_commit` — the thread
 about to run a tool, which writes the call's start itself (one thread round trip per call, not
-two); a lock keeps the connection to one thread at a time. WAL journal so readers never wait for the writer; `synchronous=NORMAL` (a commit is
-durable against a process crash at once, against power loss at the next checkpoint); every
-write transaction is `BEGIN IMMEDIATE`, which serialises writers across processes sharing the
-file, with a busy timeout (default 10 s, `?timeout=SECONDS`) before a locked database is
-reported as `StoreUnavailable`.
+two); a lock keeps the connection to one thread at a time. WAL journal so readers never wait for
+the writer; `synchronous=NORMAL` (a commit is durable against a process crash at once, against
+power loss at the next checkpoint); every write transaction is `BEGIN IMMEDIATE`, which
+serialises writers across processes sharing the file, with a busy timeout (default 10 s,
+`?timeout=SECONDS`) before a locked database is reported as `StoreUnavailable`.
 
 URLs: `sqlite:///runs.db` (relative to the working directory), `sqlite:////abs/runs.db`.
 """
@@ -92,7 +92,7 @@ class SqliteStore(SqlStore):
             finally:
                 steps.close()
 
-    def _said(self, exc: sqlite3.Error) -> StoreUnavailable:
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
         hint = ("another process holds a write lock on it; retry, or raise ?timeout=" if "locked" in str(exc)
                 else "check that the file is writable and the disk has space")
         return StoreUnavailable(f"toolnexus: the SQLite store {self.path} failed: {exc} — {hint}")
@@ -104,7 +104,7 @@ class SqliteStore(SqlStore):
         except StoreError:
             raise
         except sqlite3.Error as exc:
-            raise self._said(exc) from exc
+            raise self._unavailable(exc) from exc
 
     async def _call(self, steps: Steps[T], write: bool) -> T:
         if self._pool is None:
