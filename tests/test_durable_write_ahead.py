@@ -137,58 +137,134 @@ async def test_a_start_offered_to_a_tool_that_refused_its_arguments_is_still_wri
     assert [m["role"] for m in transcript] == ["user", "assistant", "tool", "assistant"]
 
 
-async def test_a_commit_does_not_wait_behind_a_tool_thread_still_queued(tmp_path):
+class OneWorker:
+    """The event loop's tool threads cut to one, and a `block` tool that holds it until released:
+    a second plain-function call queues behind it."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.jobs = 0
+        outer = self
+
+        class Pool(ThreadPoolExecutor):
+            def submit(self, *args: Any, **kwargs: Any) -> Any:
+                outer.jobs += 1
+                return super().submit(*args, **kwargs)
+
+        self.pool = Pool(1)
+        self.waiter = ThreadPoolExecutor(1)  # for waiting on threading events off the loop
+
+        def block() -> str:
+            """Holds the only worker thread."""
+            self.entered.set()
+            self.release.wait(30)
+            return "unblocked"
+
+        self.block = define_tool(block, name="block")
+
+    async def queued_behind_block(self) -> None:
+        """`block` is running and one more thread job waits behind it."""
+        await asyncio.get_running_loop().run_in_executor(self.waiter, self.entered.wait, 30)
+        await until(lambda: self.jobs == 2)
+
+
+@pytest.fixture
+async def one_worker():
+    worker = OneWorker()
+    asyncio.get_running_loop().set_default_executor(worker.pool)
+    yield worker
+    worker.release.set()
+    worker.waiter.shutdown()
+
+
+async def test_a_commit_does_not_wait_behind_a_tool_thread_still_queued(tmp_path, one_worker):
     """With every worker thread busy, a call's start waits in the queue; a commit the run needs
     meanwhile writes that start itself (in order, first) instead of waiting for a free thread,
     and the function, once it runs, finds it durable and runs once."""
     path = tmp_path / "runs.db"
-    entered, release = threading.Event(), threading.Event()
     effects: list[dict[str, str]] = []
-
-    def block() -> str:
-        """Holds the only worker thread."""
-        entered.set()
-        release.wait(30)
-        return "unblocked"
 
     def effect() -> str:
         """Acts once."""
         effects.append(stored_calls(path, "queued"))
         return "acted"
 
-    tools = [define_tool(block, name="block"), define_tool(effect, name="effect")]
-    worker = agent("worker", does="acts", model="m", uses={"tools": tools})
-    class OneThread(ThreadPoolExecutor):
-        """The loop's only worker thread for tools: `effect` queues behind `block`."""
-
-        def __init__(self) -> None:
-            super().__init__(1)
-            self.jobs = 0
-
-        def submit(self, *args: Any, **kwargs: Any) -> Any:
-            self.jobs += 1
-            return super().submit(*args, **kwargs)
-
-    loop = asyncio.get_running_loop()
-    waiter, pool = ThreadPoolExecutor(1), OneThread()
-    loop.set_default_executor(pool)
-    try:
-        async with open_store(f"sqlite:///{path}") as store:
+    worker = agent("worker", does="acts", model="m", uses={"tools": [one_worker.block, define_tool(effect)]})
+    async with open_store(f"sqlite:///{path}") as store:
+        try:
             rt = AgentRuntime(registry=worker.registry(), transport=model_calling("block", "effect", parallel=True),
                               llm=LLM, store=store, run_id="queued")
             h = rt.spawn(rt.root, "worker")
             await rt.flush()  # the run exists and its lease is held before the turn starts (as `Agent.run` does)
             rt.wake(h, "go")
-            await loop.run_in_executor(waiter, entered.wait, 30)
-            await until(lambda: pool.jobs == 2)  # `effect`'s thread job is queued behind `block`
-            assert sorted(stored_calls(path, "queued").values()) == ["started"]  # `block`'s only, so far
+            await one_worker.queued_behind_block()
             await asyncio.wait_for(rt.flush(), 10)  # returns although no worker thread is free
             assert sorted(stored_calls(path, "queued").values()) == ["started", "started"]
-            release.set()
+            one_worker.release.set()
             r = await asyncio.wait_for(rt.wait(h), 30)
             assert (r.status, r.text) == ("done", "done: acted")
             await rt.close(rt.root)
-    finally:
-        release.set()
-        waiter.shutdown()
+        finally:
+            one_worker.release.set()
     assert len(effects) == 1 and sorted(effects[0].values()) == ["started", "started"]
+
+
+async def test_parallel_plain_functions_each_find_their_own_start_durable(tmp_path):
+    """Two plain functions called in one turn: the second call's commit must not overtake the
+    first's start, and each function, when it runs, finds its own start on disk."""
+    path = tmp_path / "runs.db"
+    seen: dict[str, dict[str, str]] = {}
+
+    def tool(name: str) -> Any:
+        def act() -> str:
+            seen[name] = stored_calls(path, "pair")
+            return name
+
+        act.__doc__ = f"Acts as {name}."
+        return define_tool(act, name=name)
+
+    worker = agent("worker", does="acts", model="m", uses={"tools": [tool("left"), tool("right")]})
+    async with open_store(f"sqlite:///{path}") as store:
+        r = await worker.run("go", transport=model_calling("left", "right", parallel=True), llm=LLM, store=store,
+                             run_id="pair")
+        assert r.status == "done"
+        transcript = (await store.load("pair")).conversations["root/worker.1"]
+    calls_made = transcript[1]["tool_calls"]
+    ids = {c["function"]["name"]: c["id"] for c in calls_made}
+    assert set(seen) == {"left", "right"}
+    for name, journal in seen.items():
+        assert journal.get(ids[name]) == "started", (name, journal)
+
+
+async def test_a_call_interrupted_while_its_thread_is_queued_never_runs_and_the_run_stays_whole(tmp_path, one_worker):
+    """The run is interrupted while a call's thread job still waits for a free worker: the
+    function is never called, and what the run staged is still committed (nothing is left
+    half-written or lost)."""
+    path = tmp_path / "runs.db"
+    effects: list[str] = []
+
+    def effect() -> str:
+        """Acts once."""
+        effects.append("acted")
+        return "acted"
+
+    worker = agent("worker", does="acts", model="m", uses={"tools": [one_worker.block, define_tool(effect)]})
+    async with open_store(f"sqlite:///{path}") as store:
+        try:
+            rt = AgentRuntime(registry=worker.registry(), transport=model_calling("block", "effect", parallel=True),
+                              llm=LLM, store=store, run_id="cut")
+            h = rt.spawn(rt.root, "worker")
+            await rt.flush()
+            rt.wake(h, "go")
+            await one_worker.queued_behind_block()
+            rt.interrupt(h)
+            await rt.flush()
+            one_worker.release.set()
+            await asyncio.get_running_loop().run_in_executor(one_worker.pool, lambda: None)  # in order: `effect`'s job is over
+            await rt.close(rt.root)
+            loaded = await store.load("cut")
+        finally:
+            one_worker.release.set()
+    assert effects == []  # interrupted before its thread was free: never called
+    assert (loaded.status, loaded.handles["root/worker.1"]["state"]) == ("interrupted", "closed")
+    assert loaded.calls == {}  # no start left behind for a later restore to mistake for a call in doubt
