@@ -162,10 +162,18 @@ class OneWorker:
 
         self.block = define_tool(block, name="block")
 
-    async def queued_behind_block(self) -> None:
-        """`block` is running and one more thread job waits behind it."""
+    async def run_until_queued(self, store: Any, effect: Any, run_id: str) -> tuple[AgentRuntime, Any]:
+        """A run whose model calls `block` and `effect` in one turn, left where `block` holds the
+        worker thread and `effect`'s thread job waits behind it."""
+        worker = agent("worker", does="acts", model="m", uses={"tools": [self.block, define_tool(effect)]})
+        rt = AgentRuntime(registry=worker.registry(), transport=model_calling("block", "effect", parallel=True),
+                          llm=LLM, store=store, run_id=run_id)
+        h = rt.spawn(rt.root, "worker")
+        await rt.flush()  # the run exists and its lease is held before the turn starts (as `Agent.run` does)
+        rt.wake(h, "go")
         await asyncio.get_running_loop().run_in_executor(self.waiter, self.entered.wait, 30)
         await until(lambda: self.jobs == 2)
+        return rt, h
 
 
 @pytest.fixture
@@ -189,15 +197,9 @@ async def test_a_commit_does_not_wait_behind_a_tool_thread_still_queued(tmp_path
         effects.append(stored_calls(path, "queued"))
         return "acted"
 
-    worker = agent("worker", does="acts", model="m", uses={"tools": [one_worker.block, define_tool(effect)]})
     async with open_store(f"sqlite:///{path}") as store:
         try:
-            rt = AgentRuntime(registry=worker.registry(), transport=model_calling("block", "effect", parallel=True),
-                              llm=LLM, store=store, run_id="queued")
-            h = rt.spawn(rt.root, "worker")
-            await rt.flush()  # the run exists and its lease is held before the turn starts (as `Agent.run` does)
-            rt.wake(h, "go")
-            await one_worker.queued_behind_block()
+            rt, h = await one_worker.run_until_queued(store, effect, "queued")
             await asyncio.wait_for(rt.flush(), 10)  # returns although no worker thread is free
             assert sorted(stored_calls(path, "queued").values()) == ["started", "started"]
             one_worker.release.set()
@@ -248,15 +250,9 @@ async def test_a_call_interrupted_while_its_thread_is_queued_never_runs_and_the_
         effects.append("acted")
         return "acted"
 
-    worker = agent("worker", does="acts", model="m", uses={"tools": [one_worker.block, define_tool(effect)]})
     async with open_store(f"sqlite:///{path}") as store:
         try:
-            rt = AgentRuntime(registry=worker.registry(), transport=model_calling("block", "effect", parallel=True),
-                              llm=LLM, store=store, run_id="cut")
-            h = rt.spawn(rt.root, "worker")
-            await rt.flush()
-            rt.wake(h, "go")
-            await one_worker.queued_behind_block()
+            rt, h = await one_worker.run_until_queued(store, effect, "cut")
             rt.interrupt(h)
             await rt.flush()
             one_worker.release.set()
