@@ -310,3 +310,37 @@ async def test_interrupting_a_delegating_parent_closes_the_child_it_was_waiting_
     finally:
         transport.release()
         await rt.close(rt.root, force=True)
+
+
+async def test_a_run_starts_and_finishes_while_tools_keep_the_default_workers_busy():
+    """Slow plain-function tools of other runs fill the loop's default executor: a run whose own
+    tools are coroutines still starts and finishes at once — building its team does not wait for
+    a worker thread (a soul file would be read on one)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from toolnexus import define_tool
+    from toolnexus.agents import agent
+
+    from support.agent_kit import calls
+
+    async def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    model = scripted({"m": [{"whenToolMsgs": 0, "toolCalls": calls(("ping", {}))},
+                            {"whenToolMsgs": ">=1", "text": "got <last tool msg content>"}]})
+    pinger = agent("pinger", does="pings", model="m", uses={"tools": [define_tool(ping)]})
+    busy, release = ThreadPoolExecutor(1), threading.Event()
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(busy)
+    held = loop.run_in_executor(None, release.wait, 30)  # the only default worker, held
+    try:
+        r = await asyncio.wait_for(pinger.run("go", transport=model,
+                                              llm={"base_url": "http://mock.local", "style": "openai",
+                                                   "model": "m", "api_key": "k"}), 10)
+        assert (r.status, r.text) == ("done", "got pong")
+        assert not held.done()
+    finally:
+        release.set()
+        await held

@@ -441,3 +441,25 @@ async def test_plain_records_are_kept_per_namespace_in_write_order(store_url):
         assert await store.get_record("tasks", "t1") == {"id": "t1", "n": 3}
         assert [r["id"] for r in await store.list_records("tasks")] == ["t2", "t1"]
         assert await store.list_records("none") == []
+
+
+async def test_closing_a_store_does_not_wait_for_the_loops_default_executor(store_url):
+    """Tools keep every default worker thread busy (slow plain functions): a store still opens,
+    writes and closes at once — it never queues behind them."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    busy, release = ThreadPoolExecutor(1), threading.Event()
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(busy)
+    held = loop.run_in_executor(None, release.wait, 30)  # the only default worker, held
+    try:
+        store = open_store(store_url)
+        await asyncio.wait_for(store.open(), 10)
+        await asyncio.wait_for(store.create_run("r1", kind="agents", entry_agent="a", holder=Holder.here(),
+                                                lease_ttl=TTL), 10)
+        await asyncio.wait_for(store.aclose(), 10)
+        assert not held.done()  # all of it while the default executor was still busy
+    finally:
+        release.set()
+        await held

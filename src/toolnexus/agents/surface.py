@@ -198,9 +198,19 @@ class Agent:
             member.registry(acc)
         return acc
 
+    def _reads_files(self, seen: Optional[set[int]] = None) -> bool:
+        """Some agent of the team graph has a soul file (reading it is file I/O)."""
+        seen = set() if seen is None else seen
+        if id(self) in seen:
+            return False
+        seen.add(id(self))
+        return bool(self.soul_file) or any(member._reads_files(seen) for member in self.team)
+
     async def _runtime(self, rt_opts: dict[str, Any]) -> AgentRuntime:
         _checked_rt_opts(rt_opts)
-        registry = await asyncio.to_thread(self.registry)
+        # Soul files are read on a worker thread; without any, the registry is plain Python and is
+        # built here (no thread round trip per run, nor a wait behind tools that fill the workers).
+        registry = await asyncio.to_thread(self.registry) if self._reads_files() else self.registry()
         return build_runtime(self, rt_opts, registry=registry)
 
     async def run(self, prompt: str, **rt_opts: Any) -> TaskResult:

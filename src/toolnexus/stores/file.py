@@ -145,7 +145,10 @@ class FileStore(DocumentStore):
     async def aclose(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
-            await asyncio.get_running_loop().run_in_executor(None, pool.shutdown)
+            await asyncio.get_running_loop().run_in_executor(pool, _nothing)  # one thread, in order: all done
+            # Its thread is idle now and exits at once: nothing here waits for the loop's default
+            # executor, which tools may be keeping busy.
+            pool.shutdown(wait=False)
         self._opened = False
 
     @asynccontextmanager
@@ -353,3 +356,6 @@ class FileStore(DocumentStore):
             total += sum(os.path.getsize(os.path.join(folder, f)) for f in files)
         return total
 
+
+def _nothing() -> None:
+    return None

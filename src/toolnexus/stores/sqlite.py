@@ -137,7 +137,9 @@ class SqliteStore(SqlStore):
         pool, self._pool = self._pool, None
         if pool is not None:
             await asyncio.get_running_loop().run_in_executor(pool, self._disconnect)
-            await asyncio.get_running_loop().run_in_executor(None, pool.shutdown)
+            # Its thread is idle now and exits at once: nothing here waits for the loop's default
+            # executor, which tools may be keeping busy.
+            pool.shutdown(wait=False)
         self._opened = False
 
     def _disconnect(self) -> None:
