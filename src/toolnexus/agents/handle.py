@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 HANDLE_STATES = tuple(HandleState)
+_BUDGET_FIELDS = fields(Budget)  # every one a scalar (or None)
 
 
 @dataclass
@@ -222,7 +223,7 @@ class Handle:
             "seq": self.seq,
             "spawned_at": self.spawned_at,
             "task_key": self.task_key,
-            "budget": asdict(self.budget),
+            "budget": {f.name: getattr(self.budget, f.name) for f in _BUDGET_FIELDS},  # scalars: no deep copy
             "pool": {f.name: _num_out(getattr(self.pool, f.name)) for f in fields(Pool)},
             "eff": dict(self.eff),
             "usage_total": self.usage_total,
