@@ -9,6 +9,7 @@ would, to see what is durable when it runs. The model is scripted behind the tra
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -29,8 +30,6 @@ from support.durable_app import LLM
 
 def stored_calls(path: Path, run_id: str) -> dict[str, str]:
     """The call journal of `run_id` as another connection sees it: call id → status."""
-    import json
-
     conn = sqlite3.connect(path)
     try:
         rows = conn.execute("SELECT call_id, entry FROM tn_calls WHERE run_id = ?", (run_id,)).fetchall()

@@ -589,15 +589,20 @@ class TurnJournal:
         """Stage, then commit: awaited before a side effect (`wait`), otherwise in the background,
         overlapping the LLM call that follows — a crash that beats such a commit only makes the
         recovery more careful (the LLM asked again, a finished call asked about), never wrong."""
+        durable = self._stage(messages)
+        if wait:
+            await durable.flush()
+        else:
+            durable.schedule(BACKGROUND_COMMIT_DELAY)
+
+    def _stage(self, messages: Optional[list[dict[str, Any]]]) -> DurableRun:
+        """Stage the transcript (if given) and this handle's checkpoint; the run they go to."""
         durable = self._durable
         assert durable is not None
         if messages is not None:
             durable.stage_conversation(self._conv, messages)
         self._on_checkpoint()
-        if wait:
-            await durable.flush()
-        else:
-            durable.schedule(BACKGROUND_COMMIT_DELAY)
+        return durable
 
     async def run_started(self, messages: list[dict[str, Any]]) -> None:
         if self._durable is None:
@@ -625,9 +630,7 @@ class TurnJournal:
         if self._idempotent(call.name):
             await self._commit(messages, wait=False)
             return None
-        self._durable.stage_conversation(self._conv, messages)
-        self._on_checkpoint()
-        return await self._durable.write_ahead()
+        return await self._stage(messages).write_ahead()
 
     async def call_finished(self, call: "ToolCall", result: ToolResult) -> None:
         request = pending_of(result)

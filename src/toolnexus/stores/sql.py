@@ -151,15 +151,22 @@ def _must_run(run_id: str, url: str, *, lock: bool = True) -> Steps[tuple[Any, .
     return row
 
 
-def create_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, ttl: float,
-                 state: Optional[dict[str, Any]]) -> Steps[None]:
-    now = epoch()
+def _insert_run(run_id: str, kind: str, entry: Optional[str], status: str, version: int, state: Optional[str],
+                result: Optional[str], holder: Optional[Holder], ttl: float, trace_seq: int, now: float) -> Steps[None]:
+    """A new run's row, leased to `holder` (None: created with no lease); `RunExists` if the id is taken."""
+    lease = (dumps(holder.to_dict()), now + ttl, holder.id) if holder is not None else (None, None, None)
     inserted = yield Query(
         f"INSERT INTO tn_runs ({_RUN_COLS}, lease_id) VALUES ({', '.join('?' * 14)}) ON CONFLICT (run_id) DO NOTHING",
-        (run_id, kind, entry, "running", now, now, 1, RUN_FORMAT, dumps(state) if state is not None else None, None,
-         dumps(holder.to_dict()), now + ttl, 0, holder.id), "rowcount")
+        (run_id, kind, entry, status, now, now, version, RUN_FORMAT, state, result, lease[0], lease[1], trace_seq,
+         lease[2]), "rowcount")
     if not inserted:
         raise RunExists(run_id)
+
+
+def create_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, ttl: float,
+                 state: Optional[dict[str, Any]]) -> Steps[None]:
+    yield from _insert_run(run_id, kind, entry, "running", 1, dumps(state) if state is not None else None, None,
+                           holder, ttl, 0, epoch())
 
 
 def acquire_steps(run_id: str, holder: Holder, ttl: float, takeover: bool, url: str) -> Steps[int]:
@@ -318,15 +325,9 @@ def start_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, tt
     that first commit leaves it (version 2: the creation, then the commit), not inserted and then
     updated."""
     now = epoch()
-    released = changes.release
     row_state = encoded.state if encoded.state is not None else (dumps(state) if state is not None else None)
-    inserted = yield Query(
-        f"INSERT INTO tn_runs ({_RUN_COLS}, lease_id) VALUES ({', '.join('?' * 14)}) ON CONFLICT (run_id) DO NOTHING",
-        (run_id, kind, changes.entry_agent or entry, changes.status or "running", now, now, 2, RUN_FORMAT, row_state,
-         encoded.result, None if released else dumps(holder.to_dict()), None if released else now + ttl,
-         len(changes.trace), None if released else holder.id), "rowcount")
-    if not inserted:
-        raise RunExists(run_id)
+    yield from _insert_run(run_id, kind, changes.entry_agent or entry, changes.status or "running", 2, row_state,
+                           encoded.result, None if changes.release else holder, ttl, len(changes.trace), now)
     yield from _write_parts(run_id, changes, encoded, keys, now, len(changes.trace))
     return 2
 
