@@ -249,14 +249,21 @@ async def test_transcripts_are_written_append_only():
     """Every commit of a many-turn run writes only the new messages of each transcript."""
     store = open_store("memory:")
     seen: list[tuple[str, int, int]] = []
-    real = store.commit
+    real_start, real_commit = store.start_run, store.commit
 
-    async def spy(run_id, holder, changes, **kw):
+    def note(changes):
         for conv, ops in changes.conversations.items():
             seen.append((conv, ops.start, len(ops.append)))
-        return await real(run_id, holder, changes, **kw)
 
-    store.commit = spy  # type: ignore[method-assign]
+    async def start_spy(run_id, **kw):
+        note(kw["changes"])
+        return await real_start(run_id, **kw)
+
+    async def commit_spy(run_id, holder, changes, **kw):
+        note(changes)
+        return await real_commit(run_id, holder, changes, **kw)
+
+    store.start_run, store.commit = start_spy, commit_spy  # type: ignore[method-assign]
     script = [{"whenToolMsgs": n, "toolCalls": calls(("lookup", {"q": str(n)}))} for n in range(8)]
     script.append({"always": True, "text": "looked up"})
     from support.agent_kit import lookup_tool

@@ -20,7 +20,7 @@ import pytest
 
 from toolnexus import define_tool
 from toolnexus.agents import AgentRuntime, agent
-from toolnexus.durable import LeaseLost, RunInProgress
+from toolnexus.durable import LeaseLost, RunInProgress, StoreUnavailable
 from toolnexus.stores import open_store
 from toolnexus.stores.sqlite import SqliteStore
 
@@ -263,3 +263,121 @@ async def test_a_call_interrupted_while_its_thread_is_queued_never_runs_and_the_
     assert effects == []  # interrupted before its thread was free: never called
     assert (loaded.status, loaded.handles["root/worker.1"]["state"]) == ("interrupted", "closed")
     assert loaded.calls == {}  # no start left behind for a later restore to mistake for a call in doubt
+
+
+# -- a run whose id is generated -------------------------------------------------------------------
+
+
+def stored_runs(path: Path) -> list[tuple[str, str]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT run_id, status FROM tn_runs").fetchall()
+    finally:
+        conn.close()
+
+
+async def test_a_generated_run_is_created_with_its_first_calls_start_on_the_tools_thread(tmp_path, monkeypatch):
+    """No run id given, so none can be in use: the run is not created by a round trip of its own
+    before the first LLM call. With no background commit in the way, its first commit is the
+    first call's start — the run, its entry and that start in one transaction, written by the
+    tool's thread — and the function finds all of it durable."""
+    from toolnexus.agents.durable import DurableRun
+
+    monkeypatch.setattr(DurableRun, "schedule", lambda self, delay=0.0: None)
+    path = tmp_path / "runs.db"
+    seen: list[tuple[list[tuple[str, str]], list[str], int]] = []
+    on_store_thread: list[str] = []
+    real_start = SqliteStore.start_run
+
+    async def start_run(self, run_id, **kw):
+        on_store_thread.append(run_id)
+        return await real_start(self, run_id, **kw)
+
+    monkeypatch.setattr(SqliteStore, "start_run", start_run)
+
+    def effect() -> str:
+        """Acts once."""
+        runs = stored_runs(path)
+        seen.append((runs, sorted(stored_calls(path, runs[0][0]).values()) if runs else [], threading.get_ident()))
+        return "acted"
+
+    worker = agent("worker", does="acts", model="m", uses={"tools": [define_tool(effect, name="effect")]})
+    async with open_store(f"sqlite:///{path}") as store:
+        r = await worker.run("go", transport=model_calling("effect"), llm=LLM, store=store)
+        assert (r.status, r.text) == ("done", "done: acted")
+        loaded = await store.load(r.run_id)
+    assert seen[0][:2] == ([(r.run_id, "running")], ["started"])
+    assert on_store_thread == []  # created on the tool's thread, not by a round trip of its own
+    assert loaded.status == "done" and loaded.entry_agent == "worker"
+    assert loaded.conversations["root/worker.1"][0] == {"role": "user", "content": "go"}
+
+
+async def test_a_generated_run_is_stored_while_its_first_llm_call_is_out(tmp_path):
+    """A slow first LLM call does not leave the run unstored: it is created in the background
+    while the call is out (here the model answers only once it has been)."""
+    path = tmp_path / "runs.db"
+    created = threading.Event()
+    real_start = SqliteStore.start_run
+
+    async def start_run(self, run_id, **kw):
+        version = await real_start(self, run_id, **kw)
+        created.set()
+        return version
+
+    class Slow:
+        def post(self, url, headers, payload, timeout):
+            assert created.wait(30), "the run was not stored while its first LLM call was out"
+            return {"choices": [{"message": {"role": "assistant", "content": "answered"}}]}
+
+        def open(self, *args):
+            raise NotImplementedError
+
+    worker = agent("worker", does="answers", model="m")
+    SqliteStore.start_run = start_run  # type: ignore[method-assign]
+    try:
+        async with open_store(f"sqlite:///{path}") as store:
+            r = await worker.run("go", transport=Slow(), llm=LLM, store=store)
+    finally:
+        SqliteStore.start_run = real_start  # type: ignore[method-assign]
+    assert (r.status, r.text) == ("done", "answered")
+    assert stored_runs(path) == [(r.run_id, "done")]
+
+
+async def test_a_generated_run_that_cannot_be_created_acts_on_nothing_and_says_why(tmp_path):
+    """The store is reachable when the run starts, then another writer locks the file while the
+    first LLM call is out: the run cannot be created, so no tool runs, and `Agent.run` raises the
+    store's error; nothing half-written is left behind."""
+    path = tmp_path / "runs.db"
+    acted: list[str] = []
+    locker: list[sqlite3.Connection] = []
+
+    def effect() -> str:
+        """Acts once."""
+        acted.append("acted")
+        return "acted"
+
+    class Locking:
+        def __init__(self) -> None:
+            self.inner = model_calling("effect")
+
+        def post(self, url, headers, payload, timeout):
+            if not locker:
+                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+                conn.execute("BEGIN EXCLUSIVE")
+                locker.append(conn)
+            return self.inner.post(url, headers, payload, timeout)
+
+        def open(self, *args):
+            raise NotImplementedError
+
+    worker = agent("worker", does="acts", model="m", uses={"tools": [define_tool(effect, name="effect")]})
+    async with open_store(f"sqlite:///{path}?timeout=0.2") as store:
+        try:
+            with pytest.raises(StoreUnavailable, match="holds a write lock"):
+                await worker.run("go", transport=Locking(), llm=LLM, store=store)
+        finally:
+            for conn in locker:
+                conn.execute("ROLLBACK")
+                conn.close()
+        assert acted == []
+        assert await store.runs() == []

@@ -80,7 +80,8 @@ class RuntimeCore:
         self.turns: set[TurnState] = set()  # bodies not yet finished (running or unwinding)
         self.resumes: dict[str, asyncio.Future[TaskResult]] = {}  # the answer ledger of a store-less runtime
         # Turns wait on this before doing anything (set while `Agent.run` stores the entry agent
-        # and its prompt): a run is never past its first commit without them.
+        # and its prompt under a run id of the caller's): a run is never past its first commit
+        # without them.
         self.turn_hold: Optional[asyncio.Future[None]] = None
         self.root = Handle("root", ROOT_DEF, None, spawned_at=clock.now())
 

@@ -14,7 +14,8 @@ survive the process:
 - **Transcripts are append-only.** The view keeps each conversation as JSON text and remembers
   the first index changed since the last commit; a turn writes its new messages only, a rewind
   deletes only what it drops.
-- **The lease.** The first commit creates the run (or the runtime acquired it on restore); the
+- **The lease.** The first commit creates the run (or the runtime acquired it on restore) — with
+  a generated run id, possibly the first tool call's start, written on the tool's thread; the
   lease is renewed in the background while held, given up in the commit that parks the run (no
   live turn), and taken again (checking that nobody else wrote the run meanwhile) when work
   starts again.
@@ -116,6 +117,7 @@ class DurableRun:
         self._core: Any = None
         self.holder = Holder.here()
         self.created = False
+        self.named = True  # the caller chose the run id (False: generated, so it cannot be in use yet)
         self.held = False
         self.version = 0
         self.entry_agent: Optional[str] = None
@@ -340,7 +342,9 @@ class DurableRun:
     async def write_ahead(self) -> Optional[WriteAhead]:
         """Commit everything staged before a side effect. A store that can commit from any thread
         gets the commit prepared here and returned, for the thread about to run the tool to write
-        first (see `toolnexus._write_ahead`); otherwise it is committed now and None returned."""
+        first (see `toolnexus._write_ahead`); otherwise it is committed now and None returned.
+        Prepared: a plain commit under the lease, or the run's creation when its id was generated
+        (none can be in use); never a commit that takes the lease or gives it up."""
         if self.abandoned:
             return None
         async with self._locked():
@@ -350,12 +354,15 @@ class DurableRun:
                 return None
             changes, taken, creating = plan
             prepared = None
-            if not (creating or changes.take_lease or changes.release):  # the plain case: the lease is held
+            if creating:
+                if not self.named:  # a generated id cannot be in use: the run is created with the start
+                    prepared = self.store.prepare_start(self.run_id, **self._start_args(), changes=changes)
+            elif not (changes.take_lease or changes.release):  # the plain case: the lease is held
                 prepared = self.store.prepare_commit(self.run_id, self.holder, changes, lease_ttl=self.lease_ttl)
             if prepared is None:
                 await self._commit_now(changes, taken, creating)
                 return None
-            self._ahead = AheadCommit(prepared, functools.partial(self._ahead_landed, changes, taken))
+            self._ahead = AheadCommit(prepared, functools.partial(self._ahead_landed, changes, taken, creating))
             return self._ahead
 
     def _locked(self) -> asyncio.Lock:
@@ -426,15 +433,15 @@ class DurableRun:
         if ahead is not None:
             await ahead.settled()
 
-    def _ahead_landed(self, changes: Changes, taken: _Taken, ahead: AheadCommit, version: Optional[int],
-                      error: Optional[BaseException]) -> None:
+    def _ahead_landed(self, changes: Changes, taken: _Taken, creating: bool, ahead: AheadCommit,
+                      version: Optional[int], error: Optional[BaseException]) -> None:
         if self._ahead is ahead:
             self._ahead = None
         if error is not None:
             self._not_committed(taken, error)
         else:
             assert version is not None
-            self._committed(changes, version, False)
+            self._committed(changes, version, creating)
 
     def _core_busy(self) -> bool:
         return bool(self._core is not None and self._core.busy())
@@ -442,12 +449,14 @@ class DurableRun:
     async def _create(self, changes: Changes) -> int:
         """The first commit creates the run with everything staged, in one transaction: a run
         never exists in the store without its first state."""
+        return await self.store.start_run(self.run_id, **self._start_args(), changes=changes)
+
+    def _start_args(self) -> dict[str, Any]:
         root = self._core.root if self._core is not None else None
         if self.entry_agent is None and root is not None and root.children:
             self.entry_agent = root.children[0].defn.name
-        return await self.store.start_run(self.run_id, kind=KIND_AGENTS, entry_agent=self.entry_agent,
-                                          holder=self.holder, lease_ttl=self.lease_ttl, state=self.state,
-                                          changes=changes)
+        return {"kind": KIND_AGENTS, "entry_agent": self.entry_agent, "holder": self.holder,
+                "lease_ttl": self.lease_ttl, "state": self.state}
 
     def adopt(self, version: int) -> None:
         """The runtime holds the lease of an existing run (acquired by restore)."""

@@ -251,12 +251,26 @@ class Agent:
 
     @staticmethod
     async def _first_commit(rt: AgentRuntime, h: Optional[Handle], prompt: str) -> None:
-        """Create the run in the store with the entry agent woken by `prompt`, in one commit; the
-        agent's turn is held until that commit lands, so a crash (or a store that fails, or a used
-        run id) can never leave a run whose entry was never stored, nor spend anything first."""
+        """Create the run in the store with the entry agent woken by `prompt`, in one commit.
+
+        A caller-chosen run id may be in use already: the agent's turn is held until that commit
+        lands, so a used id (or a failing store) is refused before anything is spent. A generated
+        id cannot be in use: the store is opened now (an unreachable one is said before any model
+        call) and the run is created in the background while the first LLM call is out, or with
+        the first tool call's start if that comes first (on the tool's thread: no round trip of
+        its own); either way before any tool runs and before any result is reported."""
         core = rt._core
         durable = core.durable
         assert durable is not None
+        if h is not None and not durable.named:
+            try:
+                await durable.store.open()
+            except Exception:
+                durable.abandon()  # nothing was written: nothing more will be
+                raise
+            rt.wake(h, prompt)
+            durable.schedule()
+            return
         hold: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         core.turn_hold = hold
         try:

@@ -113,6 +113,13 @@ class RunStore(abc.ABC):
         `commit`. Nothing is written until the prepared commit runs."""
         return None
 
+    def prepare_start(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
+                      lease_ttl: float, state: Optional[dict[str, Any]],
+                      changes: Changes) -> Optional["PreparedCommit"]:
+        """`start_run`, prepared like `prepare_commit` (a run whose first commit is a tool call's
+        start). None (the default): this store starts runs only through `start_run`."""
+        return None
+
     # -- the answer ledger -------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -333,9 +333,13 @@ def start_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, tt
 
 
 def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url: str,
-                 keys: Keys, enc: Encoded) -> Steps[int]:
+                 keys: Keys, enc: Encoded, *, returning: bool = True) -> Steps[int]:
     """One commit. The run's row is updated first — `WHERE lease_id` is both the lease check and
-    (on PostgreSQL) the row lock — so the usual commit costs one statement per kind of change."""
+    (on PostgreSQL) the row lock — so the usual commit costs one statement per kind of change.
+
+    `returning=False` reads the updated row back with a SELECT instead of `UPDATE … RETURNING`:
+    SQLite buffers RETURNING rows in a scratch table, which costs about as much again as the
+    update itself; the SELECT, inside the same write transaction, sees exactly what it wrote."""
     now = epoch()
     if changes.take_lease:
         yield from _lease_steps(run_id, holder, changes, url)
@@ -358,8 +362,14 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
             sets.append(f"{column} = ?")
             params.append(text)
     who = "" if changes.take_lease else " AND lease_id = ?"
-    row = yield Query(f"UPDATE tn_runs SET {', '.join(sets)} WHERE run_id = ?{who} RETURNING version, trace_seq, format",
-                      (*params, run_id) if changes.take_lease else (*params, run_id, holder.id), "one")
+    update = f"UPDATE tn_runs SET {', '.join(sets)} WHERE run_id = ?{who}"
+    where = (*params, run_id) if changes.take_lease else (*params, run_id, holder.id)
+    if returning:
+        row = yield Query(f"{update} RETURNING version, trace_seq, format", where, "one")
+    elif (yield Query(update, where, "rowcount")):
+        row = yield Query("SELECT version, trace_seq, format FROM tn_runs WHERE run_id = ?", (run_id,), "one")
+    else:
+        row = None
     if row is None:
         yield from _lease_steps(run_id, holder, changes, url)  # raises: not found, or not ours
         raise LeaseLost(run_id, None)
@@ -595,7 +605,7 @@ class SqlStore(RunStore):
     async def commit(self, run_id: str, holder: Holder, changes: Changes, *, lease_ttl: float) -> int:
         keys = Keys(self._keys)
         version = await self._run(commit_steps(run_id, holder, changes, lease_ttl, self.url, keys,
-                                               Encoded.of(run_id, changes)))
+                                               Encoded.of(run_id, changes), returning=self.dialect != "sqlite"))
         self._keys.learn(keys.fresh)
         return version
 

@@ -1,9 +1,10 @@
 """`SqliteStore` (`open_store("sqlite:///runs.db")`): the default durable store, stdlib `sqlite3`.
 
 One connection per store object, used from worker threads only (the event loop never blocks on
-SQLite): the store's own thread, and — for a commit prepared with `prepare_commit` — the thread
-about to run a tool, which writes the call's start itself (one thread round trip per call, not
-two); a lock keeps the connection to one thread at a time. WAL journal so readers never wait for
+SQLite): the store's own thread, and — for a commit prepared with `prepare_commit` (or a run's
+creation, with `prepare_start`) — the thread about to run a tool, which writes the call's start
+itself (one thread round trip per call, not two); a lock keeps the connection to one thread at a
+time. WAL journal so readers never wait for
 the writer; `synchronous=NORMAL` (a commit is durable against a process crash at once, against
 power loss at the next checkpoint); every write transaction is `BEGIN IMMEDIATE`, which
 serialises writers across processes sharing the file, with a busy timeout (default 10 s,
@@ -22,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, TypeVar
 
 from ..durable import Changes, Holder, StoreError, StoreUnavailable
-from .sql import Encoded, Keys, Query, SqlStore, Steps, commit_steps, schema_statements, schema_steps
+from .sql import (Encoded, Keys, Query, SqlStore, Steps, commit_steps, schema_statements, schema_steps,
+                  start_steps)
 
 __all__ = ["SqliteStore"]
 
@@ -130,7 +132,15 @@ class SqliteStore(SqlStore):
     def prepare_commit(self, run_id: str, holder: Holder, changes: Changes, *,
                        lease_ttl: float) -> "_PreparedCommit":
         keys = Keys(self._keys)
-        steps = commit_steps(run_id, holder, changes, lease_ttl, self.url, keys, Encoded.of(run_id, changes))
+        steps = commit_steps(run_id, holder, changes, lease_ttl, self.url, keys, Encoded.of(run_id, changes),
+                             returning=False)
+        return _PreparedCommit(self, steps, keys)
+
+    def prepare_start(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
+                      lease_ttl: float, state: Optional[dict[str, Any]], changes: Changes) -> "_PreparedCommit":
+        keys = Keys(self._keys)
+        steps = start_steps(run_id, kind, entry_agent, holder, lease_ttl, state, changes, Encoded.of(run_id, changes),
+                            self.url, keys)
         return _PreparedCommit(self, steps, keys)
 
     async def aclose(self) -> None:
