@@ -10,6 +10,13 @@ power loss at the next checkpoint); every write transaction is `BEGIN IMMEDIATE`
 serialises writers across processes sharing the file, with a busy timeout (default 10 s,
 `?timeout=SECONDS`) before a locked database is reported as `StoreUnavailable`.
 
+Checkpoints (copying the WAL back into the database file, with two fsyncs) are this store's own
+background job: every `CHECKPOINT_EVERY` commits it runs a passive checkpoint on a connection and
+thread of its own, so no commit — least of all one written on a tool's thread just before the
+tool runs — waits milliseconds for one. SQLite's automatic checkpoint stays on at a much larger
+size (`WAL_BOUND_PAGES`), as the bound should the background job fall behind; and the last
+connection to close a database checkpoints it, as always.
+
 URLs: `sqlite:///runs.db` (relative to the working directory), `sqlite:////abs/runs.db`.
 """
 
@@ -22,6 +29,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, TypeVar
 
+from .._diag import warn
 from ..durable import Changes, Holder, StoreError, StoreUnavailable
 from .sql import (Encoded, Keys, Query, SqlStore, Steps, commit_steps, schema_statements, schema_steps,
                   start_steps)
@@ -29,6 +37,9 @@ from .sql import (Encoded, Keys, Query, SqlStore, Steps, commit_steps, schema_st
 __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
+
+CHECKPOINT_EVERY = 128  # commits between background checkpoints (a commit appends ~6 WAL pages)
+WAL_BOUND_PAGES = 20_000  # SQLite's own automatic checkpoint, only if the background job falls behind
 
 
 class SqliteStore(SqlStore):
@@ -46,6 +57,9 @@ class SqliteStore(SqlStore):
         self._conn_lock = threading.Lock()  # the connection serves one thread at a time
         self._opened = False
         self._open_lock: Optional[asyncio.Lock] = None
+        self._writes = 0  # commits since the last background checkpoint was asked for
+        self._checkpointer: Optional[ThreadPoolExecutor] = None
+        self._checkpoint_conn: Optional[sqlite3.Connection] = None
 
     # -- the worker thread -------------------------------------------------------------------------
 
@@ -56,6 +70,7 @@ class SqliteStore(SqlStore):
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_BOUND_PAGES}")
         return conn
 
     def _execute(self, conn: sqlite3.Connection, query: Query) -> Any:
@@ -86,6 +101,8 @@ class SqliteStore(SqlStore):
                     query = steps.send(result)
             except StopIteration as stop:
                 conn.execute("COMMIT")
+                if write:
+                    self._wrote()
                 return stop.value
             except BaseException:
                 if conn.in_transaction:
@@ -93,6 +110,32 @@ class SqliteStore(SqlStore):
                 raise
             finally:
                 steps.close()
+
+    def _wrote(self) -> None:
+        """After a commit (holding the connection lock): now and then, a checkpoint in the background."""
+        self._writes += 1
+        if self._writes >= CHECKPOINT_EVERY:
+            self._writes = 0
+            if self._checkpointer is None:
+                self._checkpointer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolnexus-sqlite-wal")
+            self._checkpointer.submit(self._checkpoint)
+
+    def _checkpoint(self) -> Optional[tuple[int, int, int]]:
+        """Copy what the WAL holds back into the database (the checkpoint thread): SQLite's
+        `(busy, WAL pages, pages copied)`. Never raises: a checkpoint that cannot run now runs next
+        time, and SQLite's own bound still holds."""
+        try:
+            if self._checkpoint_conn is None:
+                self._checkpoint_conn = sqlite3.connect(self.path, timeout=self.timeout, check_same_thread=False)
+            return self._checkpoint_conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            warn(f"[toolnexus] stores: checkpointing {self.path} failed (tried again later): {exc}")
+            return None
+
+    def _close_checkpointer(self) -> None:
+        conn, self._checkpoint_conn = self._checkpoint_conn, None
+        if conn is not None:
+            conn.close()
 
     def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
         hint = ("another process holds a write lock on it; retry, or raise ?timeout=" if "locked" in str(exc)
@@ -155,8 +198,12 @@ class SqliteStore(SqlStore):
     def _disconnect(self) -> None:
         with self._conn_lock:  # after a transaction another thread may be in
             conn, self._conn = self._conn, None
+            checkpointer, self._checkpointer = self._checkpointer, None
             if conn is not None:
                 conn.close()
+        if checkpointer is not None:  # its last job closes its connection; nobody waits for it
+            checkpointer.submit(self._close_checkpointer)
+            checkpointer.shutdown(wait=False)
 
     def stored_bytes(self) -> int:
         """Size of the database file after a WAL checkpoint (for benchmarks; call off the loop)."""
