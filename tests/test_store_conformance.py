@@ -406,13 +406,13 @@ async def test_sqlite_commits_never_run_a_checkpoint_the_store_checkpoints_in_th
     monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 3)
     done: list[tuple[str, tuple[int, int, int]]] = []
     checkpointed = threading.Event()
-    real = sqlite_store.SqliteStore._checkpoint
+    real = sqlite_store._Checkpointer.run
 
     def checkpoint(self):
         done.append((threading.current_thread().name, real(self)))
         checkpointed.set()
 
-    monkeypatch.setattr(sqlite_store.SqliteStore, "_checkpoint", checkpoint)
+    monkeypatch.setattr(sqlite_store._Checkpointer, "run", checkpoint)
     path = tmp_path / "r.db"
     me = Holder.here()
     async with open_store(f"sqlite:///{path}") as store:

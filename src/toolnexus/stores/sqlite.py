@@ -4,11 +4,11 @@ One connection per store object, used from worker threads only (the event loop n
 SQLite): the store's own thread, and — for a commit prepared with `prepare_commit` (or a run's
 creation, with `prepare_start`) — the thread about to run a tool, which writes the call's start
 itself (one thread round trip per call, not two); a lock keeps the connection to one thread at a
-time. WAL journal so readers never wait for
-the writer; `synchronous=NORMAL` (a commit is durable against a process crash at once, against
-power loss at the next checkpoint); every write transaction is `BEGIN IMMEDIATE`, which
-serialises writers across processes sharing the file, with a busy timeout (default 10 s,
-`?timeout=SECONDS`) before a locked database is reported as `StoreUnavailable`.
+time. WAL journal so readers never wait for the writer; `synchronous=NORMAL` (a commit is durable
+against a process crash at once, against power loss at the next checkpoint); every write
+transaction is `BEGIN IMMEDIATE`, which serialises writers across processes sharing the file,
+with a busy timeout (default 10 s, `?timeout=SECONDS`) before a locked database is reported as
+`StoreUnavailable`.
 
 Checkpoints (copying the WAL back into the database file, with two fsyncs) are this store's own
 background job: every `CHECKPOINT_EVERY` commits it runs a passive checkpoint on a connection and
@@ -58,8 +58,7 @@ class SqliteStore(SqlStore):
         self._opened = False
         self._open_lock: Optional[asyncio.Lock] = None
         self._writes = 0  # commits since the last background checkpoint was asked for
-        self._checkpointer: Optional[ThreadPoolExecutor] = None
-        self._checkpoint_conn: Optional[sqlite3.Connection] = None
+        self._checkpointer: Optional[_Checkpointer] = None
 
     # -- the worker thread -------------------------------------------------------------------------
 
@@ -117,25 +116,8 @@ class SqliteStore(SqlStore):
         if self._writes >= CHECKPOINT_EVERY:
             self._writes = 0
             if self._checkpointer is None:
-                self._checkpointer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolnexus-sqlite-wal")
-            self._checkpointer.submit(self._checkpoint)
-
-    def _checkpoint(self) -> Optional[tuple[int, int, int]]:
-        """Copy what the WAL holds back into the database (the checkpoint thread): SQLite's
-        `(busy, WAL pages, pages copied)`. Never raises: a checkpoint that cannot run now runs next
-        time, and SQLite's own bound still holds."""
-        try:
-            if self._checkpoint_conn is None:
-                self._checkpoint_conn = sqlite3.connect(self.path, timeout=self.timeout, check_same_thread=False)
-            return self._checkpoint_conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        except sqlite3.Error as exc:
-            warn(f"[toolnexus] stores: checkpointing {self.path} failed (tried again later): {exc}")
-            return None
-
-    def _close_checkpointer(self) -> None:
-        conn, self._checkpoint_conn = self._checkpoint_conn, None
-        if conn is not None:
-            conn.close()
+                self._checkpointer = _Checkpointer(self.path)
+            self._checkpointer.request()
 
     def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
         hint = ("another process holds a write lock on it; retry, or raise ?timeout=" if "locked" in str(exc)
@@ -201,9 +183,8 @@ class SqliteStore(SqlStore):
             checkpointer, self._checkpointer = self._checkpointer, None
             if conn is not None:
                 conn.close()
-        if checkpointer is not None:  # its last job closes its connection; nobody waits for it
-            checkpointer.submit(self._close_checkpointer)
-            checkpointer.shutdown(wait=False)
+        if checkpointer is not None:
+            checkpointer.close()
 
     def stored_bytes(self) -> int:
         """Size of the database file after a WAL checkpoint (for benchmarks; call off the loop)."""
@@ -213,6 +194,41 @@ class SqliteStore(SqlStore):
         finally:
             conn.close()
         return os.path.getsize(self.path)
+
+
+class _Checkpointer:
+    """Passive WAL checkpoints, on a connection and thread of their own (see the module docstring)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolnexus-sqlite-wal")
+        self._conn: Optional[sqlite3.Connection] = None  # used on the pool's thread only
+
+    def request(self) -> None:
+        self._pool.submit(self.run)
+
+    def run(self) -> Optional[tuple[int, int, int]]:
+        """Copy what the WAL holds back into the database: SQLite's `(busy, WAL pages, pages
+        copied)`. Never raises: a checkpoint that cannot run now runs next time, and SQLite's own
+        bound still holds."""
+        try:
+            if self._conn is None:
+                self._conn = sqlite3.connect(self.path, check_same_thread=False)
+            return self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            warn(f"[toolnexus] stores: checkpointing {self.path} failed (tried again later): {exc}")
+            return None
+
+    def close(self) -> None:
+        """Its last job closes its connection (a checkpoint still running finishes first); nobody
+        waits for it."""
+        self._pool.submit(self._disconnect)
+        self._pool.shutdown(wait=False)
+
+    def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
 
 class _PreparedCommit:
