@@ -396,14 +396,15 @@ async def test_a_locked_sqlite_database_is_reported_and_loses_nothing(tmp_path):
 
 async def test_sqlite_commits_never_run_a_checkpoint_the_store_checkpoints_in_the_background(tmp_path, monkeypatch):
     """Copying the WAL back into the database costs two fsyncs: the store does it on a connection
-    and thread of its own every so many commits, and a commit's own connection checkpoints only
-    past a far bound (should that job fall behind)."""
+    and thread of its own every so many commits to the file (by any store object of this process:
+    a store opened per request counts too), and a commit's own connection checkpoints only past a
+    far bound (should that job fall behind)."""
     import sqlite3
     import threading
 
     from toolnexus.stores import sqlite as sqlite_store
 
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 3)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 4)
     done: list[tuple[str, tuple[int, int, int]]] = []
     checkpointed = threading.Event()
     real = sqlite_store._Checkpointer.run
@@ -415,14 +416,15 @@ async def test_sqlite_commits_never_run_a_checkpoint_the_store_checkpoints_in_th
     monkeypatch.setattr(sqlite_store._Checkpointer, "run", checkpoint)
     path = tmp_path / "r.db"
     me = Holder.here()
-    async with open_store(f"sqlite:///{path}") as store:
-        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)  # (the schema: 1st)
-        assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (sqlite_store.WAL_BOUND_PAGES,)
-        assert not checkpointed.is_set()
-        await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a"))})  # the 3rd
-        assert await asyncio.to_thread(checkpointed.wait, 30)
-        await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))})
-        assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["a", "b"]
+    async with open_store(f"sqlite:///{path}") as first:  # the schema: the 1st commit to the file
+        await first.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)  # the 2nd
+        assert first._conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (sqlite_store.WAL_BOUND_PAGES,)
+        async with open_store(f"sqlite:///{path}") as store:  # its schema: the 3rd (counted per file)
+            assert not checkpointed.is_set()
+            await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a"))})  # the 4th
+            assert await asyncio.to_thread(checkpointed.wait, 30)
+            await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))})
+            assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["a", "b"]
     [(thread, (busy, frames, copied))] = done
     assert thread.startswith("toolnexus-sqlite-wal")  # off the commits' threads
     assert busy == 0 and copied == frames > 0  # everything the WAL held went into the database

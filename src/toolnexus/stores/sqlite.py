@@ -11,11 +11,12 @@ with a busy timeout (default 10 s, `?timeout=SECONDS`) before a locked database 
 `StoreUnavailable`.
 
 Checkpoints (copying the WAL back into the database file, with two fsyncs) are this store's own
-background job: every `CHECKPOINT_EVERY` commits it runs a passive checkpoint on a connection and
+background job: every `CHECKPOINT_EVERY` commits to a database file in this process (counted per
+file, so stores opened per request count together) a passive checkpoint runs on a connection and
 thread of its own, so no commit — least of all one written on a tool's thread just before the
-tool runs — waits milliseconds for one. SQLite's automatic checkpoint stays on at a much larger
-size (`WAL_BOUND_PAGES`), as the bound should the background job fall behind; and the last
-connection to close a database checkpoints it, as always.
+tool runs — waits milliseconds for one. SQLite's automatic checkpoint stays on at a larger size
+(`WAL_BOUND_PAGES`), as the bound should the background job fall behind; and the last connection
+to close a database checkpoints it, as always.
 
 URLs: `sqlite:///runs.db` (relative to the working directory), `sqlite:////abs/runs.db`.
 """
@@ -38,8 +39,22 @@ __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
 
-CHECKPOINT_EVERY = 128  # commits between background checkpoints (a commit appends ~6 WAL pages)
-WAL_BOUND_PAGES = 20_000  # SQLite's own automatic checkpoint, only if the background job falls behind
+CHECKPOINT_EVERY = 128  # commits to one file between background checkpoints (a commit appends ~4-6 WAL pages)
+WAL_BOUND_PAGES = 4000  # SQLite's own automatic checkpoint, only if the background job falls behind
+
+_commits: dict[str, int] = {}  # database file → commits since its last checkpoint was asked for
+_commits_lock = threading.Lock()
+
+
+def _checkpoint_due(path: str) -> bool:
+    """Count a commit to `path`; True once every `CHECKPOINT_EVERY` commits."""
+    with _commits_lock:
+        if len(_commits) > 1024 and path not in _commits:
+            _commits.clear()  # many files seen: forget the counts (a checkpoint comes a little later)
+        count = _commits.get(path, 0) + 1
+        due = count >= CHECKPOINT_EVERY
+        _commits[path] = 0 if due else count
+        return due
 
 
 class SqliteStore(SqlStore):
@@ -57,7 +72,6 @@ class SqliteStore(SqlStore):
         self._conn_lock = threading.Lock()  # the connection serves one thread at a time
         self._opened = False
         self._open_lock: Optional[asyncio.Lock] = None
-        self._writes = 0  # commits since the last background checkpoint was asked for
         self._checkpointer: Optional[_Checkpointer] = None
 
     # -- the worker thread -------------------------------------------------------------------------
@@ -112,9 +126,7 @@ class SqliteStore(SqlStore):
 
     def _wrote(self) -> None:
         """After a commit (holding the connection lock): now and then, a checkpoint in the background."""
-        self._writes += 1
-        if self._writes >= CHECKPOINT_EVERY:
-            self._writes = 0
+        if _checkpoint_due(self.path):
             if self._checkpointer is None:
                 self._checkpointer = _Checkpointer(self.path)
             self._checkpointer.request()
