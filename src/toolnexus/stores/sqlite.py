@@ -86,11 +86,11 @@ class SqliteStore(SqlStore):
         conn.execute(f"PRAGMA wal_autocheckpoint={WAL_BOUND_PAGES}")
         return conn
 
-    def _execute(self, conn: sqlite3.Connection, query: Query) -> Any:
+    def _execute(self, cur: sqlite3.Cursor, query: Query) -> Any:
         if query.many:
-            cur = conn.executemany(query.sql, query.params)
+            cur.executemany(query.sql, query.params)
         else:
-            cur = conn.execute(query.sql, query.params)
+            cur.execute(query.sql, query.params)
         if query.fetch == "one":
             return cur.fetchone()
         if query.fetch == "all":
@@ -105,15 +105,16 @@ class SqliteStore(SqlStore):
             if self._conn is None:
                 self._conn = self._connect()
             conn = self._conn
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            cur = conn.cursor()  # one cursor for the whole transaction
+            cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 result: Any = None
                 query = steps.send(None)
                 while True:
-                    result = self._execute(conn, query)
+                    result = self._execute(cur, query)
                     query = steps.send(result)
             except StopIteration as stop:
-                conn.execute("COMMIT")
+                cur.execute("COMMIT")
                 if write:
                     self._wrote()
                 return stop.value
