@@ -435,6 +435,22 @@ async def test_sqlite_commits_never_run_a_checkpoint_the_store_checkpoints_in_th
         conn.close()
 
 
+async def test_a_sqlite_checkpoint_that_cannot_start_never_fails_the_commit_that_asked(tmp_path, monkeypatch, caplog):
+    from toolnexus.stores import sqlite as sqlite_store
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 1)
+    monkeypatch.setattr(sqlite_store._Checkpointer, "request", no_thread)
+    me = Holder.here()
+    async with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        assert await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a"))}) == 2
+        assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["a"]
+    assert "could not start a checkpoint" in caplog.text
+
+
 def test_open_store_parses_urls_and_refuses_unknown_ones(tmp_path):
     assert type(open_store("memory:")).__name__ == "MemoryStore"
     assert open_store("sqlite:///rel.db").path == os.path.abspath("rel.db")

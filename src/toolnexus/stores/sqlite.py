@@ -126,11 +126,15 @@ class SqliteStore(SqlStore):
                 steps.close()
 
     def _wrote(self) -> None:
-        """After a commit (holding the connection lock): now and then, a checkpoint in the background."""
+        """After a commit (holding the connection lock): now and then, a checkpoint in the
+        background. Never raises — the commit has landed, and must not be reported as failed."""
         if _checkpoint_due(self.path):
-            if self._checkpointer is None:
-                self._checkpointer = _Checkpointer(self.path)
-            self._checkpointer.request()
+            try:
+                if self._checkpointer is None:
+                    self._checkpointer = _Checkpointer(self.path)
+                self._checkpointer.request()
+            except Exception as exc:  # no thread to be had (e.g. the interpreter is stopping)
+                warn(f"[toolnexus] stores: could not start a checkpoint of {self.path}: {exc}")
 
     def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
         hint = ("another process holds a write lock on it; retry, or raise ?timeout=" if "locked" in str(exc)
