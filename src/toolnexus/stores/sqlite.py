@@ -174,7 +174,7 @@ class SqliteStore(SqlStore):
     def prepare_commit(self, run_id: str, holder: Holder, changes: Changes, *,
                        lease_ttl: float) -> "_PreparedCommit":
         keys = Keys(self._keys)
-        steps = commit_steps(run_id, holder, changes, lease_ttl, self.url, keys, Encoded.of(run_id, changes),
+        steps = commit_steps(run_id, holder, changes, lease_ttl, self.url, keys, Encoded.of(run_id, changes, keys),
                              returning=False)
         return _PreparedCommit(self, steps, keys)
 
