@@ -153,11 +153,13 @@ class PostgresStore(SqlStore):
         sql = query.sql.replace("?", "%s")
         if query.lock:
             sql += " FOR UPDATE"
+        if query.returning:
+            sql += f" RETURNING {query.returning}"
         if query.many:
             await cur.executemany(sql, query.params)
             return None
         await cur.execute(sql, query.params)
-        if query.fetch == "one":
+        if query.fetch == "one" or query.returning:
             return await cur.fetchone()
         if query.fetch == "all":
             return await cur.fetchall()

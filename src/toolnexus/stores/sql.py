@@ -43,13 +43,17 @@ T = TypeVar("T")
 @dataclass
 class Query:
     """One statement. `fetch`: "none" | "one" | "all" | "rowcount"; `many`: params is a list of rows;
-    `lock`: append the dialect's row lock (`FOR UPDATE` on PostgreSQL)."""
+    `lock`: append the dialect's row lock (`FOR UPDATE` on PostgreSQL); `returning`: an INSERT whose
+    new row's key column this names is wanted back, as a one-tuple (None if nothing was inserted) —
+    `RETURNING` on PostgreSQL, the cursor's last row id on SQLite (whose RETURNING costs about as
+    much again as the insert)."""
 
     sql: str
     params: Any = ()
     fetch: str = "none"
     many: bool = False
     lock: bool = False
+    returning: Optional[str] = None
 
 
 Steps = Generator[Query, Any, T]
@@ -245,8 +249,8 @@ def _conv_key(run_id: str, conv_id: str, keys: Keys) -> Steps[int]:
     cid = keys.get((run_id, conv_id))
     if cid is not None:
         return cid
-    found = yield Query("INSERT INTO tn_convs (run_id, conv_id) VALUES (?, ?) ON CONFLICT (run_id, conv_id) DO NOTHING "
-                        "RETURNING cid", (run_id, conv_id), "one")
+    found = yield Query("INSERT INTO tn_convs (run_id, conv_id) VALUES (?, ?) ON CONFLICT (run_id, conv_id) DO NOTHING",
+                        (run_id, conv_id), returning="cid")
     if found is None:  # made before (by another process, or before this store object existed)
         found = yield Query("SELECT cid FROM tn_convs WHERE run_id = ? AND conv_id = ?", (run_id, conv_id), "one")
     keys.fresh[(run_id, conv_id)] = int(found[0])

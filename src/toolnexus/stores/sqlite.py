@@ -91,6 +91,8 @@ class SqliteStore(SqlStore):
             cur.executemany(query.sql, query.params)
         else:
             cur.execute(query.sql, query.params)
+        if query.returning:
+            return (cur.lastrowid,) if cur.rowcount == 1 else None
         if query.fetch == "one":
             return cur.fetchone()
         if query.fetch == "all":
