@@ -109,7 +109,7 @@ class DurableRun:
     """One run's staged changes, commit writer and lease (see the module docstring)."""
 
     def __init__(self, store: RunStore, run_id: str, *, run_status: Callable[[], str], clock: Any,
-                 lease_ttl: float = DEFAULT_LEASE_TTL) -> None:
+                 lease_ttl: float = DEFAULT_LEASE_TTL, named: bool = True) -> None:
         self.store = store
         self.run_id = run_id
         self.lease_ttl = lease_ttl
@@ -117,7 +117,7 @@ class DurableRun:
         self._core: Any = None
         self.holder = Holder.here()
         self.created = False
-        self.named = True  # the caller chose the run id (False: generated, so it cannot be in use yet)
+        self.named = named  # the caller chose the run id (False: generated, so it cannot be in use yet)
         self.held = False
         self.version = 0
         self.entry_agent: Optional[str] = None

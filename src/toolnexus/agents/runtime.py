@@ -158,8 +158,7 @@ class AgentRuntime:
             from .durable import DurableRun
 
             durable = DurableRun(durable_store, run_id or f"run-{uuid.uuid4().hex}", run_status=lambda: HandleState.RUNNING,
-                                 lease_ttl=lease_ttl, clock=the_clock)
-            durable.named = run_id is not None
+                                 lease_ttl=lease_ttl, clock=the_clock, named=run_id is not None)
         conversations = durable.view if durable is not None else (store if store is not None else InMemoryConversationStore())
         self._core = RuntimeCore(
             registry=registry, transport=wire, owns_transport=owns_transport, llm=llm, store=conversations,

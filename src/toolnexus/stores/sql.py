@@ -598,6 +598,7 @@ class SqlStore(RunStore):
     """`RunStore` over the step generators above; a driver supplies `_run` (and `open`/`aclose`)."""
 
     dialect = "sqlite"
+    update_returning = True  # a commit reads its run row back with `UPDATE … RETURNING` (see `commit_steps`)
 
     def __init__(self) -> None:
         self._conv_locks = IdLocks()
@@ -634,18 +635,30 @@ class SqlStore(RunStore):
     async def load(self, run_id: str) -> LoadedRun:
         return await self._run(load_steps(run_id, self.url), write=False)
 
+    def _start(self, run_id: str, kind: str, entry_agent: Optional[str], holder: Holder, lease_ttl: float,
+               state: Optional[dict[str, Any]], changes: Changes) -> tuple[Steps[int], Keys]:
+        """A run's first transaction, its JSON encoded here (the caller's thread: the event loop),
+        and the conversation keys it will have made (learned once it has committed)."""
+        keys = Keys(self._keys)
+        return start_steps(run_id, kind, entry_agent, holder, lease_ttl, state, changes, Encoded.of(run_id, changes),
+                           self.url, keys), keys
+
+    def _commit(self, run_id: str, holder: Holder, changes: Changes, lease_ttl: float) -> tuple[Steps[int], Keys]:
+        """One commit's transaction, its JSON and statements made here (see `_start`)."""
+        keys = Keys(self._keys)
+        return commit_steps(run_id, holder, changes, lease_ttl, self.url, keys, Encoded.of(run_id, changes, keys),
+                            returning=self.update_returning), keys
+
     async def start_run(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
                         lease_ttl: float, state: Optional[dict[str, Any]], changes: Changes) -> int:
-        keys = Keys(self._keys)
-        version = await self._run(start_steps(run_id, kind, entry_agent, holder, lease_ttl, state, changes,
-                                              Encoded.of(run_id, changes), self.url, keys))
+        steps, keys = self._start(run_id, kind, entry_agent, holder, lease_ttl, state, changes)
+        version = await self._run(steps)
         self._keys.learn(keys.fresh)
         return version
 
     async def commit(self, run_id: str, holder: Holder, changes: Changes, *, lease_ttl: float) -> int:
-        keys = Keys(self._keys)
-        version = await self._run(commit_steps(run_id, holder, changes, lease_ttl, self.url, keys,
-                                               Encoded.of(run_id, changes, keys), returning=self.dialect != "sqlite"))
+        steps, keys = self._commit(run_id, holder, changes, lease_ttl)
+        version = await self._run(steps)
         self._keys.learn(keys.fresh)
         return version
 

@@ -32,8 +32,7 @@ from typing import Any, Optional, TypeVar
 
 from .._diag import warn
 from ..durable import Changes, Holder, StoreError, StoreUnavailable
-from .sql import (Encoded, Keys, Query, SqlStore, Steps, commit_steps, schema_statements, schema_steps,
-                  start_steps)
+from .sql import Keys, Query, SqlStore, Steps, schema_statements, schema_steps
 
 __all__ = ["SqliteStore"]
 
@@ -61,6 +60,7 @@ class SqliteStore(SqlStore):
     """Runs in one SQLite database file, shared safely by the processes of one machine."""
 
     dialect = "sqlite"
+    update_returning = False  # SQLite's RETURNING costs as much again as the update: a SELECT reads it back
 
     def __init__(self, path: str, *, timeout: float = 10.0) -> None:
         super().__init__()
@@ -175,17 +175,11 @@ class SqliteStore(SqlStore):
 
     def prepare_commit(self, run_id: str, holder: Holder, changes: Changes, *,
                        lease_ttl: float) -> "_PreparedCommit":
-        keys = Keys(self._keys)
-        steps = commit_steps(run_id, holder, changes, lease_ttl, self.url, keys, Encoded.of(run_id, changes, keys),
-                             returning=False)
-        return _PreparedCommit(self, steps, keys)
+        return _PreparedCommit(self, *self._commit(run_id, holder, changes, lease_ttl))
 
     def prepare_start(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
                       lease_ttl: float, state: Optional[dict[str, Any]], changes: Changes) -> "_PreparedCommit":
-        keys = Keys(self._keys)
-        steps = start_steps(run_id, kind, entry_agent, holder, lease_ttl, state, changes, Encoded.of(run_id, changes),
-                            self.url, keys)
-        return _PreparedCommit(self, steps, keys)
+        return _PreparedCommit(self, *self._start(run_id, kind, entry_agent, holder, lease_ttl, state, changes))
 
     async def aclose(self) -> None:
         pool, self._pool = self._pool, None
