@@ -20,7 +20,7 @@ import pytest
 
 from toolnexus import define_tool
 from toolnexus.agents import AgentRuntime, agent
-from toolnexus.durable import LeaseLost, RunInProgress, StoreUnavailable
+from toolnexus.durable import LeaseLost, RunChanged, RunInProgress, StoreUnavailable
 from toolnexus.stores import open_store
 from toolnexus.stores.sqlite import SqliteStore
 
@@ -116,6 +116,47 @@ async def test_a_start_that_cannot_be_written_is_never_acted_on(tmp_path):
             raise AssertionError(f"the run went on: {r.status} {r.text!r}")
     assert acted == []
     assert stored_calls(path, "stolen") == {}  # nothing of the refused start was written
+
+
+async def test_a_run_written_behind_the_runtimes_back_under_its_lease_is_not_overwritten(tmp_path):
+    """Each commit is fenced on the version the runtime's last commit left: when something else
+    wrote the run meanwhile (the lease untouched), the next start is refused, the function is not
+    called again, and the run fails saying what happened."""
+    path = tmp_path / "runs.db"
+    acted: list[str] = []
+
+    def effect() -> str:
+        """Acts once."""
+        acted.append("acted")
+        return "acted"
+
+    class Meddler:
+        """Before the model's second reply, another writer bumps the run's version."""
+
+        def __init__(self) -> None:
+            self.inner = model_calling("effect", "effect")
+
+        def post(self, url, headers, payload, timeout):
+            if sum(m.get("role") == "tool" for m in payload["messages"]) == 1:
+                conn = sqlite3.connect(path)
+                try:
+                    conn.execute("UPDATE tn_runs SET version = version + 1 WHERE run_id = 'moved'")
+                    conn.commit()
+                finally:
+                    conn.close()
+            return self.inner.post(url, headers, payload, timeout)
+
+        def open(self, *args):
+            raise NotImplementedError
+
+    worker = agent("worker", does="acts", model="m", uses={"tools": [define_tool(effect, name="effect")]})
+    async with open_store(f"sqlite:///{path}") as store:
+        with pytest.raises(RunChanged, match="'moved' was changed by another process"):
+            r = await worker.run("go", transport=Meddler(), llm=LLM, store=store, run_id="moved")
+            raise AssertionError(f"the run went on: {r.status} {r.text!r}")
+    assert acted == ["acted"]  # the first call only
+    # nothing of the refused commit landed (the first call's finish, the second call's start)
+    assert list(stored_calls(path, "moved").values()) == ["started"]
 
 
 async def test_a_start_offered_to_a_tool_that_refused_its_arguments_is_still_written(tmp_path):

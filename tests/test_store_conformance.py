@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from toolnexus.durable import (AnswerAlreadyApplied, Changes, ConversationOps, Holder, LeaseLost, PendingRow,
-                               RequestWithdrawn, RunExists, RunInProgress, RunNotFound, StoreConflict,
+                               RequestWithdrawn, RunChanged, RunExists, RunInProgress, RunNotFound, StoreConflict,
                                StoreUnavailable, StoreVersionError)
 from toolnexus.durable.model import dumps
 from toolnexus.stores import open_store
@@ -93,6 +93,31 @@ async def test_the_lease_admits_one_live_holder_and_fences_its_commits(store_url
             await store.renew("r1", a, TTL)
         await store.release("r1", b)
         assert await store.acquire("r1", a, lease_ttl=TTL) >= 1  # released: free for anyone
+
+
+async def test_a_commit_fenced_on_a_version_is_refused_once_the_run_moved_on(store_url):
+    """A holder passes the version its last commit returned: a write it did not make (another
+    runtime under the same lease) is never overwritten — whether or not the commit reads the run
+    row back (trace lines), and whether it runs now or was prepared for a worker thread."""
+    async with open_store(store_url) as store:
+        me = Holder.here()
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        v1 = await commit(store, "r1", me, handles={"root": {"id": "root", "n": 1}})
+        v2 = await commit(store, "r1", me, handles={"root": {"id": "root", "n": 2}}, expect_version=v1)
+        assert v2 == v1 + 1 == (await store.load("r1")).version
+        for extra in ({}, {"trace": ["t"]}):
+            with pytest.raises(RunChanged, match=f"version {v1}, store has {v2}"):
+                await commit(store, "r1", me, handles={"root": {"id": "root", "n": 3}}, expect_version=v1, **extra)
+        prepared = store.prepare_commit("r1", me, Changes(handles={"root": {"id": "root", "n": 4}}, expect_version=v1),
+                                        lease_ttl=TTL)
+        if prepared is not None:
+            with pytest.raises(RunChanged):
+                await asyncio.to_thread(prepared.run)
+        loaded = await store.load("r1")
+        assert (loaded.version, loaded.handles["root"]["n"], loaded.trace) == (v2, 2, [])
+        with pytest.raises(LeaseLost):  # not our lease: that, not the version, is what refuses it
+            await commit(store, "r1", Holder.here(), status="x", expect_version=v2)
+        assert await commit(store, "r1", me, status="running", expect_version=v2) == v2 + 1
 
 
 async def test_an_expired_lease_or_a_dead_holder_frees_the_run(store_url):

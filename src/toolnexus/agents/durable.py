@@ -385,6 +385,8 @@ class DurableRun:
             changes.release = self._release and not hold and not self._core_busy()
         elif changes.empty():
             return None
+        else:
+            changes.expect_version = self.version or None  # our lease: the version our last commit left (a fence)
         return changes, taken, creating
 
     async def _commit_now(self, changes: Changes, taken: _Taken, creating: bool) -> None:

@@ -238,7 +238,7 @@ class Changes:
     trace: list[str] = field(default_factory=list)
     release: bool = False  # give the lease up in the same transaction
     take_lease: bool = False  # take the lease in the same transaction (it must be free, expired or dead)
-    expect_version: Optional[int] = None  # with `take_lease`: refuse (RunChanged) unless the run is at it
+    expect_version: Optional[int] = None  # refuse (RunChanged) unless the run is at this version (a fence)
 
     def empty(self) -> bool:
         return not (self.status or self.entry_agent or self.state is not None or self.result is not None

@@ -103,7 +103,9 @@ class RunStore(abc.ABC):
         """Apply `changes` in one transaction if `holder` holds the lease (renewing it); the new
         version. `LeaseLost` when the lease is someone else's; nothing is written then. With
         `changes.take_lease` the lease is taken in the same transaction instead (`RunInProgress`
-        if a live holder has it, `RunChanged` if the run is not at `changes.expect_version`)."""
+        if a live holder has it). Either way `RunChanged` if `changes.expect_version` is set and
+        the run is not at it (a holder passes the version its last commit returned, so a write it
+        did not make — another runtime's, under the same lease — is never overwritten)."""
 
     def prepare_commit(self, run_id: str, holder: Holder, changes: Changes, *,
                        lease_ttl: float) -> Optional["PreparedCommit"]:

@@ -316,6 +316,8 @@ class DocumentStore(RunStore):
                 doc.lease = holder.to_dict()
             elif not lease_is_ours(doc.lease, holder):
                 raise LeaseLost(run_id, _describe(doc.lease))
+            elif changes.expect_version is not None and doc.version != changes.expect_version:
+                raise RunChanged(run_id, changes.expect_version, doc.version)
             return await self._commit_doc(doc, holder, changes, lease_ttl)
 
     async def _commit_doc(self, doc: RunDoc, holder: Holder, changes: Changes, lease_ttl: float) -> int:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, Generator, Optional, TypeVar
+from typing import Any, Generator, NoReturn, Optional, TypeVar
 
 from ..client.memory import IdLocks
 from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged, RunExists,
@@ -378,15 +378,17 @@ def start_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, tt
 
 def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url: str,
                  keys: Keys, enc: Encoded, *, returning: bool = True) -> Steps[int]:
-    """One commit. The run's row is updated first — `WHERE lease_id` is both the lease check and
-    (on PostgreSQL) the row lock — so the usual commit costs one statement per kind of change.
+    """One commit. The run's row is updated first — `WHERE lease_id` (and, when the holder says
+    which version it last wrote, `AND version`) is both the fence and (on PostgreSQL) the row lock
+    — so the usual commit costs one statement per kind of change.
 
-    `returning=False` reads the updated row back with a SELECT instead of `UPDATE … RETURNING`:
-    SQLite buffers RETURNING rows in a scratch table, which costs about as much again as the
-    update itself; the SELECT, inside the same write transaction, sees exactly what it wrote."""
+    The run row's statement is built here, by the caller (the event loop, for a prepared commit),
+    not on the thread that runs the transaction. A fenced commit with no trace lines needs nothing
+    from the row back: its new version is the one it fenced on, plus one. Otherwise `returning=False`
+    reads the row back with a SELECT instead of `UPDATE … RETURNING`: SQLite buffers RETURNING rows
+    in a scratch table, which costs about as much again as the update itself; the SELECT, inside
+    the same write transaction, sees exactly what it wrote."""
     now = epoch()
-    if changes.take_lease:
-        yield from _lease_steps(run_id, holder, changes, url)
     sets = ["version = version + 1", "updated_at = ?", "trace_seq = trace_seq + ?"]
     params: list[Any] = [now, len(changes.trace)]
     if changes.release:
@@ -405,18 +407,60 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         if text is not None:
             sets.append(f"{column} = ?")
             params.append(text)
-    who = "" if changes.take_lease else " AND lease_id = ?"
-    update = f"UPDATE tn_runs SET {', '.join(sets)} WHERE run_id = ?{who}"
-    where = (*params, run_id) if changes.take_lease else (*params, run_id, holder.id)
+    update = f"UPDATE tn_runs SET {', '.join(sets)} WHERE run_id = ?"
+    if changes.take_lease:
+        return _commit_taking(run_id, holder, changes, url, keys, enc, now, Query(update, (*params, run_id)), returning)
+    known = changes.expect_version
+    if known is None:
+        fenced = Query(f"{update} AND lease_id = ?", (*params, run_id, holder.id))
+    else:
+        fenced = Query(f"{update} AND lease_id = ? AND version = ?", (*params, run_id, holder.id, known))
+    if known is not None and not changes.trace and not returning:
+        return _commit_known(run_id, holder, changes, url, keys, enc, now, fenced, known)
+    return _commit_held(run_id, holder, changes, url, keys, enc, now, fenced, returning)
+
+
+def _refused(run_id: str, holder: Holder, changes: Changes, url: str) -> Steps[NoReturn]:
+    """A fenced update matched no row: raise why (not found, not our lease, or written since)."""
+    yield from _lease_steps(run_id, holder, changes, url)
+    if changes.expect_version is not None and not changes.take_lease:
+        found = yield from _must_run(run_id, url)
+        if int(found[6]) != changes.expect_version:
+            raise RunChanged(run_id, changes.expect_version, int(found[6]))
+    raise LeaseLost(run_id, None)
+
+
+def _commit_known(run_id: str, holder: Holder, changes: Changes, url: str, keys: Keys, enc: Encoded, now: float,
+                  fenced: Query, known: int) -> Steps[int]:
+    """The usual commit: under our lease, at the version we last wrote, nothing read back."""
+    if not (yield Query(fenced.sql, fenced.params, "rowcount")):
+        yield from _refused(run_id, holder, changes, url)
+    if enc.writes is not None and not (changes.pending or changes.applied or changes.cancelled):
+        for query in enc.writes:  # made ahead: just the statements
+            yield query
+    else:
+        yield from _write_parts(run_id, changes, enc, keys, now, 0)
+    return known + 1
+
+
+def _commit_taking(run_id: str, holder: Holder, changes: Changes, url: str, keys: Keys, enc: Encoded, now: float,
+                   update: Query, returning: bool) -> Steps[int]:
+    """A commit that takes the lease: checked first, under the row lock."""
+    yield from _lease_steps(run_id, holder, changes, url)
+    return (yield from _commit_held(run_id, holder, changes, url, keys, enc, now, update, returning))
+
+
+def _commit_held(run_id: str, holder: Holder, changes: Changes, url: str, keys: Keys, enc: Encoded, now: float,
+                 update: Query, returning: bool) -> Steps[int]:
+    """A commit that reads the run row back (its version and trace sequence; its format checked)."""
     if returning:
-        row = yield Query(f"{update} RETURNING version, trace_seq, format", where, "one")
-    elif (yield Query(update, where, "rowcount")):
+        row = yield Query(f"{update.sql} RETURNING version, trace_seq, format", update.params, "one")
+    elif (yield Query(update.sql, update.params, "rowcount")):
         row = yield Query("SELECT version, trace_seq, format FROM tn_runs WHERE run_id = ?", (run_id,), "one")
     else:
         row = None
     if row is None:
-        yield from _lease_steps(run_id, holder, changes, url)  # raises: not found, or not ours
-        raise LeaseLost(run_id, None)
+        yield from _refused(run_id, holder, changes, url)
     if row[2] > RUN_FORMAT:
         raise StoreVersionError(
             f"toolnexus: run {run_id!r} in {url} was written by a newer toolnexus (run format {row[2]}; this "

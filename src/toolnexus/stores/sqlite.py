@@ -24,6 +24,7 @@ URLs: `sqlite:///runs.db` (relative to the working directory), `sqlite:////abs/r
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import sqlite3
 import threading
@@ -41,19 +42,19 @@ T = TypeVar("T")
 CHECKPOINT_EVERY = 128  # commits to one file between background checkpoints (a commit appends ~4-6 WAL pages)
 WAL_BOUND_PAGES = 4000  # SQLite's own automatic checkpoint, only if the background job falls behind
 
-_commits: dict[str, int] = {}  # database file → commits since its last checkpoint was asked for
-_commits_lock = threading.Lock()
+_commits: dict[str, "itertools.count[int]"] = {}  # database file → its commits in this process
+_commits_lock = threading.Lock()  # only to add a file (counting is `next`, atomic under the GIL)
 
 
 def _checkpoint_due(path: str) -> bool:
     """Count a commit to `path`; True once every `CHECKPOINT_EVERY` commits."""
-    with _commits_lock:
-        if len(_commits) > 1024 and path not in _commits:
-            _commits.clear()  # many files seen: forget the counts (a checkpoint comes a little later)
-        count = _commits.get(path, 0) + 1
-        due = count >= CHECKPOINT_EVERY
-        _commits[path] = 0 if due else count
-        return due
+    counter = _commits.get(path)
+    if counter is None:
+        with _commits_lock:
+            if len(_commits) > 1024 and path not in _commits:
+                _commits.clear()  # many files seen: forget the counts (a checkpoint comes a little later)
+            counter = _commits.setdefault(path, itertools.count(1))
+    return next(counter) % CHECKPOINT_EVERY == 0
 
 
 class SqliteStore(SqlStore):
