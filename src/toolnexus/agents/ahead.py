@@ -85,7 +85,10 @@ class AheadCommit:
                                         f"run: {self._error}") from self._error
 
     async def written(self) -> None:
-        await self.settled()
+        if self._finished:  # the usual case: the tool's thread wrote it before it ran the tool
+            self._land()
+        else:
+            await self.settled()
         if self._error is not None:
             raise self._error
 
