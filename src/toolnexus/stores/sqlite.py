@@ -43,7 +43,8 @@ CHECKPOINT_EVERY = 128  # commits to one file between background checkpoints (a 
 WAL_BOUND_PAGES = 4000  # SQLite's own automatic checkpoint, only if the background job falls behind
 
 _commits: dict[str, "itertools.count[int]"] = {}  # database file → its commits in this process
-_commits_lock = threading.Lock()  # only to add a file (counting is `next`, atomic under the GIL)
+_commits_lock = threading.Lock()  # only to add a file: counting is `next`, atomic under the GIL (a lost count
+# without one would only move a checkpoint)
 
 
 def _checkpoint_due(path: str) -> bool:
