@@ -42,9 +42,10 @@ T = TypeVar("T")
 CHECKPOINT_EVERY = 128  # commits to one file between background checkpoints (a commit appends ~4-6 WAL pages)
 WAL_BOUND_PAGES = 4000  # SQLite's own automatic checkpoint, only if the background job falls behind
 
-_commits: dict[str, "itertools.count[int]"] = {}  # database file → its commits in this process
-_commits_lock = threading.Lock()  # only to add a file: counting is `next`, atomic under the GIL (a lost count
-# without one would only move a checkpoint)
+# Database file → its commits in this process. The lock only adds a file: counting is `next`, atomic
+# under the GIL (without one, a lost count would only move a checkpoint).
+_commits: dict[str, "itertools.count[int]"] = {}
+_commits_lock = threading.Lock()
 
 
 def _checkpoint_due(path: str) -> bool:
