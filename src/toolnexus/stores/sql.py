@@ -412,9 +412,9 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         return _commit_taking(run_id, holder, changes, url, keys, enc, now, Query(update, (*params, run_id)), returning)
     known = changes.expect_version
     if known is None:
-        fenced = Query(f"{update} AND lease_id = ?", (*params, run_id, holder.id))
+        fenced = Query(f"{update} AND lease_id = ?", (*params, run_id, holder.id), "rowcount")
     else:
-        fenced = Query(f"{update} AND lease_id = ? AND version = ?", (*params, run_id, holder.id, known))
+        fenced = Query(f"{update} AND lease_id = ? AND version = ?", (*params, run_id, holder.id, known), "rowcount")
     if known is not None and not changes.trace and not returning:
         return _commit_known(run_id, holder, changes, url, keys, enc, now, fenced, known)
     return _commit_held(run_id, holder, changes, url, keys, enc, now, fenced, returning)
@@ -433,7 +433,7 @@ def _refused(run_id: str, holder: Holder, changes: Changes, url: str) -> Steps[N
 def _commit_known(run_id: str, holder: Holder, changes: Changes, url: str, keys: Keys, enc: Encoded, now: float,
                   fenced: Query, known: int) -> Steps[int]:
     """The usual commit: under our lease, at the version we last wrote, nothing read back."""
-    if not (yield Query(fenced.sql, fenced.params, "rowcount")):
+    if not (yield fenced):
         yield from _refused(run_id, holder, changes, url)
     if enc.writes is not None and not (changes.pending or changes.applied or changes.cancelled):
         for query in enc.writes:  # made ahead: just the statements
