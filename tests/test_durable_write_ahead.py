@@ -47,6 +47,27 @@ def model_calling(*names: str, parallel: bool = False) -> Any:
     return scripted({"m": [*turns, {"whenToolMsgs": f">={len(names)}", "text": "done: <last tool msg content>"}]})
 
 
+class WriteBeforeReply:
+    """A scripted model whose reply to the request carrying `tool_msgs` tool results is sent only
+    after another connection — as another process would — has run `sql` on the database."""
+
+    def __init__(self, inner: Any, path: Path, tool_msgs: int, sql: str, params: tuple[Any, ...] = ()) -> None:
+        self.inner, self.path, self.tool_msgs, self.sql, self.params = inner, path, tool_msgs, sql, params
+
+    def post(self, url, headers, payload, timeout):
+        if sum(m.get("role") == "tool" for m in payload["messages"]) == self.tool_msgs:
+            conn = sqlite3.connect(self.path)
+            try:
+                conn.execute(self.sql, self.params)
+                conn.commit()
+            finally:
+                conn.close()
+        return self.inner.post(url, headers, payload, timeout)
+
+    def open(self, *args):
+        raise NotImplementedError
+
+
 async def test_a_plain_function_finds_its_start_durable_written_on_its_own_thread(tmp_path):
     path = tmp_path / "runs.db"
     seen: list[tuple[dict[str, str], int]] = []
@@ -89,30 +110,14 @@ async def test_a_start_that_cannot_be_written_is_never_acted_on(tmp_path):
         acted.append("acted")
         return "acted"
 
-    class Thief:
-        """The model's reply is sent after another holder has taken the run's lease."""
-
-        def __init__(self) -> None:
-            self.inner = model_calling("effect")
-
-        def post(self, url, headers, payload, timeout):
-            if not any(m.get("role") == "tool" for m in payload["messages"]):
-                conn = sqlite3.connect(path)
-                try:
-                    conn.execute("UPDATE tn_runs SET lease = ?, lease_id = 'thief', lease_expires = 9e18 "
-                                 "WHERE run_id = 'stolen'", ('{"id": "thief", "host": "elsewhere", "pid": 1}',))
-                    conn.commit()
-                finally:
-                    conn.close()
-            return self.inner.post(url, headers, payload, timeout)
-
-        def open(self, *args):
-            raise NotImplementedError
-
+    thief = WriteBeforeReply(  # another holder takes the lease before the model's reply is sent
+        model_calling("effect"), path, 0,
+        "UPDATE tn_runs SET lease = ?, lease_id = 'thief', lease_expires = 9e18 WHERE run_id = 'stolen'",
+        ('{"id": "thief", "host": "elsewhere", "pid": 1}',))
     worker = agent("worker", does="acts", model="m", uses={"tools": [define_tool(effect, name="effect")]})
     async with open_store(f"sqlite:///{path}") as store:
         with pytest.raises((LeaseLost, RunInProgress), match="elsewhere"):
-            r = await worker.run("go", transport=Thief(), llm=LLM, store=store, run_id="stolen")
+            r = await worker.run("go", transport=thief, llm=LLM, store=store, run_id="stolen")
             raise AssertionError(f"the run went on: {r.status} {r.text!r}")
     assert acted == []
     assert stored_calls(path, "stolen") == {}  # nothing of the refused start was written
@@ -130,29 +135,12 @@ async def test_a_run_written_behind_the_runtimes_back_under_its_lease_is_not_ove
         acted.append("acted")
         return "acted"
 
-    class Meddler:
-        """Before the model's second reply, another writer bumps the run's version."""
-
-        def __init__(self) -> None:
-            self.inner = model_calling("effect", "effect")
-
-        def post(self, url, headers, payload, timeout):
-            if sum(m.get("role") == "tool" for m in payload["messages"]) == 1:
-                conn = sqlite3.connect(path)
-                try:
-                    conn.execute("UPDATE tn_runs SET version = version + 1 WHERE run_id = 'moved'")
-                    conn.commit()
-                finally:
-                    conn.close()
-            return self.inner.post(url, headers, payload, timeout)
-
-        def open(self, *args):
-            raise NotImplementedError
-
+    meddler = WriteBeforeReply(  # another writer bumps the run's version before the second reply
+        model_calling("effect", "effect"), path, 1, "UPDATE tn_runs SET version = version + 1 WHERE run_id = 'moved'")
     worker = agent("worker", does="acts", model="m", uses={"tools": [define_tool(effect, name="effect")]})
     async with open_store(f"sqlite:///{path}") as store:
         with pytest.raises(RunChanged, match="'moved' was changed by another process"):
-            r = await worker.run("go", transport=Meddler(), llm=LLM, store=store, run_id="moved")
+            r = await worker.run("go", transport=meddler, llm=LLM, store=store, run_id="moved")
             raise AssertionError(f"the run went on: {r.status} {r.text!r}")
     assert acted == ["acted"]  # the first call only
     # nothing of the refused commit landed (the first call's finish, the second call's start)

@@ -377,16 +377,15 @@ class DurableRun:
             self._state_dirty = False  # the run's state is written by the create itself
         changes, taken = self._take()
         self._restart_wait()
+        changes.expect_version = self.version or None  # the version our last commit left: a fence
         if creating or not self.held:
             if not creating and _only_release(changes) and not hold:
                 self._put_back(taken)
                 return None  # nothing to write, and no lease to give up
-            changes.take_lease, changes.expect_version = not creating, self.version or None
+            changes.take_lease = not creating
             changes.release = self._release and not hold and not self._core_busy()
         elif changes.empty():
             return None
-        else:
-            changes.expect_version = self.version or None  # our lease: the version our last commit left (a fence)
         return changes, taken, creating
 
     async def _commit_now(self, changes: Changes, taken: _Taken, creating: bool) -> None:

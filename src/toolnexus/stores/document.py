@@ -311,13 +311,12 @@ class DocumentStore(RunStore):
             doc = await self._must(run_id, messages=False)
             if changes.take_lease:
                 check_lease(run_id, doc.lease, doc.lease_expires, holder, epoch(), False)
-                if changes.expect_version is not None and doc.version != changes.expect_version:
-                    raise RunChanged(run_id, changes.expect_version, doc.version)
-                doc.lease = holder.to_dict()
             elif not lease_is_ours(doc.lease, holder):
                 raise LeaseLost(run_id, _describe(doc.lease))
-            elif changes.expect_version is not None and doc.version != changes.expect_version:
+            if changes.expect_version is not None and doc.version != changes.expect_version:
                 raise RunChanged(run_id, changes.expect_version, doc.version)
+            if changes.take_lease:
+                doc.lease = holder.to_dict()
             return await self._commit_doc(doc, holder, changes, lease_ttl)
 
     async def _commit_doc(self, doc: RunDoc, holder: Holder, changes: Changes, lease_ttl: float) -> int:

@@ -298,15 +298,16 @@ def _ledger_rows(run_id: str, changes: Changes, now: float) -> Steps[list[Pendin
 
 
 def _lease_steps(run_id: str, holder: Holder, changes: Changes, url: str) -> Steps[None]:
-    """The slow path of a commit: lock the run's row and take the lease, or say why not."""
+    """The slow path of a commit: lock the run's row and check that the lease may be taken (or is
+    ours) and that the run is at the version the holder expects, or say why not."""
     row = yield from _must_run(run_id, url)
     lease = loads(row[10])
     if changes.take_lease:
         check_lease(run_id, lease, row[11], holder, epoch(), False)
-        if changes.expect_version is not None and int(row[6]) != changes.expect_version:
-            raise RunChanged(run_id, changes.expect_version, int(row[6]))
     elif not lease_is_ours(lease, holder):
         raise LeaseLost(run_id, _describe(lease))
+    if changes.expect_version is not None and int(row[6]) != changes.expect_version:
+        raise RunChanged(run_id, changes.expect_version, int(row[6]))
 
 
 @dataclass
@@ -423,10 +424,6 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
 def _refused(run_id: str, holder: Holder, changes: Changes, url: str) -> Steps[NoReturn]:
     """A fenced update matched no row: raise why (not found, not our lease, or written since)."""
     yield from _lease_steps(run_id, holder, changes, url)
-    if changes.expect_version is not None and not changes.take_lease:
-        found = yield from _must_run(run_id, url)
-        if int(found[6]) != changes.expect_version:
-            raise RunChanged(run_id, changes.expect_version, int(found[6]))
     raise LeaseLost(run_id, None)
 
 
@@ -435,11 +432,7 @@ def _commit_known(run_id: str, holder: Holder, changes: Changes, url: str, keys:
     """The usual commit: under our lease, at the version we last wrote, nothing read back."""
     if not (yield fenced):
         yield from _refused(run_id, holder, changes, url)
-    if enc.writes is not None and not (changes.pending or changes.applied or changes.cancelled):
-        for query in enc.writes:  # made ahead: just the statements
-            yield query
-    else:
-        yield from _write_parts(run_id, changes, enc, keys, now, 0)
+    yield from _write_parts(run_id, changes, enc, keys, now, 0)
     return known + 1
 
 
