@@ -432,7 +432,13 @@ def _commit_known(run_id: str, holder: Holder, changes: Changes, url: str, keys:
     """The usual commit: under our lease, at the version we last wrote, nothing read back."""
     if not (yield fenced):
         yield from _refused(run_id, holder, changes, url)
-    yield from _write_parts(run_id, changes, enc, keys, now, 0)
+    # `_write_parts`' usual case inline: one generator frame less on the tool's thread, which
+    # measured ~0.6% of a SQLite-backed run
+    if enc.writes is not None and not (changes.pending or changes.applied or changes.cancelled):
+        for query in enc.writes:
+            yield query
+    else:
+        yield from _write_parts(run_id, changes, enc, keys, now, 0)
     return known + 1
 
 
