@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,53 @@ async def test_sigkill_inside_a_tool_parks_the_call_as_in_doubt_until_the_host_d
                        "--effects", str(effects), *kind)
     assert declined["status"] == "done" and declined["text"].startswith("paid: not run: the tool refund")
     assert len(effects_of(effects)) == 1
+
+
+def move_journal_to_its_own_table(path: Path, run_id: str) -> int:
+    """Store `run_id`'s journal as an earlier version did: rows of `tn_calls`, not entries of the
+    handles' records. How many entries moved."""
+    conn = sqlite3.connect(path)
+    try:
+        moved = 0
+        for hid, record in conn.execute("SELECT handle_id, record FROM tn_handles WHERE run_id = ?", (run_id,)).fetchall():
+            rec = json.loads(record)
+            for call_id, entry in (rec.pop("calls", None) or {}).items():
+                conn.execute("INSERT INTO tn_calls (run_id, conv_id, call_id, entry) VALUES (?, ?, ?, ?)",
+                             (run_id, hid, call_id, json.dumps(entry)))
+                moved += 1
+            conn.execute("UPDATE tn_handles SET record = ? WHERE run_id = ? AND handle_id = ?",
+                         (json.dumps(rec), run_id, hid))
+        conn.commit()
+        return moved
+    finally:
+        conn.close()
+
+
+def journal_rows(path: Path, run_id: str) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return [r[0] for r in conn.execute("SELECT call_id FROM tn_calls WHERE run_id = ?", (run_id,)).fetchall()]
+    finally:
+        conn.close()
+
+
+async def test_a_call_in_doubt_an_earlier_version_journaled_in_its_own_table_is_still_found(tmp_path):
+    store, effects = sqlite(tmp_path), tmp_path / "effects.jsonl"
+    child = await start_app("start", "--store", store, "--team", "payer", "--run-id", "pay", "--effects",
+                            str(effects), "--hang-in-tool")
+    await read_until(child, "IN_TOOL")
+    await kill(child)
+    assert move_journal_to_its_own_table(tmp_path / "runs.db", "pay") == 1
+
+    restored = run_app("restore", "--store", store, "--team", "payer", "--run-id", "pay", "--effects", str(effects))
+    request = restored["pending"]
+    assert request["kind"] == "in_doubt" and request["data"]["tool"] == "refund"
+    assert len(effects_of(effects)) == 1  # not silently re-run
+
+    declined = run_app("answer", "--store", store, "--team", "payer", "--id", request["id"], "--decline",
+                       "--effects", str(effects))
+    assert declined["status"] == "done" and declined["text"].startswith("paid: not run: the tool refund")
+    assert journal_rows(tmp_path / "runs.db", "pay") == []  # the old row went once its call was settled
 
 
 @TOOL_KINDS

@@ -29,13 +29,15 @@ from support.durable_app import LLM
 
 
 def stored_calls(path: Path, run_id: str) -> dict[str, str]:
-    """The call journal of `run_id` as another connection sees it: call id → status."""
+    """The call journal of `run_id` as another connection sees it (in its handles' records): call
+    id → status."""
     conn = sqlite3.connect(path)
     try:
-        rows = conn.execute("SELECT call_id, entry FROM tn_calls WHERE run_id = ?", (run_id,)).fetchall()
+        rows = conn.execute("SELECT record FROM tn_handles WHERE run_id = ?", (run_id,)).fetchall()
     finally:
         conn.close()
-    return {call_id: json.loads(entry)["status"] for call_id, entry in rows}
+    return {call_id: entry["status"] for (record,) in rows
+            for call_id, entry in (json.loads(record).get("calls") or {}).items()}
 
 
 def model_calling(*names: str, parallel: bool = False) -> Any:
@@ -291,7 +293,8 @@ async def test_a_call_interrupted_while_its_thread_is_queued_never_runs_and_the_
             one_worker.release.set()
     assert effects == []  # interrupted before its thread was free: never called
     assert (loaded.status, loaded.handles["root/worker.1"]["state"]) == ("interrupted", "closed")
-    assert loaded.calls == {}  # no start left behind for a later restore to mistake for a call in doubt
+    # no start left behind for a later restore to mistake for a call in doubt
+    assert loaded.calls == {} and not any(rec.get("calls") for rec in loaded.handles.values())
 
 
 # -- a run whose id is generated -------------------------------------------------------------------

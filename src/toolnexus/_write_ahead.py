@@ -20,9 +20,8 @@ the function is called, on a thread, never on the loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from contextvars import ContextVar
-from typing import Any, Callable, Iterator, Optional, Protocol, TypeVar
+from typing import Any, Callable, Optional, Protocol, TypeVar
 
 __all__ = ["WriteAhead", "offered", "to_thread", "taking", "takes_write_ahead"]
 
@@ -42,14 +41,20 @@ class WriteAhead(Protocol):
 _offer: ContextVar[Optional[WriteAhead]] = ContextVar("toolnexus_write_ahead", default=None)
 
 
-@contextlib.contextmanager
-def offered(ahead: WriteAhead) -> Iterator[None]:
-    """Offer `ahead` to the tool executed inside this block (in this task)."""
-    token = _offer.set(ahead)
-    try:
-        yield
-    finally:
-        _offer.reset(token)
+class offered:
+    """`with offered(ahead):` offers `ahead` to the tool executed inside the block (in this task).
+    A plain class, not a generator-based context manager: it sits on every side-effecting call."""
+
+    __slots__ = ("_ahead", "_token")
+
+    def __init__(self, ahead: WriteAhead) -> None:
+        self._ahead = ahead
+
+    def __enter__(self) -> None:
+        self._token = _offer.set(self._ahead)
+
+    def __exit__(self, *exc: Any) -> None:
+        _offer.reset(self._token)
 
 
 class _WritingFirst:

@@ -4,7 +4,7 @@
 survive the process:
 
 - **Staging.** Verbs and turns mark what they change (`touch(handle)`, a transcript saved
-  through the conversation view, a journal row, a pending request, a trace line). Nothing is
+  through the conversation view, a journal entry, a pending request, a trace line). Nothing is
   written until a commit.
 - **One commit, one transaction.** `flush()` takes everything staged and hands it to
   `store.commit` as one `Changes`; a state flip and the transcript rewind that goes with it land
@@ -21,7 +21,9 @@ survive the process:
   starts again.
 - **The journal.** `TurnJournal` is what one turn's client reports to (see
   `toolnexus.client.journal`): the run's start, each tool call before it runs and after it
-  finished, the results once they are in the transcript. It also notes which call each
+  finished, the results once they are in the transcript. The entries ride in the handle's own
+  record (`record_of`), which the commit writes anyway: a call's start adds no row of its own
+  (on SQLite that was ~1% of a run with a side-effecting tool). It also notes which call each
   suspension came from, so a parked handle's `Suspension` names its `tool_call_id` — with or
   without a store.
 
@@ -126,8 +128,9 @@ class DurableRun:
         self._run_status = run_status
         self._handles: dict[str, Handle] = {}
         self._conversations: dict[str, _Conversation] = {}
-        self._calls: dict[tuple[str, str], Optional[dict[str, Any]]] = {}
-        self._live_calls: set[tuple[str, str]] = set()  # journal rows the store holds or will hold
+        self._journal: dict[str, dict[str, dict[str, Any]]] = {}  # handle id → its turn's calls (in its record)
+        self._calls: dict[tuple[str, str], Optional[dict[str, Any]]] = {}  # drops of the store's own journal rows
+        self._live_calls: set[tuple[str, str]] = set()  # such rows the store holds (written by an earlier version)
         self._pending: list[PendingRow] = []
         self._applied: list[str] = []
         self._cancelled: list[str] = []
@@ -159,6 +162,9 @@ class DurableRun:
         wall-clock budget keeps counting in another process."""
         rec = h.to_record()
         rec["spawned_epoch"] = epoch() - (self._clock.now() - h.spawned_at)
+        entries = self._journal.get(h.id)
+        if entries:
+            rec["calls"] = dict(entries)
         return rec
 
     # -- staging -----------------------------------------------------------------------------------
@@ -207,26 +213,46 @@ class DurableRun:
         texts = [dumps(m) for m in messages]
         self._conversations[conv] = _Conversation(texts, len(texts), len(texts))
 
-    def stage_call(self, conv: str, call_id: str, entry: Optional[dict[str, Any]]) -> None:
-        key = (conv, call_id)
-        if entry is None and key not in self._live_calls:
-            self._calls.pop(key, None)
-            return
-        self._calls[key] = entry
-        if entry is not None:
-            self._live_calls.add(key)
+    def stage_call(self, h: "Handle", call_id: str, entry: Optional[dict[str, Any]]) -> None:
+        """A journal entry of `h`'s turn (None: the call is settled, its result in the transcript).
+        The journal is committed inside `h`'s record, which the same commit writes anyway: a call's
+        start costs no row of its own. A row of the store's own journal (an earlier version wrote
+        those) is dropped when its call moves on."""
+        entries = self._journal.setdefault(h.id, {})
+        if entry is None:
+            entries.pop(call_id, None)
+        else:
+            entries[call_id] = entry
+        if not entries:
+            del self._journal[h.id]
+        self.touch(h)
+        key = (h.id, call_id)
+        if key in self._live_calls:
+            self._calls[key] = None
 
     def forget_staged_handles(self) -> None:
         """The tree was replaced by a restored one: drop records staged from the old objects."""
         self._handles.clear()
 
-    def load_calls(self, rows: dict[tuple[str, str], dict[str, Any]]) -> None:
-        """The journal rows as committed (restore)."""
+    def load_calls(self, rows: dict[tuple[str, str], dict[str, Any]],
+                   records: dict[str, dict[str, Any]]) -> None:
+        """The journal as committed (restore): in the handles' records, and any rows of the
+        store's own journal."""
         self._live_calls.update(rows)
+        for hid, rec in records.items():
+            entries = rec.get("calls")
+            if entries:
+                self._journal[hid] = dict(entries)
 
-    def drop_calls(self, conv: str) -> None:
-        """The turn of `conv` is settled: none of its journal rows is needed any more."""
-        for key in [k for k in self._live_calls if k[0] == conv]:
+    def calls_of(self, hid: str) -> dict[str, dict[str, Any]]:
+        """The journal entries of `hid`'s turn as loaded (restore)."""
+        return dict(self._journal.get(hid) or {})
+
+    def drop_calls(self, h: "Handle") -> None:
+        """The turn of `h` is settled: none of its journal entries is needed any more."""
+        if self._journal.pop(h.id, None) is not None:
+            self.touch(h)
+        for key in [k for k in self._live_calls if k[0] == h.id]:
             self._calls[key] = None
 
     def open_request(self, h: "Handle", request: dict[str, Any], path: Optional[list[str]]) -> None:
@@ -626,7 +652,7 @@ class TurnJournal:
                           answer: Answer) -> None:
         if self._durable is None:
             return
-        self._durable.stage_call(self._conv, call.id, call_entry(QUEUED, call, call.args, answer=answer,
+        self._durable.stage_call(self._handle, call.id, call_entry(QUEUED, call, call.args, answer=answer,
                                                                  request=request))
         await self._commit(messages, wait=True)
 
@@ -634,7 +660,7 @@ class TurnJournal:
                            args: dict[str, Any]) -> Optional[WriteAhead]:
         if self._durable is None:
             return None
-        self._durable.stage_call(self._conv, call.id, call_entry(STARTED, call, args))
+        self._durable.stage_call(self._handle, call.id, call_entry(STARTED, call, args))
         # Only a call that must not run twice needs its start on disk before it runs; an idempotent
         # one found without a result after a crash simply runs again.
         if self._idempotent(call.name):
@@ -648,7 +674,7 @@ class TurnJournal:
             self.halted.setdefault(request.id, call)
         if self._durable is None:
             return
-        self._durable.stage_call(self._conv, call.id, call_entry(FINISHED, call, call.args, result=result))
+        self._durable.stage_call(self._handle, call.id, call_entry(FINISHED, call, call.args, result=result))
         await self._commit(None, wait=False)
 
     def results_written(self, messages: list[dict[str, Any]], call_ids: list[str]) -> None:
@@ -656,7 +682,7 @@ class TurnJournal:
             return
         self._durable.stage_conversation(self._conv, messages)
         for call_id in call_ids:
-            self._durable.stage_call(self._conv, call_id, None)
+            self._durable.stage_call(self._handle, call_id, None)
         self._durable.schedule(BACKGROUND_COMMIT_DELAY)
 
 

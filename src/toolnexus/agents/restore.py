@@ -117,7 +117,7 @@ def _rebuild(core: "RuntimeCore", loaded: LoadedRun) -> None:
     core.trace.extend(loaded.trace)
     for conv, messages in loaded.conversations.items():
         durable.load_conversation(conv, messages)
-    durable.load_calls(loaded.calls)
+    durable.load_calls(loaded.calls, loaded.handles)
     durable.entry_agent = loaded.entry_agent
     durable.state = dict(loaded.state or {})
     durable.state["registry"] = registry_fingerprint(core.registry)
@@ -166,6 +166,7 @@ def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
             continue
         info = h.turn_info or {}
         calls = {call_id: row for (conv, call_id), row in loaded.calls.items() if conv == h.id}
+        calls.update(core.durable.calls_of(h.id) if core.durable is not None else {})
         h.state = HandleState.IDLE  # as it is once the dead process's turn is gone; the recovery traces idle→running
         core.trace_line(h, "restored while its turn was in flight (recovering from the last commit)")
         turn = begin_turn(core, h, str(info.get("input") or ""), detail="(recover)",

@@ -186,7 +186,7 @@ def settle_turn(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "Task
             transcript = list(turn.snapshot or [])
         if transcript is not None:
             durable.stage_conversation(h.id, transcript)
-        durable.drop_calls(h.id)
+        durable.drop_calls(h)
     h.turn_info = None
     core.transition(h, to, detail)
     parent = h.parent

@@ -9,8 +9,9 @@ Tables (prefix `tn_`): `meta` (schema version), `runs` (one row per run: status,
 runtime record), `handles` (one record per handle, replaced in place), `convs` + `messages`
 (transcripts, append-only: a commit inserts the new messages and deletes only what a rewind
 dropped; a conversation is keyed by a small integer so a message row costs its JSON and little
-more), `calls` (the tool-call journal: a row exists while a call is in flight or its result is
-not yet in the transcript), `pending` (the answer ledger) and `trace` (the newest lines).
+more), `calls` (`Changes.calls`: journal rows of their own — the agent runtime keeps its journal in
+its handles' records now, so these are rows an earlier version wrote, read and dropped as before),
+`pending` (the answer ledger) and `trace` (the newest lines).
 
 Concurrency: every write transaction first locks the run's row (PostgreSQL `SELECT … FOR
 UPDATE`; SQLite `BEGIN IMMEDIATE`), then checks the lease, so two processes can never both
