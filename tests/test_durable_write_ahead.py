@@ -74,7 +74,7 @@ async def test_a_plain_function_finds_its_start_durable_written_on_its_own_threa
     path = tmp_path / "runs.db"
     seen: list[tuple[dict[str, str], int]] = []
     writers: list[int] = []
-    real_drive = SqliteStore._drive
+    real_drive = SqliteStore._drive_here
 
     def drive(self, steps, write):
         writers.append(threading.get_ident())
@@ -87,12 +87,12 @@ async def test_a_plain_function_finds_its_start_durable_written_on_its_own_threa
 
     worker = agent("worker", does="acts", model="m", uses={"tools": [define_tool(effect, name="effect")]})
     async with open_store(f"sqlite:///{path}") as store:
-        SqliteStore._drive = drive  # type: ignore[method-assign]
+        SqliteStore._drive_here = drive  # type: ignore[method-assign]
         try:
             r = await worker.run("go", transport=model_calling("effect", "effect"), llm=LLM, store=store,
                                  run_id="wa")
         finally:
-            SqliteStore._drive = real_drive  # type: ignore[method-assign]
+            SqliteStore._drive_here = real_drive  # type: ignore[method-assign]
         assert (r.status, r.text) == ("done", "done: acted")
     assert len(seen) == 2
     for journal, tool_thread in seen:

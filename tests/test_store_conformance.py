@@ -152,6 +152,20 @@ async def test_commits_append_transcripts_rewind_only_what_they_drop_and_round_t
         assert (await store.load("r1")).calls == {}
 
 
+async def test_a_store_new_to_a_conversation_rewinds_and_appends_to_it_in_one_commit(shared_store_url):
+    """Another store object (another process, say) does not know the conversation's key yet: its
+    first commit both finds the key and writes the rows, a rewind included; the next appends."""
+    me = Holder.here()
+    async with open_store(shared_store_url) as first:
+        await first.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        v1 = await commit(first, "r1", me, conversations={"c": ConversationOps(0, msgs("a", "b", "c"), 0)})
+    async with open_store(shared_store_url) as second:
+        v2 = await commit(second, "r1", me, conversations={"c": ConversationOps(1, msgs("x"))}, expect_version=v1)
+        await commit(second, "r1", me, conversations={"c": ConversationOps(2, msgs("y"), 2)}, expect_version=v2)
+        loaded = await second.load("r1")
+    assert [m["content"] for m in loaded.conversations["c"]] == ["a", "x", "y"]
+
+
 async def test_the_ledger_is_a_compare_and_set(store_url):
     async with open_store(store_url) as store:
         me, other = Holder.here(), Holder.here()

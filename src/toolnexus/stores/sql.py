@@ -23,8 +23,9 @@ would reorder keys).
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
-from typing import Any, Generator, NoReturn, Optional, TypeVar
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator, NoReturn, Optional, TypeVar
 
 from ..client.memory import IdLocks
 from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged, RunExists,
@@ -160,16 +161,30 @@ def _must_run(run_id: str, url: str, *, lock: bool = True) -> Steps[tuple[Any, .
     return row
 
 
+_INSERT_RUN = (f"INSERT INTO tn_runs ({_RUN_COLS}, lease_id) VALUES ({', '.join('?' * 14)}) "
+               "ON CONFLICT (run_id) DO NOTHING")
+
+
+def _insert_run_query(run_id: str, kind: str, entry: Optional[str], status: str, version: int,
+                      state: Optional[str], result: Optional[str], holder: Optional[Holder], ttl: float,
+                      trace_seq: int, now: float) -> Query:
+    """A new run's row, leased to `holder` (None: created with no lease); it inserts no row if the
+    id is taken."""
+    lease = (dumps(holder.to_dict()), now + ttl, holder.id) if holder is not None else (None, None, None)
+    return Query(_INSERT_RUN, (run_id, kind, entry, status, now, now, version, RUN_FORMAT, state, result, lease[0],
+                               lease[1], trace_seq, lease[2]), "rowcount")
+
+
 def _insert_run(run_id: str, kind: str, entry: Optional[str], status: str, version: int, state: Optional[str],
                 result: Optional[str], holder: Optional[Holder], ttl: float, trace_seq: int, now: float) -> Steps[None]:
-    """A new run's row, leased to `holder` (None: created with no lease); `RunExists` if the id is taken."""
-    lease = (dumps(holder.to_dict()), now + ttl, holder.id) if holder is not None else (None, None, None)
-    inserted = yield Query(
-        f"INSERT INTO tn_runs ({_RUN_COLS}, lease_id) VALUES ({', '.join('?' * 14)}) ON CONFLICT (run_id) DO NOTHING",
-        (run_id, kind, entry, status, now, now, version, RUN_FORMAT, state, result, lease[0], lease[1], trace_seq,
-         lease[2]), "rowcount")
-    if not inserted:
+    """`_insert_run_query`, run; `RunExists` if the id is taken."""
+    if not (yield _insert_run_query(run_id, kind, entry, status, version, state, result, holder, ttl, trace_seq, now)):
         raise RunExists(run_id)
+
+
+def _run_exists(run_id: str) -> Steps[NoReturn]:
+    raise RunExists(run_id)
+    yield  # a generator (never reached)
 
 
 def create_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, ttl: float,
@@ -262,10 +277,22 @@ def _conv_key(run_id: str, conv_id: str, keys: Keys) -> Steps[int]:
     return int(found[0])
 
 
-def _message_writes(cid: int, start: int, texts: list[str], *, drop: bool) -> list[Query]:
+_CID_OF = "(SELECT cid FROM tn_convs WHERE run_id = ? AND conv_id = ?)"
+
+
+def _message_writes(cid: "int | tuple[str, str]", start: int, texts: list[str], *, drop: bool) -> list[Query]:
     """Keep messages before `start`, write `texts` from there. `drop=False`: nothing is stored at
-    or after `start` (the writer knows: a plain append), so nothing is deleted."""
+    or after `start` (the writer knows: a plain append), so nothing is deleted. `cid`: the
+    conversation's key, or its `(run_id, conv_id)` when the same transaction makes the key first
+    (the statements look it up themselves, so they can be written before it is known)."""
     writes = []
+    if isinstance(cid, tuple):
+        if drop:
+            writes.append(Query(f"DELETE FROM tn_messages WHERE cid = {_CID_OF} AND idx >= ?", (*cid, start)))
+        if texts:
+            writes.append(Query(f"INSERT INTO tn_messages (cid, idx, message) VALUES ({_CID_OF}, ?, ?)",
+                                [(*cid, start + i, text) for i, text in enumerate(texts)], many=True))
+        return writes
     if drop:
         writes.append(Query("DELETE FROM tn_messages WHERE cid = ? AND idx >= ?", (cid, start)))
     if texts:
@@ -328,6 +355,7 @@ class Encoded:
     state: Optional[str]
     result: Optional[str]
     writes: Optional[list[Query]] = None  # the handles, transcripts and call journal, made ahead
+    made: list[tuple[str, str]] = field(default_factory=list)  # conversation keys to make (or find) first
 
     @classmethod
     def of(cls, run_id: str, changes: Changes, keys: Optional[Keys] = None) -> "Encoded":
@@ -338,10 +366,13 @@ class Encoded:
                   dumps(changes.state) if changes.state is not None else None,
                   dumps(changes.result) if changes.result is not None else None)
         if keys is not None:
-            known = {conv: keys.get((run_id, conv)) for conv in changes.conversations}
-            cids = {conv: cid for conv, cid in known.items() if cid is not None}
-            if len(cids) == len(known):
-                enc.writes = _row_writes(changes, enc, cids)
+            cids: dict[str, "int | tuple[str, str]"] = {}
+            for conv in changes.conversations:
+                cid = keys.get((run_id, conv))
+                if cid is None:
+                    enc.made.append((run_id, conv))
+                cids[conv] = cid if cid is not None else (run_id, conv)
+            enc.writes = _row_writes(changes, enc, cids)
         return enc
 
 
@@ -352,9 +383,9 @@ _CALLS_UPSERT = ("INSERT INTO tn_calls (run_id, conv_id, call_id, entry) VALUES 
                  "ON CONFLICT (run_id, conv_id, call_id) DO UPDATE SET entry = excluded.entry")
 
 
-def _row_writes(changes: Changes, enc: Encoded, cids: dict[str, int]) -> list[Query]:
+def _row_writes(changes: Changes, enc: Encoded, cids: "dict[str, int | tuple[str, str]]") -> list[Query]:
     """The statements writing a commit's handles, transcripts and call journal, given every
-    conversation's key."""
+    conversation's key (or its ids, for one the transaction makes: see `_message_writes`)."""
     writes = []
     if enc.handles:
         writes.append(Query(_HANDLES_UPSERT, enc.handles, many=True))
@@ -370,37 +401,54 @@ def _row_writes(changes: Changes, enc: Encoded, cids: dict[str, int]) -> list[Qu
 
 def start_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, ttl: float,
                 state: Optional[dict[str, Any]], changes: Changes, encoded: Encoded, url: str,
-                keys: Keys) -> Steps[int]:
+                keys: Keys) -> "Steps[int] | FlatCommit":
     """Create a run and write its first changes, in one transaction: the run's row is inserted as
     that first commit leaves it (version 2: the creation, then the commit), not inserted and then
-    updated."""
+    updated. Without ledger rows to read, it is a `FlatCommit` built here, by the caller."""
     now = epoch()
     row_state = encoded.state if encoded.state is not None else (dumps(state) if state is not None else None)
-    yield from _insert_run(run_id, kind, changes.entry_agent or entry, changes.status or "running", 2, row_state,
-                           encoded.result, None if changes.release else holder, ttl, len(changes.trace), now)
+    insert = _insert_run_query(run_id, kind, changes.entry_agent or entry, changes.status or "running", 2, row_state,
+                               encoded.result, None if changes.release else holder, ttl, len(changes.trace), now)
+    if encoded.writes is not None and not (changes.pending or changes.applied or changes.cancelled):
+        return FlatCommit(insert, encoded.writes + _trace_writes(run_id, changes.trace, len(changes.trace)), 2,
+                          functools.partial(_run_exists, run_id), encoded.made, keys)
+    return _start_steps(run_id, changes, encoded, keys, insert, now)
+
+
+def _start_steps(run_id: str, changes: Changes, encoded: Encoded, keys: Keys, insert: Query,
+                 now: float) -> Steps[int]:
+    if not (yield insert):
+        raise RunExists(run_id)
     yield from _write_parts(run_id, changes, encoded, keys, now, len(changes.trace))
     return 2
 
 
 @dataclass
 class FlatCommit:
-    """The usual commit as a flat list of statements: under our lease, at the version we last
-    wrote, every conversation's key known, nothing read back. `fenced` must change one row (else
-    `refused()` says why); then `writes`; the run's new version is `version`. A driver may run it
-    without a step generator (SQLite, on a tool's just-woken thread, where each Python frame is
-    paid cold)."""
+    """A usual commit (or a run's creation) as a flat list of statements, nothing read back: the
+    fenced run-row update (the run row's insert) must change one row, else `refused()` says why;
+    then the conversation keys the transaction makes (`made`, learned into `keys`); then `writes`;
+    the run's version after it is `version`. A driver may run it without a step generator
+    (SQLite, on a tool's just-woken thread, where each Python frame is paid cold)."""
 
-    fenced: Query
+    first: Query
     writes: list[Query]
     version: int
-    why: tuple[str, Holder, Changes, str]
+    refuse: Callable[[], Steps[NoReturn]]
+    made: list[tuple[str, str]]
+    keys: Keys
 
     def refused(self) -> Steps[NoReturn]:
-        return _refused(*self.why)
+        return self.refuse()
+
+    def make_keys(self) -> Steps[None]:
+        for run_id, conv_id in self.made:
+            yield from _conv_key(run_id, conv_id, self.keys)
 
     def steps(self) -> Steps[int]:
-        if not (yield self.fenced):
+        if not (yield self.first):
             yield from self.refused()
+        yield from self.make_keys()
         for query in self.writes:
             yield query
         return self.version
@@ -447,7 +495,8 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
         fenced = Query(f"{update} AND lease_id = ? AND version = ?", (*params, run_id, holder.id, known), "rowcount")
     if known is not None and not changes.trace and not returning:
         if enc.writes is not None and not (changes.pending or changes.applied or changes.cancelled):
-            return FlatCommit(fenced, enc.writes, known + 1, (run_id, holder, changes, url))
+            return FlatCommit(fenced, enc.writes, known + 1, functools.partial(_refused, run_id, holder, changes, url),
+                              enc.made, keys)
         return _commit_known(run_id, holder, changes, url, keys, enc, now, fenced, known)
     return _commit_held(run_id, holder, changes, url, keys, enc, now, fenced, returning)
 
@@ -498,22 +547,33 @@ def _write_parts(run_id: str, changes: Changes, enc: Encoded, keys: Keys, now: f
     """Everything a commit writes besides the run's row; `last_trace` is the run's trace sequence
     number after this commit's lines."""
     writes = enc.writes
-    if writes is None:  # some conversation's key must be looked up (or made) first
-        cids: dict[str, int] = {}
+    if writes is None:  # encoded without the store's keys: look each conversation's up (or make it) first
+        cids: dict[str, "int | tuple[str, str]"] = {}
         for conv_id in changes.conversations:
             cids[conv_id] = yield from _conv_key(run_id, conv_id, keys)
         writes = _row_writes(changes, enc, cids)
+    else:
+        for made in enc.made:
+            yield from _conv_key(*made, keys)
     for query in writes:
         yield query
     if changes.pending or changes.applied or changes.cancelled:
         for ledger_row in (yield from _ledger_rows(run_id, changes, now)):
             yield _put_pending(ledger_row)
-    if changes.trace:
-        first = last_trace - len(changes.trace) + 1
-        yield Query("INSERT INTO tn_trace (run_id, seq, line) VALUES (?, ?, ?)",
-                    [(run_id, first + i, line) for i, line in enumerate(changes.trace)], many=True)
-        if last_trace // 1000 != (first - 1) // 1000 and last_trace > TRACE_KEEP:  # trim now and then, not every commit
-            yield Query("DELETE FROM tn_trace WHERE run_id = ? AND seq <= ?", (run_id, last_trace - TRACE_KEEP))
+    for query in _trace_writes(run_id, changes.trace, last_trace):
+        yield query
+
+
+def _trace_writes(run_id: str, lines: list[str], last_trace: int) -> list[Query]:
+    """Trace lines numbered up to `last_trace`, and now and then a trim of the oldest."""
+    if not lines:
+        return []
+    first = last_trace - len(lines) + 1
+    writes = [Query("INSERT INTO tn_trace (run_id, seq, line) VALUES (?, ?, ?)",
+                    [(run_id, first + i, line) for i, line in enumerate(lines)], many=True)]
+    if last_trace // 1000 != (first - 1) // 1000 and last_trace > TRACE_KEEP:  # trim now and then, not every commit
+        writes.append(Query("DELETE FROM tn_trace WHERE run_id = ? AND seq <= ?", (run_id, last_trace - TRACE_KEEP)))
+    return writes
 
 
 def _get_pending(request_id: str, *, lock: bool = False) -> Steps[Optional[PendingRow]]:
@@ -705,12 +765,12 @@ class SqlStore(RunStore):
         return await self._run(load_steps(run_id, self.url), write=False)
 
     def _start(self, run_id: str, kind: str, entry_agent: Optional[str], holder: Holder, lease_ttl: float,
-               state: Optional[dict[str, Any]], changes: Changes) -> tuple[Steps[int], Keys]:
-        """A run's first transaction, its JSON encoded here (the caller's thread: the event loop),
-        and the conversation keys it will have made (learned once it has committed)."""
+               state: Optional[dict[str, Any]], changes: Changes) -> "tuple[Steps[int] | FlatCommit, Keys]":
+        """A run's first transaction, its JSON and statements made here (the caller's thread: the
+        event loop), and the conversation keys it will have made (learned once it has committed)."""
         keys = Keys(self._keys)
-        return start_steps(run_id, kind, entry_agent, holder, lease_ttl, state, changes, Encoded.of(run_id, changes),
-                           self.url, keys), keys
+        return start_steps(run_id, kind, entry_agent, holder, lease_ttl, state, changes,
+                           Encoded.of(run_id, changes, keys), self.url, keys), keys
 
     def _commit(self, run_id: str, holder: Holder, changes: Changes,
                 lease_ttl: float) -> "tuple[Steps[int] | FlatCommit, Keys]":
@@ -722,7 +782,7 @@ class SqlStore(RunStore):
     async def start_run(self, run_id: str, *, kind: str, entry_agent: Optional[str], holder: Holder,
                         lease_ttl: float, state: Optional[dict[str, Any]], changes: Changes) -> int:
         steps, keys = self._start(run_id, kind, entry_agent, holder, lease_ttl, state, changes)
-        version = await self._run(steps)
+        version = await self._run_commit(steps)
         self._keys.learn(keys.fresh)
         return version
 

@@ -140,9 +140,11 @@ class SqliteStore(SqlStore):
             cur = conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                cur.execute(flat.fenced.sql, flat.fenced.params)
+                cur.execute(flat.first.sql, flat.first.params)
                 if cur.rowcount != 1:
-                    self._explain(cur, flat.refused())
+                    self._steps_here(cur, flat.refused())
+                if flat.made:  # a new conversation: its key made (once per conversation)
+                    self._steps_here(cur, flat.make_keys())
                 for query in flat.writes:
                     if query.many:
                         cur.executemany(query.sql, query.params)
@@ -156,12 +158,14 @@ class SqliteStore(SqlStore):
             self._wrote()
             return flat.version
 
-    def _explain(self, cur: sqlite3.Cursor, steps: Steps[Any]) -> None:
-        """Run steps that end by raising (why a fenced update matched no row)."""
+    def _steps_here(self, cur: sqlite3.Cursor, steps: Steps[Any]) -> Any:
+        """Run a few steps inside the transaction `cur` is in (no BEGIN, no COMMIT)."""
         try:
             query = steps.send(None)
             while True:
                 query = steps.send(self._execute(cur, query))
+        except StopIteration as stop:
+            return stop.value
         finally:
             steps.close()
 
