@@ -237,8 +237,9 @@ class DurableRun:
     def load_calls(self, rows: dict[tuple[str, str], dict[str, Any]],
                    records: dict[str, dict[str, Any]]) -> None:
         """The journal as committed (restore): in the handles' records, and any rows of the
-        store's own journal."""
+        store's own journal. It replaces whatever was staged."""
         self._live_calls.update(rows)
+        self._journal = {}
         for hid, rec in records.items():
             entries = rec.get("calls")
             if entries:

@@ -344,35 +344,35 @@ def _lease_steps(run_id: str, holder: Holder, changes: Changes, url: str) -> Ste
 
 @dataclass
 class Encoded:
-    """A commit's JSON texts — and, when every conversation's key is known, its row writes as
-    statements — made by the caller before the transaction, on the event loop, where the objects
-    are warm in cache: the transaction's thread then mostly runs SQL (on a just-woken worker
-    thread, building the statements there cost ~10% of a commit)."""
+    """A commit's JSON texts and its row writes as statements, made by the caller before the
+    transaction, on the event loop, where the objects are warm in cache: the transaction's thread
+    then only runs SQL (on a just-woken worker thread, building the statements there cost ~10% of
+    a commit). A conversation whose key the store does not know yet is made (or found) first in
+    the transaction (`made`), and its statements look the key up themselves."""
 
     handles: list[tuple[str, str, str]]
     calls: list[tuple[str, str, str, str]]
     drops: list[tuple[str, str, str]]
     state: Optional[str]
     result: Optional[str]
-    writes: Optional[list[Query]] = None  # the handles, transcripts and call journal, made ahead
+    writes: list[Query] = field(default_factory=list)  # the handles, transcripts and call journal
     made: list[tuple[str, str]] = field(default_factory=list)  # conversation keys to make (or find) first
 
     @classmethod
-    def of(cls, run_id: str, changes: Changes, keys: Optional[Keys] = None) -> "Encoded":
+    def of(cls, run_id: str, changes: Changes, keys: Keys) -> "Encoded":
         calls = changes.calls.items()
         enc = cls([(run_id, hid, dumps(rec)) for hid, rec in changes.handles.items()],
                   [(run_id, c, k, dumps(entry)) for (c, k), entry in calls if entry is not None],
                   [(run_id, c, k) for (c, k), entry in calls if entry is None],
                   dumps(changes.state) if changes.state is not None else None,
                   dumps(changes.result) if changes.result is not None else None)
-        if keys is not None:
-            cids: dict[str, "int | tuple[str, str]"] = {}
-            for conv in changes.conversations:
-                cid = keys.get((run_id, conv))
-                if cid is None:
-                    enc.made.append((run_id, conv))
-                cids[conv] = cid if cid is not None else (run_id, conv)
-            enc.writes = _row_writes(changes, enc, cids)
+        cids: dict[str, "int | tuple[str, str]"] = {}
+        for conv in changes.conversations:
+            cid = keys.get((run_id, conv))
+            if cid is None:
+                enc.made.append((run_id, conv))
+            cids[conv] = cid if cid is not None else (run_id, conv)
+        enc.writes = _row_writes(changes, enc, cids)
         return enc
 
 
@@ -409,7 +409,7 @@ def start_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, tt
     row_state = encoded.state if encoded.state is not None else (dumps(state) if state is not None else None)
     insert = _insert_run_query(run_id, kind, changes.entry_agent or entry, changes.status or "running", 2, row_state,
                                encoded.result, None if changes.release else holder, ttl, len(changes.trace), now)
-    if encoded.writes is not None and not (changes.pending or changes.applied or changes.cancelled):
+    if not (changes.pending or changes.applied or changes.cancelled):
         return FlatCommit(insert, encoded.writes + _trace_writes(run_id, changes.trace, len(changes.trace)), 2,
                           functools.partial(_run_exists, run_id), encoded.made, keys)
     return _start_steps(run_id, changes, encoded, keys, insert, now)
@@ -494,7 +494,7 @@ def commit_steps(run_id: str, holder: Holder, changes: Changes, ttl: float, url:
     else:
         fenced = Query(f"{update} AND lease_id = ? AND version = ?", (*params, run_id, holder.id, known), "rowcount")
     if known is not None and not changes.trace and not returning:
-        if enc.writes is not None and not (changes.pending or changes.applied or changes.cancelled):
+        if not (changes.pending or changes.applied or changes.cancelled):
             return FlatCommit(fenced, enc.writes, known + 1, functools.partial(_refused, run_id, holder, changes, url),
                               enc.made, keys)
         return _commit_known(run_id, holder, changes, url, keys, enc, now, fenced, known)
@@ -509,8 +509,8 @@ def _refused(run_id: str, holder: Holder, changes: Changes, url: str) -> Steps[N
 
 def _commit_known(run_id: str, holder: Holder, changes: Changes, url: str, keys: Keys, enc: Encoded, now: float,
                   fenced: Query, known: int) -> Steps[int]:
-    """A commit under our lease, at the version we last wrote, nothing read back, that needs more
-    than a `FlatCommit` (a conversation key to make, ledger rows)."""
+    """A commit under our lease, at the version we last wrote, nothing read back, that reads
+    ledger rows first (so it cannot be a `FlatCommit`)."""
     if not (yield fenced):
         yield from _refused(run_id, holder, changes, url)
     yield from _write_parts(run_id, changes, enc, keys, now, 0)
@@ -546,16 +546,9 @@ def _commit_held(run_id: str, holder: Holder, changes: Changes, url: str, keys: 
 def _write_parts(run_id: str, changes: Changes, enc: Encoded, keys: Keys, now: float, last_trace: int) -> Steps[None]:
     """Everything a commit writes besides the run's row; `last_trace` is the run's trace sequence
     number after this commit's lines."""
-    writes = enc.writes
-    if writes is None:  # encoded without the store's keys: look each conversation's up (or make it) first
-        cids: dict[str, "int | tuple[str, str]"] = {}
-        for conv_id in changes.conversations:
-            cids[conv_id] = yield from _conv_key(run_id, conv_id, keys)
-        writes = _row_writes(changes, enc, cids)
-    else:
-        for made in enc.made:
-            yield from _conv_key(*made, keys)
-    for query in writes:
+    for made in enc.made:
+        yield from _conv_key(*made, keys)
+    for query in enc.writes:
         yield query
     if changes.pending or changes.applied or changes.cancelled:
         for ledger_row in (yield from _ledger_rows(run_id, changes, now)):
