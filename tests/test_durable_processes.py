@@ -130,7 +130,8 @@ def move_journal_to_its_own_table(path: Path, run_id: str) -> int:
     conn = sqlite3.connect(path)
     try:
         moved = 0
-        for hid, record in conn.execute("SELECT handle_id, record FROM tn_handles WHERE run_id = ?", (run_id,)).fetchall():
+        records = conn.execute("SELECT handle_id, record FROM tn_handles WHERE run_id = ?", (run_id,)).fetchall()
+        for hid, record in records:
             rec = json.loads(record)
             for call_id, entry in (rec.pop("calls", None) or {}).items():
                 conn.execute("INSERT INTO tn_calls (run_id, conv_id, call_id, entry) VALUES (?, ?, ?, ?)",
