@@ -80,7 +80,7 @@ class _Taken:
 
     handles: dict[str, "Handle"]
     conversations: dict[str, tuple[int, int]]  # conv → (dirty_from, committed) before
-    calls: dict[tuple[str, str], Optional[dict[str, Any]]]
+    dropped: set[tuple[str, str]]
     pending: list[PendingRow]
     applied: list[str]
     cancelled: list[str]
@@ -129,7 +129,7 @@ class DurableRun:
         self._handles: dict[str, Handle] = {}
         self._conversations: dict[str, _Conversation] = {}
         self._journal: dict[str, dict[str, dict[str, Any]]] = {}  # handle id → its turn's calls (in its record)
-        self._calls: dict[tuple[str, str], Optional[dict[str, Any]]] = {}  # drops of the store's own journal rows
+        self._dropped: set[tuple[str, str]] = set()  # rows of the store's own journal to delete
         self._live_calls: set[tuple[str, str]] = set()  # such rows the store holds (written by an earlier version)
         self._pending: list[PendingRow] = []
         self._applied: list[str] = []
@@ -228,7 +228,7 @@ class DurableRun:
         self.touch(h)
         key = (h.id, call_id)
         if key in self._live_calls:
-            self._calls[key] = None
+            self._dropped.add(key)
 
     def forget_staged_handles(self) -> None:
         """The tree was replaced by a restored one: drop records staged from the old objects."""
@@ -254,7 +254,7 @@ class DurableRun:
         if self._journal.pop(h.id, None) is not None:
             self.touch(h)
         for key in [k for k in self._live_calls if k[0] == h.id]:
-            self._calls[key] = None
+            self._dropped.add(key)
 
     def open_request(self, h: "Handle", request: dict[str, Any], path: Optional[list[str]]) -> None:
         self._pending.append(PendingRow(request["id"], self.run_id, h.id, request, path, epoch(),
@@ -494,7 +494,7 @@ class DurableRun:
 
     def _take(self) -> tuple[Changes, _Taken]:
         changes = Changes()
-        taken = _Taken(dict(self._handles), {}, dict(self._calls), self._pending, self._applied, self._cancelled,
+        taken = _Taken(dict(self._handles), {}, set(self._dropped), self._pending, self._applied, self._cancelled,
                        self._trace, self._status_written, self._state_dirty)
         changes.handles = {hid: self.record_of(h) for hid, h in self._handles.items()}
         for conv, c in self._conversations.items():
@@ -502,7 +502,7 @@ class DurableRun:
                 changes.conversations[conv] = ConversationOps(c.dirty_from, c.texts[c.dirty_from:], c.committed)
                 taken.conversations[conv] = (c.dirty_from, c.committed)
                 c.committed = c.dirty_from = len(c.texts)
-        changes.calls = dict(self._calls)
+        changes.calls = dict.fromkeys(self._dropped)
         changes.pending, changes.applied, changes.cancelled = self._pending, self._applied, self._cancelled
         changes.trace = self._trace
         status = self._run_status()
@@ -513,7 +513,7 @@ class DurableRun:
             changes.state = dict(self.state)
             self._state_dirty = False
         changes.release = self._release and self.held
-        self._handles, self._calls = {}, {}
+        self._handles, self._dropped = {}, set()
         self._pending, self._applied, self._cancelled, self._trace = [], [], [], []
         return changes, taken
 
@@ -524,8 +524,7 @@ class DurableRun:
             c = self._conversations[conv]
             c.dirty_from = min(c.dirty_from, dirty_from)
             c.committed = committed
-        for key, entry in taken.calls.items():
-            self._calls.setdefault(key, entry)
+        self._dropped |= taken.dropped
         self._pending = taken.pending + self._pending
         self._applied = taken.applied + self._applied
         self._cancelled = taken.cancelled + self._cancelled

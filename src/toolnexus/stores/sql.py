@@ -426,7 +426,7 @@ def _start_steps(run_id: str, changes: Changes, encoded: Encoded, keys: Keys, in
 @dataclass
 class FlatCommit:
     """A usual commit (or a run's creation) as a flat list of statements, nothing read back: the
-    fenced run-row update (the run row's insert) must change one row, else `refused()` says why;
+    fenced run-row update (the run row's insert) must change one row, else `refuse()` says why;
     then the conversation keys the transaction makes (`made`, learned into `keys`); then `writes`;
     the run's version after it is `version`. A driver may run it without a step generator
     (SQLite, on a tool's just-woken thread, where each Python frame is paid cold)."""
@@ -438,16 +438,13 @@ class FlatCommit:
     made: list[tuple[str, str]]
     keys: Keys
 
-    def refused(self) -> Steps[NoReturn]:
-        return self.refuse()
-
     def make_keys(self) -> Steps[None]:
         for run_id, conv_id in self.made:
             yield from _conv_key(run_id, conv_id, self.keys)
 
     def steps(self) -> Steps[int]:
         if not (yield self.first):
-            yield from self.refused()
+            yield from self.refuse()
         yield from self.make_keys()
         for query in self.writes:
             yield query

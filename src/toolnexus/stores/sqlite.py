@@ -108,8 +108,8 @@ class SqliteStore(SqlStore):
             return cur.rowcount
         return None
 
-    def _drive(self, steps: Steps[T], write: bool) -> T:
-        """Run one step generator as one transaction (a worker thread)."""
+    def _drive(self, steps: "Steps[T] | FlatCommit", write: bool) -> T:
+        """Run one step generator, or one `FlatCommit`, as one transaction (a worker thread)."""
         with self._conn_lock:
             if self._conn is None:
                 self._conn = self._connect()
@@ -117,53 +117,33 @@ class SqliteStore(SqlStore):
             cur = conn.cursor()  # one cursor for the whole transaction
             cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
-                result: Any = None
-                query = steps.send(None)
-                while True:
-                    result = self._execute(cur, query)
-                    query = steps.send(result)
-            except StopIteration as stop:
+                result = self._flat(cur, steps) if isinstance(steps, FlatCommit) else self._steps_here(cur, steps)
                 cur.execute("COMMIT")
-                if write:
-                    self._wrote()
-                return stop.value
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-            finally:
-                steps.close()
+            if write:
+                self._wrote()
+            return result  # type: ignore[return-value]
 
-    def _drive_flat(self, flat: FlatCommit) -> int:
-        """`_drive` for the usual commit, without a step generator: on a tool's just-woken thread
+    def _flat(self, cur: sqlite3.Cursor, flat: FlatCommit) -> int:
+        """A `FlatCommit`'s statements, without a step generator: on a tool's just-woken thread
         every Python frame is paid cold (measured ~1% of a run with a side-effecting tool)."""
-        with self._conn_lock:
-            if self._conn is None:
-                self._conn = self._connect()
-            conn = self._conn
-            cur = conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                cur.execute(flat.first.sql, flat.first.params)
-                if cur.rowcount != 1:
-                    self._steps_here(cur, flat.refused())
-                if flat.made:  # a new conversation: its key made (once per conversation)
-                    self._steps_here(cur, flat.make_keys())
-                for query in flat.writes:
-                    if query.many:
-                        cur.executemany(query.sql, query.params)
-                    else:
-                        cur.execute(query.sql, query.params)
-                cur.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            self._wrote()
-            return flat.version
+        cur.execute(flat.first.sql, flat.first.params)
+        if cur.rowcount != 1:
+            self._steps_here(cur, flat.refuse())
+        if flat.made:  # a new conversation: its key made (once per conversation)
+            self._steps_here(cur, flat.make_keys())
+        for query in flat.writes:
+            if query.many:
+                cur.executemany(query.sql, query.params)
+            else:
+                cur.execute(query.sql, query.params)
+        return flat.version
 
     def _steps_here(self, cur: sqlite3.Cursor, steps: Steps[Any]) -> Any:
-        """Run a few steps inside the transaction `cur` is in (no BEGIN, no COMMIT)."""
+        """Run steps inside the transaction `cur` is in (no BEGIN, no COMMIT); their value."""
         try:
             query = steps.send(None)
             while True:
@@ -190,10 +170,8 @@ class SqliteStore(SqlStore):
         return StoreUnavailable(f"toolnexus: the SQLite store {self.path} failed: {exc} — {hint}")
 
     def _drive_here(self, steps: "Steps[T] | FlatCommit", write: bool) -> T:
-        """`_drive` (or `_drive_flat`) on the calling thread, its failures said as the store's."""
+        """`_drive` on the calling thread, its failures said as the store's."""
         try:
-            if isinstance(steps, FlatCommit):
-                return self._drive_flat(steps)  # type: ignore[return-value]
             return self._drive(steps, write)
         except StoreError:
             raise
