@@ -7,6 +7,7 @@ TOOLNEXUS_TEST_POSTGRES). The model is scripted behind the transport seam; the s
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -106,6 +107,21 @@ async def test_a_used_run_id_is_refused_before_any_model_call(store_url):
         with pytest.raises(RunExists, match="'same' is already used"):
             await WORKER.run("go again", transport=model, llm=LLM, store=store, run_id="same")
         assert model.calls == 0
+
+
+def test_generated_run_ids_sort_by_creation_time_and_stay_unguessable(monkeypatch):
+    """A generated id begins with its creation time, so a new run's rows are appended to the end of
+    every index keyed by run id; the rest is random."""
+    from toolnexus.durable import model
+
+    now = [1_796_313_113_744_000_000]
+    monkeypatch.setattr(model.time, "time_ns", lambda: now[0])
+    first = model.new_run_id()
+    now[0] += 1_000_000  # a millisecond later
+    later = [model.new_run_id() for _ in range(50)]
+    assert all(first < other for other in later)
+    assert len(set(later)) == 50  # the same millisecond: told apart by the random part
+    assert all(re.fullmatch(r"run-[0-9a-f]{32}", i) for i in [first, *later])
 
 
 def test_a_run_id_needs_a_durable_store():

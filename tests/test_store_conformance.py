@@ -315,6 +315,60 @@ async def test_a_store_written_by_a_newer_version_fails_fast(shared_store_url):
             await store.runs()
 
 
+def _sql(url: str, statements: list[str]) -> list[tuple]:
+    """Run statements on a SQL store's database as one transaction, outside toolnexus; the last one's rows."""
+    rows: list[tuple] = []
+    if url.startswith("sqlite:"):
+        import sqlite3
+
+        conn = sqlite3.connect(url[len("sqlite:///"):], isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for sql in statements:
+                rows = conn.execute(sql).fetchall()
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        return rows
+    import psycopg
+
+    base, _, query = url.partition("?")
+    schema = dict(p.split("=") for p in query.split("&"))["schema"]
+    with psycopg.connect(base, options=f"-c search_path={schema}") as conn:
+        for sql in statements:
+            cur = conn.execute(sql)
+            rows = cur.fetchall() if cur.description else []
+    return rows
+
+
+async def test_a_database_in_the_first_schema_is_brought_up_to_date_on_open_and_keeps_its_transcripts(
+        shared_store_url):
+    """Schema 1 kept messages as `(cid, idx)` rows; opening such a database moves them to the one
+    integer key, in the opening transaction, and every run reads back as it was."""
+    if shared_store_url.startswith("file:"):
+        pytest.skip("the file store has no tables")
+    me = Holder.here()
+    async with open_store(shared_store_url) as store:
+        await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
+        await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a", "b")),
+                                                      "d": ConversationOps(0, msgs("z"))})
+    big = "BIGINT" if shared_store_url.startswith("postgresql") else "INTEGER"
+    rowid = "" if shared_store_url.startswith("postgresql") else " WITHOUT ROWID"
+    _sql(shared_store_url, [  # back to the first layout, as a database an earlier version made
+        f"CREATE TABLE tn_messages_v1 (cid {big} NOT NULL, idx {big} NOT NULL, message TEXT NOT NULL, "
+        f"PRIMARY KEY (cid, idx)){rowid}",
+        "INSERT INTO tn_messages_v1 SELECT k / 4294967296, k % 4294967296, message FROM tn_messages",
+        "DROP TABLE tn_messages", "ALTER TABLE tn_messages_v1 RENAME TO tn_messages",
+        "UPDATE tn_meta SET value = '1' WHERE key = 'schema'"])
+    async with open_store(shared_store_url) as store:
+        loaded = await store.load("r1")
+        assert {c: [m["content"] for m in ms] for c, ms in loaded.conversations.items()} == {"c": ["a", "b"],
+                                                                                          "d": ["z"]}
+        await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("x"))})
+        assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["a", "x"]
+    assert _sql(shared_store_url, ["SELECT value FROM tn_meta WHERE key = 'schema'"]) == [("2",)]
+
+
 async def test_a_run_written_by_a_newer_version_fails_fast(store_url):
     async with open_store(store_url) as store:
         me = Holder.here()

@@ -45,7 +45,6 @@ Choices of ours (each tested):
 from __future__ import annotations
 
 import builtins
-import uuid
 from typing import Any, Callable, Optional
 
 from ..client import InMemoryConversationStore, InProcessTransport
@@ -53,6 +52,7 @@ from ..client.http11 import default_transport
 from .._redact import REDACTED
 from ..client.client import api_key_from_env
 from ..durable import DEFAULT_LEASE_TTL, RunStore, is_run_store
+from ..durable.model import new_run_id
 from ..types import Answer, Request
 from .budget import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TURNS, Budget
 from .clock import AsyncioClock, Clock
@@ -157,7 +157,7 @@ class AgentRuntime:
         if durable_store is not None:
             from .durable import DurableRun
 
-            durable = DurableRun(durable_store, run_id or f"run-{uuid.uuid4().hex}", run_status=lambda: HandleState.RUNNING,
+            durable = DurableRun(durable_store, run_id or new_run_id(), run_status=lambda: HandleState.RUNNING,
                                  lease_ttl=lease_ttl, clock=the_clock, named=run_id is not None)
         conversations = durable.view if durable is not None else (store if store is not None else InMemoryConversationStore())
         self._core = RuntimeCore(

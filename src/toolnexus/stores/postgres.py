@@ -88,7 +88,7 @@ class PostgresStore(SqlStore):
                 statements = schema_statements("postgres")
                 if self.schema:
                     statements = [f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'] + statements
-                await self._call(_with_schema_lock(schema_steps(statements, self.url)), True)
+                await self._call(_with_schema_lock(schema_steps(statements, self.url, "postgres")), True)
             except BaseException:
                 self._pool = None
                 await pool.close()

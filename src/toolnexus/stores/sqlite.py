@@ -192,7 +192,7 @@ class SqliteStore(SqlStore):
             self._open_lock = asyncio.Lock()
         async with self._open_lock:
             if not self._opened:
-                await self._call(schema_steps(schema_statements("sqlite"), self.url), True)
+                await self._call(schema_steps(schema_statements("sqlite"), self.url, "sqlite"), True)
                 self._opened = True
 
     async def _run(self, steps: Steps[T], *, write: bool = True) -> T:
