@@ -8,6 +8,8 @@ from toolnexus.agents.clock import AsyncioClock
 from toolnexus.agents.durable import DurableRun
 from toolnexus.stores import open_store
 
+from support.stores import sqlite_records
+
 
 async def test_a_change_staged_during_a_background_commit_is_committed_after_it():
     async with open_store("memory:") as store:
@@ -78,8 +80,7 @@ async def test_the_entry_agent_and_its_prompt_are_stored_before_its_first_model_
             if not seen_at_first_call:
                 conn = sqlite3.connect(path)
                 try:
-                    seen_at_first_call.append([row[0] for row in conn.execute(
-                        "SELECT handle_id FROM tn_handles WHERE run_id = 'slow-store' ORDER BY handle_id")])
+                    seen_at_first_call.append([row[0] for row in sqlite_records(conn, "slow-store")])
                 finally:
                     conn.close()
             return super().post(url, headers, payload, timeout)
@@ -95,6 +96,6 @@ async def test_the_entry_agent_and_its_prompt_are_stored_before_its_first_model_
 
         store.commit = slow_commit
         r = await WORKER.run("do the gated thing", transport=Watching(), llm=LLM, store=store, run_id="slow-store")
-        assert r.status == "pending"
+        assert r.status == "pending", r.text
         await r.runtime.aclose()
     assert seen_at_first_call == [["root", "root/worker.1"]]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from support.llm_server import Hang, Json, LlmServer, openai_calls, openai_text
-from support.stores import kill, postgres_url, read_until, run_app, start_app  # noqa: F401 - fixture
+from support.stores import kill, postgres_url, read_until, run_app, sqlite_records, start_app  # noqa: F401 - fixture
 
 
 def sqlite(tmp_path: Path) -> str:
@@ -130,15 +130,13 @@ def move_journal_to_its_own_table(path: Path, run_id: str) -> int:
     conn = sqlite3.connect(path)
     try:
         moved = 0
-        records = conn.execute("SELECT handle_id, record FROM tn_handles WHERE run_id = ?", (run_id,)).fetchall()
-        for hid, record in records:
+        for hid, record, key in sqlite_records(conn, run_id):
             rec = json.loads(record)
             for call_id, entry in (rec.pop("calls", None) or {}).items():
                 conn.execute("INSERT INTO tn_calls (run_id, conv_id, call_id, entry) VALUES (?, ?, ?, ?)",
                              (run_id, hid, call_id, json.dumps(entry)))
                 moved += 1
-            conn.execute("UPDATE tn_handles SET record = ? WHERE run_id = ? AND handle_id = ?",
-                         (json.dumps(rec), run_id, hid))
+            conn.execute("UPDATE tn_messages SET message = ? WHERE k = ?", (json.dumps(rec), key))
         conn.commit()
         return moved
     finally:

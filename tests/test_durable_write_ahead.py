@@ -26,6 +26,7 @@ from toolnexus.stores.sqlite import SqliteStore
 
 from support.agent_kit import calls, scripted, until
 from support.durable_app import LLM
+from support.stores import sqlite_records
 
 
 def stored_calls(path: Path, run_id: str) -> dict[str, str]:
@@ -33,10 +34,10 @@ def stored_calls(path: Path, run_id: str) -> dict[str, str]:
     id → status."""
     conn = sqlite3.connect(path)
     try:
-        rows = conn.execute("SELECT record FROM tn_handles WHERE run_id = ?", (run_id,)).fetchall()
+        rows = sqlite_records(conn, run_id)
     finally:
         conn.close()
-    return {call_id: entry["status"] for (record,) in rows
+    return {call_id: entry["status"] for (_, record, _) in rows
             for call_id, entry in (json.loads(record).get("calls") or {}).items()}
 
 

@@ -341,31 +341,43 @@ def _sql(url: str, statements: list[str]) -> list[tuple]:
     return rows
 
 
-async def test_a_database_in_the_first_schema_is_brought_up_to_date_on_open_and_keeps_its_transcripts(
-        shared_store_url):
-    """Schema 1 kept messages as `(cid, idx)` rows; opening such a database moves them to the one
-    integer key, in the opening transaction, and every run reads back as it was."""
+async def test_a_database_in_the_first_schema_is_brought_up_to_date_on_open_and_keeps_its_runs(shared_store_url):
+    """Schema 1 kept messages as `(cid, idx)` rows and handle records in a table of their own;
+    opening such a database moves both to the one integer key, in the opening transaction, and
+    every run reads back as it was."""
     if shared_store_url.startswith("file:"):
         pytest.skip("the file store has no tables")
     me = Holder.here()
     async with open_store(shared_store_url) as store:
         await store.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)
         await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a", "b")),
-                                                      "d": ConversationOps(0, msgs("z"))})
-    big = "BIGINT" if shared_store_url.startswith("postgresql") else "INTEGER"
-    rowid = "" if shared_store_url.startswith("postgresql") else " WITHOUT ROWID"
+                                                      "d": ConversationOps(0, msgs("z"))},
+                     handles={"root": {"id": "root", "n": 1}, "root/a.1": {"id": "root/a.1", "n": 2}})
+    pg = shared_store_url.startswith("postgresql")
+    big, rowid = ("BIGINT", "") if pg else ("INTEGER", " WITHOUT ROWID")
     _sql(shared_store_url, [  # back to the first layout, as a database an earlier version made
+        f"CREATE TABLE tn_handles (run_id TEXT NOT NULL, handle_id TEXT NOT NULL, record TEXT NOT NULL, "
+        f"PRIMARY KEY (run_id, handle_id)){rowid}",
+        "INSERT INTO tn_handles SELECT c.run_id, substr(c.conv_id, 8), m.message FROM tn_convs c "
+        "JOIN tn_messages m ON m.k = c.cid * 4294967296 WHERE c.conv_id LIKE 'record:%'",
+        "DELETE FROM tn_messages WHERE k IN (SELECT cid * 4294967296 FROM tn_convs WHERE conv_id LIKE 'record:%')",
+        "DELETE FROM tn_convs WHERE conv_id LIKE 'record:%'",
         f"CREATE TABLE tn_messages_v1 (cid {big} NOT NULL, idx {big} NOT NULL, message TEXT NOT NULL, "
         f"PRIMARY KEY (cid, idx)){rowid}",
         "INSERT INTO tn_messages_v1 SELECT k / 4294967296, k % 4294967296, message FROM tn_messages",
         "DROP TABLE tn_messages", "ALTER TABLE tn_messages_v1 RENAME TO tn_messages",
         "UPDATE tn_meta SET value = '1' WHERE key = 'schema'"])
+    assert len(_sql(shared_store_url, ["SELECT * FROM tn_handles"])) == 2
     async with open_store(shared_store_url) as store:
         loaded = await store.load("r1")
         assert {c: [m["content"] for m in ms] for c, ms in loaded.conversations.items()} == {"c": ["a", "b"],
                                                                                           "d": ["z"]}
-        await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("x"))})
-        assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["a", "x"]
+        assert loaded.handles == {"root": {"id": "root", "n": 1}, "root/a.1": {"id": "root/a.1", "n": 2}}
+        await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("x"))},
+                     handles={"root/a.1": {"id": "root/a.1", "n": 3}})
+        loaded = await store.load("r1")
+        assert [m["content"] for m in loaded.conversations["c"]] == ["a", "x"]
+        assert loaded.handles["root/a.1"] == {"id": "root/a.1", "n": 3}
     assert _sql(shared_store_url, ["SELECT value FROM tn_meta WHERE key = 'schema'"]) == [("2",)]
 
 
@@ -399,14 +411,14 @@ def _set_format_steps(run_id: str, value: int):
 
 async def test_a_commit_that_fails_midway_writes_nothing(tmp_path):
     """The SQL stores run a commit as one transaction: a failure after the transcript rewind but
-    before the handle row leaves both as they were."""
+    before the new rows (the handle's record among them) leaves both as they were."""
     from toolnexus.stores.sqlite import SqliteStore
 
     class FailOnHandles(SqliteStore):
         fail = False
 
         def _execute(self, conn, query):
-            if self.fail and query.sql.startswith("INSERT INTO tn_handles"):
+            if self.fail and query.sql.startswith("INSERT INTO tn_messages"):
                 raise RuntimeError("injected crash between the rewind and the state flip")
             return super()._execute(conn, query)
 

@@ -114,3 +114,11 @@ async def read_until(proc: asyncio.subprocess.Process, marker: str, timeout: flo
 async def kill(proc: asyncio.subprocess.Process) -> None:
     proc.kill()
     await proc.wait()
+
+
+def sqlite_records(conn: Any, run_id: str) -> list[tuple[str, str, int]]:
+    """`run_id`'s handle records in a SQLite store, read with another connection, as
+    `(handle id, record JSON, row key)`: each is the one row of a key named `record:<handle id>`."""
+    return conn.execute(
+        "SELECT substr(c.conv_id, 8), m.message, m.k FROM tn_convs c JOIN tn_messages m ON m.k = c.cid * 4294967296 "
+        "WHERE c.run_id = ? AND c.conv_id LIKE 'record:%' ORDER BY c.conv_id", (run_id,)).fetchall()

@@ -6,13 +6,15 @@ their results — so the same transactional logic runs synchronously on SQLite's
 asynchronously on psycopg, and neither driver holds any logic of its own (`SqlStore._run`).
 
 Tables (prefix `tn_`): `meta` (schema version), `runs` (one row per run: status, lease, version,
-runtime record), `handles` (one record per handle, replaced in place), `convs` + `messages`
-(transcripts, append-only: a commit inserts the new messages and deletes only what a rewind
-dropped; a conversation is keyed by a small integer `cid`, and a message row by the one integer
-`k = cid * 2**32 + idx`, so a message row costs its JSON and little more, and a conversation's
-messages are one key range), `calls` (`Changes.calls`: journal rows of their own — the agent runtime keeps its journal in
-its handles' records now, so these are rows an earlier version wrote, read and dropped as before),
-`pending` (the answer ledger) and `trace` (the newest lines).
+runtime record), `convs` + `messages` (transcripts, append-only: a commit inserts the new messages
+and deletes only what a rewind dropped; a conversation is keyed by a small integer `cid`, and a
+message row by the one integer `k = cid * 2**32 + idx`, so a message row costs its JSON and little
+more, and a conversation's messages are one key range; a handle's record, replaced in place, is
+the one row of a key of its own, made beside its run's conversations — so the usual commit writes
+its new messages and records in one statement, to one page), `calls` (`Changes.calls`: journal
+rows of their own — the agent runtime keeps its journal in its handles' records now, so these are
+rows an earlier version wrote, read and dropped as before), `pending` (the answer ledger) and
+`trace` (the newest lines).
 
 Concurrency: every write transaction first locks the run's row (PostgreSQL `SELECT … FOR
 UPDATE`; SQLite `BEGIN IMMEDIATE`), then checks the lease, so two processes can never both
@@ -48,6 +50,12 @@ SQL_SCHEMA = 2
 SPAN = 1 << 32
 
 
+# A handle's record is the one row of a key of its own, named `RECORD + handle id` in `tn_convs`
+# (handle ids begin with "root", so no conversation is named so); made with the run's first commit,
+# right after its conversations' keys, so it sits beside the run's newest messages.
+RECORD = "record:"
+
+
 def _span(cid: int) -> tuple[int, int]:
     """The key range `[lo, hi)` holding conversation `cid`'s messages."""
     return cid * SPAN, (cid + 1) * SPAN
@@ -75,14 +83,13 @@ Steps = Generator[Query, Any, T]
 def schema_statements(dialect: str) -> list[str]:
     """The tables, created if missing. On SQLite, tables of small rows are `WITHOUT ROWID` (keyed
     by their primary key alone — `tn_runs` included, so every commit's fenced update walks one
-    tree, not a key index and then the table). Two are ordinary row-id tables, because their rows
-    are large and a `WITHOUT ROWID` tree keeps whole rows in its inner pages and splits by
-    spreading them over three siblings: `tn_handles` (records of ~1 KB, updated in place) and
-    `tn_messages`, whose row id *is* its key `k`, so appending a conversation's next messages
-    fills its last page and then starts a new one instead of splitting pages (measured: a usual
-    commit wrote 3.9 pages on average before, 3.1 after). `tn_convs`' row id is the conversation's
-    small key. A database an earlier build made keeps its layout where the same SQL serves both
-    (`migrate_steps` moves the messages)."""
+    tree, not a key index and then the table). `tn_messages` is an ordinary row-id table whose row
+    id *is* its key `k`: its rows are large (handle records ~1 KB), and a `WITHOUT ROWID` tree keeps
+    whole rows in its inner pages and splits by spreading them over three siblings, while here
+    appending a conversation's next messages fills its last page and then starts a new one
+    (measured, a usual commit: 3.9 pages written on average with records and messages in `WITHOUT
+    ROWID` tables of their own, 2.0 now). `tn_convs`' row id is the conversation's small key. A
+    database in an earlier schema is brought up to date on open (`migrate_steps`)."""
     real = "DOUBLE PRECISION" if dialect == "postgres" else "REAL"
     key = "k BIGINT" if dialect == "postgres" else "k INTEGER"  # on SQLite, the row id itself
     no_rowid = "" if dialect == "postgres" else " WITHOUT ROWID"
@@ -95,9 +102,6 @@ def schema_statements(dialect: str) -> list[str]:
             created_at {real} NOT NULL, updated_at {real} NOT NULL, version {big} NOT NULL,
             format INTEGER NOT NULL, state TEXT, result TEXT, lease TEXT, lease_expires {real},
             trace_seq {big} NOT NULL DEFAULT 0, lease_id TEXT){no_rowid}""",
-        """CREATE TABLE IF NOT EXISTS tn_handles (
-            run_id TEXT NOT NULL, handle_id TEXT NOT NULL, record TEXT NOT NULL,
-            PRIMARY KEY (run_id, handle_id))""",
         f"""CREATE TABLE IF NOT EXISTS tn_convs (
             cid {identity}, run_id TEXT NOT NULL, conv_id TEXT NOT NULL, UNIQUE (run_id, conv_id))""",
         f"""CREATE TABLE IF NOT EXISTS tn_messages ({key} PRIMARY KEY, message TEXT NOT NULL)""",
@@ -165,13 +169,19 @@ def schema_steps(statements: list[str], url: str, dialect: str) -> Steps[None]:
 
 def migrate_steps(version: int, dialect: str) -> Steps[None]:
     """Schema 1 → 2 (inside the opening transaction, so a second process opening the same
-    database at once finds it done): messages move from `(cid, idx)` rows to one integer key."""
+    database at once finds it done): messages move from `(cid, idx)` rows to one integer key,
+    handle records from `tn_handles` to keys of their own beside them."""
     key = "k BIGINT" if dialect == "postgres" else "k INTEGER"
     if version < 2:
         yield Query(f"CREATE TABLE tn_messages_v2 ({key} PRIMARY KEY, message TEXT NOT NULL)")
         yield Query(f"INSERT INTO tn_messages_v2 (k, message) SELECT cid * {SPAN} + idx, message FROM tn_messages")
         yield Query("DROP TABLE tn_messages")
         yield Query("ALTER TABLE tn_messages_v2 RENAME TO tn_messages")
+        yield Query(f"INSERT INTO tn_convs (run_id, conv_id) SELECT run_id, '{RECORD}' || handle_id FROM tn_handles "
+                    "WHERE true ON CONFLICT (run_id, conv_id) DO NOTHING")  # WHERE: SQLite's parser needs it here
+        yield Query(f"INSERT INTO tn_messages (k, message) SELECT c.cid * {SPAN}, h.record FROM tn_handles h "
+                    f"JOIN tn_convs c ON c.run_id = h.run_id AND c.conv_id = '{RECORD}' || h.handle_id")
+        yield Query("DROP TABLE tn_handles")
     yield Query("UPDATE tn_meta SET value = ? WHERE key = 'schema'", (str(SQL_SCHEMA),))
 
 
@@ -385,7 +395,7 @@ class Encoded:
     a commit). A conversation whose key the store does not know yet is made (or found) first in
     the transaction (`made`), and its statements look the key up themselves."""
 
-    handles: list[tuple[str, str, str]]
+    handles: list[tuple[str, str]]  # (handle id, record JSON)
     calls: list[tuple[str, str, str, str]]
     drops: list[tuple[str, str, str]]
     state: Optional[str]
@@ -396,13 +406,13 @@ class Encoded:
     @classmethod
     def of(cls, run_id: str, changes: Changes, keys: Keys) -> "Encoded":
         calls = changes.calls.items()
-        enc = cls([(run_id, hid, dumps(rec)) for hid, rec in changes.handles.items()],
+        enc = cls([(hid, dumps(rec)) for hid, rec in changes.handles.items()],
                   [(run_id, c, k, dumps(entry)) for (c, k), entry in calls if entry is not None],
                   [(run_id, c, k) for (c, k), entry in calls if entry is None],
                   dumps(changes.state) if changes.state is not None else None,
                   dumps(changes.result) if changes.result is not None else None)
         cids: dict[str, "int | tuple[str, str]"] = {}
-        for conv in changes.conversations:
+        for conv in [*changes.conversations, *(RECORD + hid for hid, _ in enc.handles)]:
             cid = keys.get((run_id, conv))
             if cid is None:
                 enc.made.append((run_id, conv))
@@ -411,22 +421,41 @@ class Encoded:
         return enc
 
 
-_HANDLES_UPSERT = ("INSERT INTO tn_handles (run_id, handle_id, record) VALUES (?, ?, ?) "
-                   "ON CONFLICT (run_id, handle_id) DO UPDATE SET record = excluded.record")
+_ROWS_UPSERT = ("INSERT INTO tn_messages (k, message) VALUES (?, ?) "
+                "ON CONFLICT (k) DO UPDATE SET message = excluded.message")
+_ROWS_UPSERT_BY_IDS = (f"INSERT INTO tn_messages (k, message) VALUES ({_CID_OF} * {SPAN} + ?, ?) "
+                       "ON CONFLICT (k) DO UPDATE SET message = excluded.message")
 _CALLS_DELETE = "DELETE FROM tn_calls WHERE run_id = ? AND conv_id = ? AND call_id = ?"
 _CALLS_UPSERT = ("INSERT INTO tn_calls (run_id, conv_id, call_id, entry) VALUES (?, ?, ?, ?) "
                  "ON CONFLICT (run_id, conv_id, call_id) DO UPDATE SET entry = excluded.entry")
 
 
 def _row_writes(changes: Changes, enc: Encoded, cids: "dict[str, int | tuple[str, str]]") -> list[Query]:
-    """The statements writing a commit's handles, transcripts and call journal, given every
-    conversation's key (or its ids, for one the transaction makes: see `_message_writes`)."""
-    writes = []
-    if enc.handles:
-        writes.append(Query(_HANDLES_UPSERT, enc.handles, many=True))
+    """The statements writing a commit's handle records, transcripts and call journal, given every
+    key (or its ids, for one the transaction makes: see `_message_writes`): what a rewind drops
+    first, then every new message and record in one statement (the usual commit: one statement,
+    one page — a handle's record is stored beside its run's newest messages)."""
+    writes: list[Query] = []
+    rows: list[tuple[int, str]] = []
+    rows_by_ids: list[tuple[str, str, int, str]] = []
     for conv_id, ops in changes.conversations.items():
-        drop = ops.stored is None or ops.start < ops.stored  # a rewind (or not known): delete from `start` on
-        writes += _message_writes(cids[conv_id], ops.start, ops.append, drop=drop)
+        cid = cids[conv_id]
+        if ops.stored is None or ops.start < ops.stored:  # a rewind (or not known): delete from `start` on
+            writes += _message_writes(cid, ops.start, [], drop=True)
+        if isinstance(cid, tuple):
+            rows_by_ids += [(*cid, ops.start + i, text) for i, text in enumerate(ops.append)]
+        else:
+            rows += [(cid * SPAN + ops.start + i, text) for i, text in enumerate(ops.append)]
+    for hid, text in enc.handles:
+        cid = cids[RECORD + hid]
+        if isinstance(cid, tuple):
+            rows_by_ids.append((*cid, 0, text))
+        else:
+            rows.append((cid * SPAN, text))
+    if rows:
+        writes.append(Query(_ROWS_UPSERT, rows, many=True))
+    if rows_by_ids:
+        writes.append(Query(_ROWS_UPSERT_BY_IDS, rows_by_ids, many=True))
     if enc.drops:
         writes.append(Query(_CALLS_DELETE, enc.drops, many=True))
     if enc.calls:
@@ -643,19 +672,23 @@ def _messages_of(cid: int) -> Query:
 
 def load_steps(run_id: str, url: str) -> Steps[LoadedRun]:
     row = yield from _must_run(run_id, url, lock=False)
-    handles = yield Query("SELECT handle_id, record FROM tn_handles WHERE run_id = ?", (run_id,), "all")
     convs = yield Query("SELECT cid, conv_id FROM tn_convs WHERE run_id = ?", (run_id,), "all")
     conversations: dict[str, list[Any]] = {}
+    handles: dict[str, Any] = {}
     for cid, conv_id in convs:
         msgs = yield _messages_of(cid)
-        conversations[conv_id] = [loads(m[0]) for m in msgs]
+        if conv_id.startswith(RECORD):
+            if msgs:
+                handles[conv_id[len(RECORD):]] = loads(msgs[0][0])
+        else:
+            conversations[conv_id] = [loads(m[0]) for m in msgs]
     calls = yield Query("SELECT conv_id, call_id, entry FROM tn_calls WHERE run_id = ?", (run_id,), "all")
     pend = yield Query(f"SELECT {_PENDING_COLS} FROM tn_pending WHERE run_id = ? ORDER BY created_at", (run_id,), "all")
     trace = yield Query("SELECT line FROM tn_trace WHERE run_id = ? ORDER BY seq", (run_id,), "all")
     return LoadedRun(
         run_id=row[0], kind=row[1], entry_agent=row[2], status=row[3], created_at=row[4], updated_at=row[5],
         version=int(row[6]), format=int(row[7]), state=loads(row[8]), result=loads(row[9]), lease=loads(row[10]),
-        lease_expires=row[11], handles={h: loads(r) for h, r in handles}, conversations=conversations,
+        lease_expires=row[11], handles=handles, conversations=conversations,
         calls={(c, k): loads(e) for c, k, e in calls}, pending=[_pending_row(p) for p in pend],
         trace=[t[0] for t in trace][-TRACE_KEEP:])
 
@@ -677,7 +710,7 @@ def delete_steps(run_id: str) -> Steps[None]:
     convs = yield Query("SELECT cid FROM tn_convs WHERE run_id = ?", (run_id,), "all")
     for (cid,) in convs:
         yield Query("DELETE FROM tn_messages WHERE k >= ? AND k < ?", _span(int(cid)))
-    for table in ("tn_convs", "tn_handles", "tn_calls", "tn_pending", "tn_trace", "tn_runs"):
+    for table in ("tn_convs", "tn_calls", "tn_pending", "tn_trace", "tn_runs"):
         yield Query(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
 
 
