@@ -666,22 +666,28 @@ def unclaim_steps(request_id: str, holder: Holder) -> Steps[None]:
                     "WHERE request_id = ?", (OPEN, request_id))
 
 
+# Every row of a run (its messages and handle records), one query, in key order.
+_RUN_ROWS = (f"SELECT c.conv_id, m.message FROM tn_convs c LEFT JOIN tn_messages m "
+             f"ON m.k >= c.cid * {SPAN} AND m.k < (c.cid + 1) * {SPAN} WHERE c.run_id = ? ORDER BY c.cid, m.k")
+
+
 def _messages_of(cid: int) -> Query:
     return Query("SELECT message FROM tn_messages WHERE k >= ? AND k < ? ORDER BY k", _span(cid), "all")
 
 
 def load_steps(run_id: str, url: str) -> Steps[LoadedRun]:
     row = yield from _must_run(run_id, url, lock=False)
-    convs = yield Query("SELECT cid, conv_id FROM tn_convs WHERE run_id = ?", (run_id,), "all")
+    rows = yield Query(_RUN_ROWS, (run_id,), "all")
     conversations: dict[str, list[Any]] = {}
     handles: dict[str, Any] = {}
-    for cid, conv_id in convs:
-        msgs = yield _messages_of(cid)
+    for conv_id, text in rows:
         if conv_id.startswith(RECORD):
-            if msgs:
-                handles[conv_id[len(RECORD):]] = loads(msgs[0][0])
+            if text is not None:
+                handles[conv_id[len(RECORD):]] = loads(text)
         else:
-            conversations[conv_id] = [loads(m[0]) for m in msgs]
+            msgs = conversations.setdefault(conv_id, [])
+            if text is not None:  # a conversation with no messages (yet, or rewound to none) is kept, empty
+                msgs.append(loads(text))
     calls = yield Query("SELECT conv_id, call_id, entry FROM tn_calls WHERE run_id = ?", (run_id,), "all")
     pend = yield Query(f"SELECT {_PENDING_COLS} FROM tn_pending WHERE run_id = ? ORDER BY created_at", (run_id,), "all")
     trace = yield Query("SELECT line FROM tn_trace WHERE run_id = ? ORDER BY seq", (run_id,), "all")
