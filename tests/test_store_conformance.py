@@ -151,9 +151,11 @@ async def test_commits_append_transcripts_rewind_only_what_they_drop_and_round_t
         await commit(store, "r1", me, calls={("c", "call-1"): None})
         assert (await store.load("r1")).calls == {}
         await commit(store, "r1", me, conversations={"e": ConversationOps(0, msgs("q"))})
-        await commit(store, "r1", me, conversations={"e": ConversationOps(0, [], 1)})  # rewound to nothing
+        await commit(store, "r1", me, conversations={"e": ConversationOps(0, [], 1)},  # rewound to nothing
+                     handles={"e": {"id": "e"}})
         loaded = await store.load("r1")
         assert (loaded.conversations["e"], len(loaded.conversations["c"])) == ([], 4)
+        assert loaded.handles == {"root": {"id": "root", "n": float("inf")}, "e": {"id": "e"}}
 
 
 async def test_a_store_new_to_a_conversation_rewinds_and_appends_to_it_in_one_commit(shared_store_url):

@@ -54,7 +54,6 @@ KIND_AGENTS = "agents"
 KIND_CONVERSATION = "conversation"
 
 
-
 def new_run_id() -> str:
     """A generated run id: `run-`, the creation time in milliseconds (12 hex digits), then 80
     random bits (20 hex digits). Ids made later sort later, so a new run's rows land at the end of

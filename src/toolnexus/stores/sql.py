@@ -44,15 +44,17 @@ __all__ = ["FlatCommit", "Query", "SqlStore", "schema_statements"]
 
 T = TypeVar("T")
 
-# The SQL stores' own layout (the file store's is `SCHEMA_VERSION`). 2: messages keyed by one integer.
+# The SQL stores' own layout (the file store's is `SCHEMA_VERSION`). 2: messages keyed by one
+# integer, handle records beside them.
 SQL_SCHEMA = 2
 # A message's key is `cid * SPAN + idx`: up to 2**31 conversations, 2**32 messages in each.
 SPAN = 1 << 32
 
 
 # A handle's record is the one row of a key of its own, named `RECORD + handle id` in `tn_convs`
-# (handle ids begin with "root", so no conversation is named so); made with the run's first commit,
-# right after its conversations' keys, so it sits beside the run's newest messages.
+# (an agent run's conversations are named by handle ids, which begin with "root", so none is named
+# so); made with the run's first commit, right after its conversations' keys, so it sits beside the
+# run's newest messages.
 RECORD = "record:"
 
 
@@ -421,6 +423,8 @@ class Encoded:
         return enc
 
 
+# New messages and changed records in one statement: a record replaces the one before it; a
+# message is new (a rewind deleted what it replaces first), so its conflict clause never fires.
 _ROWS_UPSERT = ("INSERT INTO tn_messages (k, message) VALUES (?, ?) "
                 "ON CONFLICT (k) DO UPDATE SET message = excluded.message")
 _ROWS_UPSERT_BY_IDS = (f"INSERT INTO tn_messages (k, message) VALUES ({_CID_OF} * {SPAN} + ?, ?) "
