@@ -374,6 +374,12 @@ async def test_a_database_in_the_first_schema_is_brought_up_to_date_on_open_and_
         "DROP TABLE tn_messages", "ALTER TABLE tn_messages_v1 RENAME TO tn_messages",
         "UPDATE tn_meta SET value = '1' WHERE key = 'schema'"])
     assert len(_sql(shared_store_url, ["SELECT * FROM tn_handles"])) == 2
+
+    async def first_look() -> list[str]:  # two store objects (two processes, say) open it at once
+        async with open_store(shared_store_url) as other:
+            return [r.run_id for r in await other.runs()]
+
+    assert await asyncio.gather(first_look(), first_look()) == [["r1"], ["r1"]]
     async with open_store(shared_store_url) as store:
         loaded = await store.load("r1")
         assert {c: [m["content"] for m in ms] for c, ms in loaded.conversations.items()} == {"c": ["a", "b"],
