@@ -231,6 +231,14 @@ async def test_client_conversations_are_saved_append_only_and_halts_open_request
         assert {s.run_id: s.kind for s in await store.runs()} == {"conversation:chat": "conversation"}
 
 
+async def test_a_client_conversation_may_have_any_id_even_one_a_run_uses_internally(store_url):
+    async with open_store(store_url) as store:
+        await store.save("record:7", [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])
+        assert [m["content"] for m in await store.get("record:7")] == ["hi", "yo"]
+        loaded = await store.load("conversation:record:7")
+        assert ([m["content"] for m in loaded.conversations["record:7"]], loaded.handles) == (["hi", "yo"], {})
+
+
 async def test_a_conversation_changed_by_another_writer_is_a_conflict_not_a_silent_overwrite(shared_store_url):
     async with open_store(shared_store_url) as one, open_store(shared_store_url) as two:
         await one.save("chat", [{"role": "user", "content": "a"}])

@@ -53,8 +53,8 @@ SPAN = 1 << 32
 
 # A handle's record is the one row of a key of its own, named `RECORD + handle id` in `tn_convs`
 # (an agent run's conversations are named by handle ids, which begin with "root", so none is named
-# so); made with the run's first commit, right after its conversations' keys, so it sits beside the
-# run's newest messages.
+# so; a client conversation's run has no records); made with the run's first commit, right after
+# its conversations' keys, so it sits beside the run's newest messages.
 RECORD = "record:"
 
 
@@ -684,8 +684,9 @@ def load_steps(run_id: str, url: str) -> Steps[LoadedRun]:
     rows = yield Query(_RUN_ROWS, (run_id,), "all")
     conversations: dict[str, list[Any]] = {}
     handles: dict[str, Any] = {}
+    records = row[1] != KIND_CONVERSATION  # a client conversation's id is the caller's: any name at all
     for conv_id, text in rows:
-        if conv_id.startswith(RECORD):
+        if records and conv_id.startswith(RECORD):
             if text is not None:
                 handles[conv_id[len(RECORD):]] = loads(text)
         else:
