@@ -39,8 +39,8 @@ __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
 
-# Commits to one file between background checkpoints. A usual commit appends 3 WAL pages (a run's
-# first and last ~6), so ~2,000 pages (8 MB) of log build up; a checkpoint's copy and fsyncs, on two
+# Commits to one file between background checkpoints. A usual commit appends 2 WAL pages (a run's
+# first ~10, its last ~4), so ~1,500 pages (6 MB) of log build up; a checkpoint's copy and fsyncs, on two
 # cores, slow the runs around it, and once per ~47 runs measured ~1% faster at the p50 than once per
 # ~12 (128 commits).
 CHECKPOINT_EVERY = 512
@@ -133,7 +133,7 @@ class SqliteStore(SqlStore):
         cur.execute(flat.first.sql, flat.first.params)
         if cur.rowcount != 1:
             self._steps_here(cur, flat.refuse())
-        if flat.made:  # a new conversation: its key made (once per conversation)
+        if flat.made:  # a new conversation or handle: its key made (once per key)
             self._steps_here(cur, flat.make_keys())
         for query in flat.writes:
             if query.many:
