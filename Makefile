@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: demo test docs fuzz venv clean bench
+.PHONY: demo test docs fuzz venv clean bench conformance
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,19 @@ $(DOCS_STAMP): pyproject.toml $(STAMP)
 # The user guide (docs/ + mkdocs.yml) into site/; any warning fails the build.
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+# The official protocol suites (MCP conformance from npm with its own Node 22; the A2A TCK from a
+# fetched copy at a pinned commit), each against what we serve and what we call; results go to
+# conformance/results/. See docs/conformance.md.
+CONF_NODE := conformance/node_modules/.installed
+$(CONF_NODE): conformance/package.json conformance/package-lock.json
+	cd conformance && npm ci --no-audit --no-fund --loglevel=error
+	touch $(CONF_NODE)
+
+conformance: $(STAMP) $(CONF_NODE)
+	$(PY) conformance/mcp_server.py
+	$(PY) conformance/mcp_client.py
+	$(PY) conformance/a2a_tck.py
 
 clean:
 	rm -rf $(VENV) build site src/*.egg-info .pytest_cache
