@@ -175,7 +175,7 @@ class ToolContext:
     signal: Optional[Any] = None
     timeout: Optional[float] = None  # seconds
     answer: Optional[Answer] = None
-    caller: Optional[ToolCaller] = None
+    caller: Optional[ToolCaller] = field(default=None, kw_only=True)  # keyword-only: the positions are pinned
 
     async def log(self, level: str, message: Any, *, logger: Optional[str] = None) -> None:
         """Send a log message (`level`: one of `LOG_LEVELS`) to the MCP caller; nothing without one."""

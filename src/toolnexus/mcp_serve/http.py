@@ -65,8 +65,8 @@ async def send_json(send: Send, status: int, payload: Any) -> None:
     await _send_whole(send, status, b"application/json", json.dumps(payload).encode(), None)
 
 
-async def _watch_disconnect(receive: Receive, disconnected: asyncio.Event, answered: asyncio.Event) -> None:
-    """Set `disconnected` when the client hangs up before the reply is complete.
+async def _watch_disconnect(receive: Receive, events: tuple[asyncio.Event, ...], answered: asyncio.Event) -> None:
+    """Set `events` when the client hangs up before the reply is complete.
 
     ASGI servers also report `http.disconnect` once a response is finished; that is not a
     hang-up, so it is ignored.
@@ -74,7 +74,8 @@ async def _watch_disconnect(receive: Receive, disconnected: asyncio.Event, answe
     while (await receive()).get("type") != "http.disconnect":
         pass
     if not answered.is_set():
-        disconnected.set()
+        for event in events:
+            event.set()
 
 
 async def reap_task(task: "asyncio.Task[Any]") -> None:
@@ -91,15 +92,18 @@ async def replayed(scope: dict[str, Any], body: bytes, receive: Receive, send: S
     """`(scope, receive, send, started)` for the SDK: `receive` gives `body` once, then waits for a hang-up.
 
     The scope carries `disconnected` (tools' `ctx.signal`); it is set when the client hangs up
-    before the response is complete. `started()` says whether a response has begun.
+    before the response is complete (and may be set by the caller: the server is stopping). Only a
+    real hang-up ends `receive`, so a stopping server still finishes its responses properly.
+    `started.started` says whether a response has begun.
     """
     scope = {**scope, DISCONNECT_SCOPE_KEY: disconnected}
     pending_body: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+    gone = asyncio.Event()
 
     async def replay() -> Message:
         if pending_body:
             return pending_body.pop()
-        await disconnected.wait()
+        await gone.wait()
         return {"type": "http.disconnect"}
 
     state = _Started()
@@ -111,7 +115,7 @@ async def replayed(scope: dict[str, Any], body: bytes, receive: Receive, send: S
             answered.set()  # before sending: the server may report the disconnect right after
         await send(message)
 
-    watcher = asyncio.create_task(_watch_disconnect(receive, disconnected, answered))
+    watcher = asyncio.create_task(_watch_disconnect(receive, (disconnected, gone), answered))
     try:
         yield scope, replay, tracked_send, state
     finally:

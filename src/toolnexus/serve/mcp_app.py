@@ -44,7 +44,9 @@ from ..mcp_serve.server import PromptsLike, ResourcesLike, ToolsLike, fresh_serv
 from ..mcp_serve.sessions import SessionHost
 from .guard import BodyTooLarge, ClientGone, HostGuard, bearer_ok, header, read_body
 
-__all__ = ["McpEndpoint", "opens_session", "wants_stream"]
+__all__ = ["SESSION_GRACE", "McpEndpoint", "opens_session", "wants_stream"]
+
+SESSION_GRACE = 1.0  # seconds calls in sessions get to answer once `stop()` fired their `ctx.signal`
 
 
 def _json_object(body: bytes) -> Optional[Mapping[str, Any]]:
@@ -97,6 +99,7 @@ class McpEndpoint:
         self._sessions_on = profile.get("sessions") is not False
         self._host: Optional[SessionHost] = None
         self._in_flight: set[asyncio.Event] = set()
+        self._session_calls: set[asyncio.Task[Any]] = set()
 
     def _make_server(self) -> Server:
         """This request's server over this request's tools (the provider is read once, here)."""
@@ -124,8 +127,11 @@ class McpEndpoint:
             signal.set()
 
     async def aclose(self) -> None:
-        """Stopping: fire every `ctx.signal`, then end every session and its streams."""
+        """Stopping: fire every `ctx.signal`, give calls in sessions `SESSION_GRACE` seconds to answer,
+        then end every session and its streams (open `GET` streams never finish on their own)."""
         self.abort_in_flight()
+        if self._session_calls:
+            await asyncio.wait(set(self._session_calls), timeout=SESSION_GRACE)
         if self._host is not None:
             await self._host.aclose()
 
@@ -161,16 +167,23 @@ class McpEndpoint:
     async def _in_session(self, session_id: Optional[str], opening: Optional[str], scope: dict[str, Any], body: bytes,
                           receive: Receive, send: Send, signal: asyncio.Event) -> None:
         host = self._session_host()
-        async with replayed(scope, body, receive, send, signal) as (scope, replay, tracked_send, state):
-            try:
-                if session_id is None:
-                    await host.open(opening or LATEST_HANDSHAKE_VERSION, scope, replay, tracked_send)
-                else:
-                    await host.handle(session_id, scope, replay, tracked_send)
-            except Exception:  # noqa: BLE001 - the transport crashed: the pinned 500
-                logger.debug("toolnexus: MCP serve session transport failed", exc_info=True)
-                if not state.started:
-                    await send_text(send, 500, "mcp error")
+        task = asyncio.current_task() if scope.get("method") == "POST" else None
+        if task is not None:
+            self._session_calls.add(task)
+        try:
+            async with replayed(scope, body, receive, send, signal) as (scope, replay, tracked_send, state):
+                try:
+                    if session_id is None:
+                        await host.open(opening or LATEST_HANDSHAKE_VERSION, scope, replay, tracked_send)
+                    else:
+                        await host.handle(session_id, scope, replay, tracked_send)
+                except Exception:  # noqa: BLE001 - the transport crashed: the pinned 500
+                    logger.debug("toolnexus: MCP serve session transport failed", exc_info=True)
+                    if not state.started:
+                        await send_text(send, 500, "mcp error")
+        finally:
+            if task is not None:
+                self._session_calls.discard(task)
 
     async def _stateless(self, scope: dict[str, Any], body: bytes, receive: Receive, send: Send,
                          signal: asyncio.Event) -> None:
