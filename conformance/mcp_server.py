@@ -19,12 +19,12 @@ import datetime
 import json
 import os
 import re
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -56,22 +56,21 @@ def _suite_version() -> str:
         return "unknown"
 
 
-def _start_server() -> tuple[subprocess.Popen[str], str]:
+def _start_server(errlog: Any) -> tuple[subprocess.Popen[str], str]:
+    """`toolnexus serve` on an ephemeral port; its stderr goes to `errlog`; returns it and its /mcp URL."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "toolnexus", "serve", "--mcp", "--no-builtins", "--tools-from", "mcp_app:ITEMS",
            "--addr", "127.0.0.1:0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=HERE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errlog, text=True, env=env, cwd=HERE)
     assert proc.stdout is not None
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    line = ""
-    while time.monotonic() < deadline and not line:
-        line = proc.stdout.readline().strip()
-        if proc.poll() is not None:
-            break
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        ready = sel.select(SERVER_START_TIMEOUT)
+    line = proc.stdout.readline().strip() if ready else ""
     if not line.startswith("http"):
         _stop(proc)
-        err = proc.stderr.read() if proc.stderr else ""
-        raise SystemExit(f"mcp_server: the served toolkit did not start ({line!r}):\n{err}")
+        errlog.seek(0)
+        raise SystemExit(f"mcp_server: the served toolkit did not start ({line!r}):\n{errlog.read()}")
     return proc, line + "/mcp"
 
 
@@ -130,11 +129,12 @@ def _markdown(report: dict[str, Any]) -> str:
 
 def main() -> int:
     out = Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
-    proc, url = _start_server()
-    try:
-        log = _run_suite(url, out)
-    finally:
-        _stop(proc)
+    with tempfile.TemporaryFile("w+") as errlog:
+        proc, url = _start_server(errlog)
+        try:
+            log = _run_suite(url, out)
+        finally:
+            _stop(proc)
     try:
         results = _verdicts(out)
     finally:
