@@ -165,7 +165,8 @@ async def test_skills_files_are_served_confined_to_the_skill_directory(tmp_path:
             await s.read_resource("skill://pdf/.env")
     assert uris == ["skill://pdf/SKILL.md", "skill://pdf/blob.bin", "skill://pdf/link.txt", "skill://pdf/ref/notes.md"]
     assert isinstance(instructions, mtypes.TextResourceContents) and "Use ref/notes.md." in instructions.text
-    assert isinstance(notes, mtypes.TextResourceContents) and (notes.text, notes.mime_type) == ("notes", "text/markdown")
+    assert isinstance(notes, mtypes.TextResourceContents)
+    assert (notes.text, notes.mime_type) == ("notes", "text/markdown")
     assert isinstance(blob, mtypes.BlobResourceContents) and blob.blob == "//4A"
     assert "not the skill's" not in str(refused.value)
 

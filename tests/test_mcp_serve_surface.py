@@ -175,7 +175,8 @@ async def test_a_served_tool_samples_the_http_clients_model(server: ServeProcess
 @asynccontextmanager
 async def _raw_session(url: str, http: httpx.AsyncClient) -> AsyncIterator[dict[str, str]]:
     """Open a session by hand (2025-11-25, declaring sampling); yields the headers later requests send."""
-    init = {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}, "clientInfo": {"name": "t", "version": "1"}}
+    init = {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
+            "clientInfo": {"name": "t", "version": "1"}}
     opened = await http.post(url, headers=ACCEPT, json={"jsonrpc": "2.0", "id": 0, "method": "initialize",
                                                         "params": init})
     assert opened.status_code == 200 and opened.headers["content-type"].startswith("text/event-stream")

@@ -47,7 +47,8 @@ def _first_claims(items: list[Any], key: Callable[[Any], str], what: str) -> lis
     for item in items:
         name = key(item)
         if name in seen:
-            warn_once(f"mcp-serve-{what}:{name}", f'[toolnexus] MCP serve: two {what}s claim "{name}" — keeping the first')
+            warn_once(f"mcp-serve-{what}:{name}",
+                      f'[toolnexus] MCP serve: two {what}s claim "{name}" — keeping the first')
         else:
             seen[name] = item
     return list(seen.values())
