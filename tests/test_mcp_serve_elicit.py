@@ -2,7 +2,8 @@
 
 Over HTTP the official client's modern era (2026-07-28, the default `mcp.client.Client` mode)
 gets `InputRequiredResult`; its elicitation callback answers and the tool is re-run with
-`ctx.answer`. Over a back channel (in-process legacy session) the server asks mid-call.
+`ctx.answer`. Over a back channel (in-process legacy session, or an HTTP session opened for a
+client that declared elicitation) the server asks mid-call.
 """
 
 from __future__ import annotations
@@ -72,8 +73,17 @@ async def test_a_client_without_elicitation_gets_the_suspension_as_error_text() 
     assert (result.content[0].text, result.is_error) == (PROMPT, True)
 
 
-async def test_stateless_handshake_era_http_has_no_back_channel_so_the_suspension_is_error_text() -> None:
+async def test_a_handshake_era_http_client_that_declared_elicitation_gets_a_session_and_is_asked() -> None:
+    seen: list = []
     async with served(make_toolkit(Recorder()), mcp={}) as h:
+        async with mcp_session(h.url + "/mcp", elicitation_callback=answering("accept", {"n": "x"}, seen)) as s:
+            result = await s.call_tool("ask", {})
+    assert (result.content[0].text, result.is_error) == ("hello x (hi)", False)
+    assert [p.message for p in seen] == [PROMPT]
+
+
+async def test_with_sessions_off_stateless_http_has_no_back_channel_so_the_suspension_is_error_text() -> None:
+    async with served(make_toolkit(Recorder()), mcp={"sessions": False}) as h:
         async with mcp_session(h.url + "/mcp", elicitation_callback=answering("accept", {"n": "x"})) as s:
             result = await s.call_tool("ask", {})
     assert (result.content[0].text, result.is_error) == (PROMPT, True)

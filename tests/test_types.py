@@ -35,7 +35,8 @@ def test_dataclass_field_order_is_positional_contract():
     # ours, keyword-only so the positional contract is untouched: declared safe to re-run after a crash
     assert [(f.name, f.default) for f in dataclasses.fields(Tool) if f.kw_only] == [("idempotent", False)]
     assert [f.name for f in dataclasses.fields(ToolResult)] == ["output", "is_error", "metadata", "parts"]
-    assert [f.name for f in dataclasses.fields(ToolContext)] == ["signal", "timeout", "answer"]
+    assert [f.name for f in dataclasses.fields(ToolContext) if not f.kw_only] == ["signal", "timeout", "answer"]
+    assert [(f.name, f.default) for f in dataclasses.fields(ToolContext) if f.kw_only] == [("caller", None)]
     assert [f.name for f in dataclasses.fields(Request)] == ["id", "kind", "prompt", "url", "data", "expiresAt"]
     assert [f.name for f in dataclasses.fields(Answer)] == ["id", "ok", "data", "reason"]
     assert ToolResult("x", False, {"a": 1}).metadata == {"a": 1}

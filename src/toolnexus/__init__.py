@@ -21,6 +21,7 @@ from .types import (
     McpStatus,
     Request,
     Tool,
+    ToolCaller,
     ToolContext,
     ToolResult,
     ToolSource,
@@ -65,6 +66,7 @@ _register(
     "load_mcp load_mcp_with_context parse_mcp_config",
 )
 _register(".mcp_serve", "MCPServeConfig OnCall build_mcp_server exposed_mcp_tools")
+_register(".resources", "Prompt PromptArgument Resource ResourceCatalog ResourceContent prompt resource")
 _register(
     ".skill",
     "SKILL_TOOL_DESCRIPTION SKILLS_PROMPT_PREAMBLE SkillDef SkillInfo SkillInventory SkillSkip "
@@ -174,6 +176,15 @@ if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out 
         load_mcp as load_mcp,
         load_mcp_with_context as load_mcp_with_context,
         parse_mcp_config as parse_mcp_config,
+    )
+    from .resources import (
+        Prompt as Prompt,
+        PromptArgument as PromptArgument,
+        Resource as Resource,
+        ResourceCatalog as ResourceCatalog,
+        ResourceContent as ResourceContent,
+        prompt as prompt,
+        resource as resource,
     )
     from .mcp_serve import (
         MCPServeConfig as MCPServeConfig,
@@ -313,6 +324,7 @@ __all__ = [
     "McpStatus",
     "Request",
     "Tool",
+    "ToolCaller",
     "ToolContext",
     "ToolResult",
     "ToolSource",

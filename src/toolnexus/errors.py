@@ -14,8 +14,12 @@ them. The tree (each entry: where it is defined, what it means):
     │   │                                           builtins dict, OpenAPI document, skills, agents
     │   ├── InputTooLarge               errors      a peer sent more than a buffer's cap: an MCP
     │   │                                           stdout line, an SSE line/event, an LLM body
-    │   └── NotJsonRpc                  mcp_source  a stdout line of an MCP server that is not
-    │                                   .handshake  JSON-RPC; never raised (handed to the session)
+    │   ├── NotJsonRpc                  mcp_source  a stdout line of an MCP server that is not
+    │   │                               .handshake  JSON-RPC; never raised (handed to the session)
+    │   ├── ResourceError               resources   a resource defined or read wrongly (a template
+    │   │                                           variable without a parameter, a non-JSON value)
+    │   └── PromptError                 resources   a prompt defined wrongly, or arguments missing,
+    │                                               unknown or not strings
     ├── ToolnexusTypeError              errors      an argument of the wrong type (also TypeError);
     │                                               e.g. `Answer(ok="yes")`
     ├── ToolnexusRuntimeError           errors      an operation that cannot proceed (also

@@ -23,9 +23,9 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Awaitable, Callable, Literal, Optional
+from typing import Any, Awaitable, Callable, Literal, Optional, Protocol
 
-from .errors import ToolnexusTypeError, ToolnexusValueError
+from .errors import ToolnexusTypeError, ToolnexusValueError, UnsupportedOperation
 
 __all__ = [
     "JSONSchema",
@@ -34,6 +34,8 @@ __all__ = [
     "Tool",
     "ToolResult",
     "ToolContext",
+    "ToolCaller",
+    "LOG_LEVELS",
     "Request",
     "Answer",
     "pending",
@@ -145,13 +147,60 @@ class Request:
         return _from_mapping(cls, m)
 
 
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+class ToolCaller(Protocol):
+    """The back channel to whoever called a tool, set as `ToolContext.caller` while a served MCP
+    request runs it (`toolnexus.mcp_serve`). Use it through the `ToolContext` methods."""
+
+    async def log(self, level: str, data: Any, logger: Optional[str] = None) -> None: ...
+
+    async def progress(self, progress: float, total: Optional[float] = None, message: Optional[str] = None) -> None: ...
+
+    async def sample(self, messages: Any, *, max_tokens: int, system: Optional[str] = None,
+                     temperature: Optional[float] = None, stop: Optional[list[str]] = None) -> str: ...
+
+    async def close_stream(self) -> None: ...
+
+
 @dataclass
 class ToolContext:
-    """Per-call context. `answer` is set only on the retry after a suspension was resolved."""
+    """Per-call context. `answer` is set only on the retry after a suspension was resolved.
+
+    `caller` is the MCP caller's back channel while a served request runs the tool (None
+    elsewhere): `log`, `progress` and `sample` use it, and the first two do nothing without it.
+    """
 
     signal: Optional[Any] = None
     timeout: Optional[float] = None  # seconds
     answer: Optional[Answer] = None
+    caller: Optional[ToolCaller] = field(default=None, kw_only=True)  # keyword-only: the positions are pinned
+
+    async def log(self, level: str, message: Any, *, logger: Optional[str] = None) -> None:
+        """Send a log message (`level`: one of `LOG_LEVELS`) to the MCP caller; nothing without one."""
+        if level not in LOG_LEVELS:
+            raise ToolnexusValueError(f"ctx.log: level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+        if self.caller is not None:
+            await self.caller.log(level, message, logger)
+
+    async def progress(self, progress: float, total: Optional[float] = None, message: Optional[str] = None) -> None:
+        """Report progress to the MCP caller when its request asked for it (a progress token)."""
+        if self.caller is not None:
+            await self.caller.progress(progress, total, message)
+
+    async def sample(self, prompt: Any, *, max_tokens: int = 1000, system: Optional[str] = None,
+                     temperature: Optional[float] = None, stop: Optional[list[str]] = None) -> str:
+        """Ask the MCP caller's model (`prompt`: a text, or a list of `{"role", "content"}`); its reply text.
+
+        Raises `UnsupportedOperation` when no caller can be asked: the tool is not running for a
+        served MCP request, or the client did not declare sampling, or it has no back channel.
+        """
+        if self.caller is None:
+            raise UnsupportedOperation("ctx.sample(): no model to ask — sampling works only while the tool runs "
+                                       "for an MCP client that declared sampling")
+        return await self.caller.sample(prompt, max_tokens=max_tokens, system=system, temperature=temperature,
+                                        stop=stop)
 
 
 # Generated ids keep the pinned shape `pnd-<hex ms>-<n>`, but `n` starts at a random offset so

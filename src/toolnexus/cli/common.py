@@ -50,7 +50,8 @@ TOOLKIT_FLAGS = [
     Flag("skills", "DIR", "a skills folder (SKILL.md files)", repeat=True),
     Flag("no-builtins", None, "leave out the ten built-in tools (bash, read, write, edit, ...)"),
     Flag("disable-tool", "NAME", "leave out the tool with this name", repeat=True),
-    Flag("tools-from", "MODULE:ATTR", "add Python tools: a list of Tool, or a function returning one", repeat=True),
+    Flag("tools-from", "MODULE:ATTR", "add Python tools: a list of Tool (serve: also @resource/@prompt items), "
+         "or a function returning one", repeat=True),
 ]
 MODEL_FLAGS = [
     Flag("base-url", "URL", "the LLM endpoint's base URL (e.g. https://api.openai.com/v1)"),
@@ -152,21 +153,29 @@ def load_object(spec: str) -> Any:
     return obj
 
 
-async def _extra_tools(specs: list[str]) -> list[Any]:
+async def _extra_tools(specs: list[str], served: Optional[list[Any]] = None) -> list[Any]:
+    """The tools the specs give; `@resource` / `@prompt` items go to `served` (when serving MCP)."""
+    from ..resources import Prompt, Resource
     from ..types import Tool
 
     tools: list[Any] = []
     for spec in specs:
         found = load_object(spec)
-        if callable(found) and not isinstance(found, Tool):
+        if callable(found) and not isinstance(found, (Tool, Resource, Prompt)):
             found = found()
             if asyncio.iscoroutine(found):
                 found = await found
-        items = [found] if isinstance(found, Tool) else list(found or [])
-        bad = [type(t).__name__ for t in items if not isinstance(t, Tool)]
-        if bad:
-            raise ToolnexusValueError(f'--tools-from "{spec}" gave a {bad[0]}, not a Tool')
-        tools += items
+        items = [found] if isinstance(found, (Tool, Resource, Prompt)) else list(found or [])
+        for item in items:
+            if isinstance(item, Tool):
+                tools.append(item)
+            elif isinstance(item, (Resource, Prompt)) and served is not None:
+                served.append(item)
+            elif isinstance(item, (Resource, Prompt)):
+                raise ToolnexusValueError(f'--tools-from "{spec}" gave a {type(item).__name__}: resources and '
+                                          "prompts are served by `toolnexus serve --mcp` (or --mcp-stdio)")
+            else:
+                raise ToolnexusValueError(f'--tools-from "{spec}" gave a {type(item).__name__}, not a Tool')
     return tools
 
 
@@ -196,17 +205,18 @@ async def load_config(opts: dict[str, Any]) -> Optional[dict[str, Any]]:
 
 
 async def build_toolkit(opts: dict[str, Any], *, config: Optional[dict[str, Any]] = None,
-                        wait_for: Optional[Callable[..., Any]] = None) -> Any:
+                        wait_for: Optional[Callable[..., Any]] = None, served: Optional[list[Any]] = None) -> Any:
     """The toolkit the flags describe; any failure is `CliExit(1, "error: <message>")`.
 
-    `config` is the already-read `--config` file; without it the file is read here.
+    `config` is the already-read `--config` file; without it the file is read here. `served`
+    (for `toolnexus serve`) collects the `@resource` / `@prompt` items of `--tools-from`.
     """
     from ..toolkit import create_toolkit
 
     if config is None:
         config = await load_config(opts)
     try:
-        extra = await _extra_tools(opts.get("tools_from") or [])
+        extra = await _extra_tools(opts.get("tools_from") or [], served)
         return await create_toolkit(
             config,
             skills_dir=list(opts.get("skills") or []) or None,

@@ -15,6 +15,8 @@ That refusal is a usage error (exit 2); a bind failure is exit 1.
 `--mcp-stdio` serves the toolkit's tools as an MCP server on stdin/stdout for desktop hosts that
 launch servers as a command (same tool filter and suspension bridge as `/mcp`); it takes no
 `--a2a`/`--mcp`, prints nothing on stdout but the protocol, and exits 0 when stdin closes.
+Over MCP (either way) the `@resource` / `@prompt` items a `--tools-from` list holds are served
+too, with the skills' files (see `toolnexus.mcp_serve.skill_files`).
 """
 
 from __future__ import annotations
@@ -95,6 +97,16 @@ def _profiles(opts: dict[str, Any], config: Optional[dict[str, Any]], token: Opt
     return a2a, mcp
 
 
+def _add_served(profile: dict[str, Any], served: list[Any]) -> None:
+    """The `@resource` / `@prompt` items `--tools-from` gave, after the profile's own."""
+    from ..resources import Prompt, Resource
+
+    for key, kind in (("resources", Resource), ("prompts", Prompt)):
+        items = [item for item in served if isinstance(item, kind)]
+        if items:
+            profile[key] = [*(profile.get(key) or []), *items]
+
+
 def _stop_event() -> asyncio.Event:
     """Set on SIGINT or SIGTERM (the handlers are removed again by `_restore_signals`)."""
     stop = asyncio.Event()
@@ -124,7 +136,12 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
         require_key(opts, console)
         if opts.get("store"):
             a2a["store"] = open_store(opts["store"])
-    toolkit = await build_toolkit(opts, config=config)
+    served: list[Any] = []
+    toolkit = await build_toolkit(opts, config=config, served=served)
+    if mcp is not None:
+        _add_served(mcp, served)
+    elif served:
+        console.err("warning: resources and prompts from --tools-from are served over MCP only (pass --mcp)")
     client = None
     store = a2a.get("store") if a2a is not None else None
     try:
@@ -179,6 +196,7 @@ async def _stdio(opts: dict[str, Any], console: Console) -> int:
         raise CliExit(2, "error: --mcp-stdio serves MCP on stdin/stdout; it cannot be combined with --a2a or --mcp")
     from ..mcp_serve import serve_mcp_stdio
     from ..mcp_serve.config import check_config
+    from ..mcp_serve.skill_files import toolkit_catalog
 
     config = await load_config(opts)
     profile = _layer((config or {}).get("mcpServer"), {
@@ -188,9 +206,13 @@ async def _stdio(opts: dict[str, Any], console: Console) -> int:
         check_config(profile, where='config "mcpServer"')
     except (TypeError, ValueError) as exc:
         raise CliExit(2, f"error: {exc}") from None
-    toolkit = await build_toolkit(opts, config=config)
+    served: list[Any] = []
+    toolkit = await build_toolkit(opts, config=config, served=served)
     try:
-        serving = asyncio.ensure_future(serve_mcp_stdio(toolkit.tools, profile))
+        _add_served(profile, served)
+        resources, prompts = toolkit_catalog(toolkit.tools, toolkit.skill_infos, toolkit.sources, profile)
+        serving = asyncio.ensure_future(serve_mcp_stdio(toolkit.tools, profile, resources=resources,
+                                                        prompts=prompts))
         stop = _stop_event()
         stopper = asyncio.ensure_future(stop.wait())
         try:

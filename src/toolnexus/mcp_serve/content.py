@@ -1,4 +1,5 @@
-"""Mapping a `ToolResult` onto the MCP wire: `CallToolResult` content and the listed `Tool`.
+"""Mapping onto the MCP wire: a `ToolResult` as `CallToolResult` content, the listed `Tool`, and the
+content of prompt messages (the same part mapping, plus MCP resource blocks taken as they are).
 
 One mapping for every protocol revision the SDK speaks (it re-validates per revision on the way
 out). What it deliberately does not do: send `ToolResult.metadata` (never leaves the process),
@@ -12,11 +13,13 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 import mcp_types as mtypes
+from pydantic import ValidationError
 
 from .._diag import warn_once
+from ..resources import PromptError
 from ..types import Tool, ToolResult
 
-__all__ = ["OCTET_STREAM", "call_tool_result", "listed_tool", "part_to_content"]
+__all__ = ["OCTET_STREAM", "call_tool_result", "listed_tool", "part_to_content", "prompt_content"]
 
 OCTET_STREAM = "application/octet-stream"
 _MAX_NAME = 64
@@ -57,6 +60,25 @@ def part_to_content(part: Any) -> Optional[ContentBlock]:
         if url is not None:
             return mtypes.ResourceLink(type="resource_link", uri=url, name=name or url, mime_type=_mime(part))
     return None
+
+
+def prompt_content(part: Mapping[str, Any]) -> ContentBlock:
+    """A prompt message's content: a content part as for tool results, or an MCP resource block as is.
+
+    Raises `PromptError` for a part MCP cannot carry (e.g. a url-only image).
+    """
+    kind = part.get("type")
+    try:
+        if kind == "resource":
+            return mtypes.EmbeddedResource.model_validate(dict(part))
+        if kind == "resource_link":
+            return mtypes.ResourceLink.model_validate(dict(part))
+    except ValidationError as exc:
+        raise PromptError(f"a prompt message holds an invalid {kind} block: {exc.errors()[0]['msg']}") from None
+    block = part_to_content(part)
+    if block is None:
+        raise PromptError(f"a prompt message holds a {kind or 'typeless'} part MCP cannot carry (media needs data)")
+    return block
 
 
 def call_tool_result(result: ToolResult) -> mtypes.CallToolResult:

@@ -1,9 +1,12 @@
-"""One stateless streamable-HTTP MCP exchange, over ASGI or in memory.
+"""One stateless streamable-HTTP MCP exchange, over ASGI or in memory; the body replay both modes use.
 
-`mcp_exchange` is the single code path for both the served `/mcp` endpoint and
-`serve_mcp_http_request`: a fresh SDK session manager in stateless JSON mode (fresh transport per
+`mcp_exchange` is the single stateless code path for both the served `/mcp` endpoint and
+`serve_mcp_http_request`: a fresh SDK session manager in stateless mode (fresh transport per
 request, no `Mcp-Session-Id`, `tools/list` works without `initialize`, both the handshake era and
-the 2026-07-28 per-request era), torn down after the one request.
+the 2026-07-28 per-request era), torn down after the one request. It answers in one JSON body,
+unless the request asks for a stream (`json_response=False`, which the endpoint chooses for a
+request carrying a progress token): then the answer is an SSE stream that carries the call's
+progress and log notifications before its result.
 
 HTTP rules applied before the SDK sees the request:
 - only `POST` carries MCP: `GET` (the standalone event stream) and every other method get
@@ -11,8 +14,9 @@ HTTP rules applied before the SDK sees the request:
   immediately is what keeps a GET from holding the loop or `stop()` hostage;
 - `Accept` must name both `application/json` and `text/event-stream` (wildcards count) ⇒ else 406;
 - a crash of the transport before any reply ⇒ `500`, body `mcp error`.
-The body arrives already read (the endpoint caps it); the remaining ASGI `receive` is only
-watched for `http.disconnect`, which sets the event tools see as `ctx.signal`.
+The body arrives already read (the endpoint caps it); `replayed` hands it to the SDK and watches
+the remaining ASGI `receive` for `http.disconnect`, which sets the event tools see as `ctx.signal`
+(stateful sessions use it too).
 Not here: Host/Origin checks, body cap, bearer auth — those belong to the listening endpoint
 (`toolnexus.serve.mcp_app`), which knows what it is bound to.
 """
@@ -21,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
 from typing import Any, Optional
 
 from mcp.server.lowlevel import Server
@@ -32,7 +37,8 @@ from starlette.requests import Request as StarletteRequest
 from .._diag import logger
 from .server import DISCONNECT_SCOPE_KEY
 
-__all__ = ["Message", "Receive", "Send", "mcp_exchange", "reap_task", "send_text", "serve_mcp_http_request"]
+__all__ = ["Message", "Receive", "Send", "mcp_exchange", "reap_task", "replayed", "send_json", "send_text",
+           "serve_mcp_http_request"]
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -54,12 +60,13 @@ async def send_text(send: Send, status: int, text: str, headers: Optional[Header
     await _send_whole(send, status, b"text/plain; charset=utf-8", text.encode(), headers)
 
 
-async def _send_json(send: Send, status: int, payload: Any) -> None:
+async def send_json(send: Send, status: int, payload: Any) -> None:
+    """A complete JSON response."""
     await _send_whole(send, status, b"application/json", json.dumps(payload).encode(), None)
 
 
-async def _watch_disconnect(receive: Receive, disconnected: asyncio.Event, answered: asyncio.Event) -> None:
-    """Set `disconnected` when the client hangs up before the reply is complete.
+async def _watch_disconnect(receive: Receive, events: tuple[asyncio.Event, ...], answered: asyncio.Event) -> None:
+    """Set `events` when the client hangs up before the reply is complete.
 
     ASGI servers also report `http.disconnect` once a response is finished; that is not a
     hang-up, so it is ignored.
@@ -67,7 +74,8 @@ async def _watch_disconnect(receive: Receive, disconnected: asyncio.Event, answe
     while (await receive()).get("type") != "http.disconnect":
         pass
     if not answered.is_set():
-        disconnected.set()
+        for event in events:
+            event.set()
 
 
 async def reap_task(task: "asyncio.Task[Any]") -> None:
@@ -78,6 +86,46 @@ async def reap_task(task: "asyncio.Task[Any]") -> None:
         task.exception()  # retrieved: a receive() failure after the reply is of no interest
 
 
+@asynccontextmanager
+async def replayed(scope: dict[str, Any], body: bytes, receive: Receive, send: Send,
+                   disconnected: asyncio.Event) -> AsyncIterator[tuple[dict[str, Any], Receive, Send, "_Started"]]:
+    """`(scope, receive, send, started)` for the SDK: `receive` gives `body` once, then waits for a hang-up.
+
+    The scope carries `disconnected` (tools' `ctx.signal`); it is set when the client hangs up
+    before the response is complete (and may be set by the caller: the server is stopping). Only a
+    real hang-up ends `receive`, so a stopping server still finishes its responses properly.
+    `started.started` says whether a response has begun.
+    """
+    scope = {**scope, DISCONNECT_SCOPE_KEY: disconnected}
+    pending_body: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+    gone = asyncio.Event()
+
+    async def replay() -> Message:
+        if pending_body:
+            return pending_body.pop()
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    state = _Started()
+    answered = asyncio.Event()
+
+    async def tracked_send(message: Message) -> None:
+        state.started = state.started or message.get("type") == "http.response.start"
+        if message.get("type") == "http.response.body" and not message.get("more_body", False):
+            answered.set()  # before sending: the server may report the disconnect right after
+        await send(message)
+
+    watcher = asyncio.create_task(_watch_disconnect(receive, (disconnected, gone), answered))
+    try:
+        yield scope, replay, tracked_send, state
+    finally:
+        await reap_task(watcher)
+
+
+class _Started:
+    started = False
+
+
 async def mcp_exchange(
     server: Server,
     scope: dict[str, Any],
@@ -86,11 +134,12 @@ async def mcp_exchange(
     send: Send,
     *,
     disconnected: Optional[asyncio.Event] = None,
+    json_response: bool = True,
 ) -> None:
     """Answer one HTTP request (`body` already read) with `server`, statelessly.
 
     `disconnected` (made here when not given) becomes the tools' `ctx.signal`; the caller may
-    also set it, e.g. when the server is stopping.
+    also set it, e.g. when the server is stopping. `json_response=False` answers as an SSE stream.
     """
     if scope.get("method") != "POST":
         await send_text(send, 405, "method not allowed", [(b"allow", b"POST")])
@@ -98,42 +147,21 @@ async def mcp_exchange(
     has_json, has_sse = check_accept_headers(StarletteRequest(scope))
     if not (has_json and has_sse):
         error = {"code": -32600, "message": _NOT_ACCEPTABLE}
-        await _send_json(send, 406, {"jsonrpc": "2.0", "id": None, "error": error})
+        await send_json(send, 406, {"jsonrpc": "2.0", "id": None, "error": error})
         return
 
     disconnected = disconnected if disconnected is not None else asyncio.Event()
-    scope = {**scope, DISCONNECT_SCOPE_KEY: disconnected}
-    pending_body: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def replay() -> Message:
-        if pending_body:
-            return pending_body.pop()
-        await disconnected.wait()
-        return {"type": "http.disconnect"}
-
-    started = False
-    answered = asyncio.Event()
-
-    async def tracked_send(message: Message) -> None:
-        nonlocal started
-        started = started or message.get("type") == "http.response.start"
-        if message.get("type") == "http.response.body" and not message.get("more_body", False):
-            answered.set()  # before sending: the server may report the disconnect right after
-        await send(message)
-
-    watcher = asyncio.create_task(_watch_disconnect(receive, disconnected, answered))
-    try:
-        manager = StreamableHTTPSessionManager(
-            app=server, stateless=True, json_response=True, max_request_body_size=_NO_LIMIT
-        )
-        async with manager.run():
-            await manager.handle_request(scope, replay, tracked_send)
-    except Exception:  # noqa: BLE001 - the transport crashed: the pinned 500
-        logger.debug("toolnexus: MCP serve transport failed", exc_info=True)
-        if not started:
-            await send_text(send, 500, "mcp error")
-    finally:
-        await reap_task(watcher)
+    async with replayed(scope, body, receive, send, disconnected) as (scope, replay, tracked_send, state):
+        try:
+            manager = StreamableHTTPSessionManager(
+                app=server, stateless=True, json_response=json_response, max_request_body_size=_NO_LIMIT
+            )
+            async with manager.run():
+                await manager.handle_request(scope, replay, tracked_send)
+        except Exception:  # noqa: BLE001 - the transport crashed: the pinned 500
+            logger.debug("toolnexus: MCP serve transport failed", exc_info=True)
+            if not state.started:
+                await send_text(send, 500, "mcp error")
 
 
 def _latin1(value: Any) -> bytes:

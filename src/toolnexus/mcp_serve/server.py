@@ -1,9 +1,15 @@
-"""`build_mcp_server`: toolkit tools behind an mcp 2.x low-level `Server`.
+"""`build_mcp_server`: toolkit tools (and resources and prompts) behind an mcp 2.x low-level `Server`.
 
-Handlers are constructor kwargs (`on_list_tools`, `on_call_tool`), as mcp 2.x wants. The tool set
-is read on every request from a list or a zero-argument provider (`Toolkit.tools`), so tools
-registered after the server was built are listed and callable. The server holds no per-client
-state: it can answer one stateless HTTP exchange, or serve a long-lived stdio/in-memory session.
+Handlers are constructor kwargs (`on_list_tools`, `on_call_tool`, ...), as mcp 2.x wants. The tool
+set is read on every request from a list or a zero-argument provider (`Toolkit.tools`), so tools
+registered after the server was built are listed and callable; resources and prompts likewise
+(`toolnexus.mcp_serve.catalog`), served only when given. `logging/setLevel` is always served (tools
+may log). What the server remembers per connection — log level, subscriptions — lives in its
+`Peers` (`toolnexus.mcp_serve.peers`); it can answer one stateless HTTP exchange, serve a
+long-lived stdio/in-memory connection, or many HTTP sessions (`toolnexus.mcp_serve.sessions`).
+
+Each call's `ToolContext` carries `signal` (the HTTP client hung up, or the server is stopping),
+`answer` (on the re-run after an elicitation) and `caller` (log, progress, sampling, SSE polling).
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ from mcp.shared.exceptions import MCPError
 from .._diag import logger, warn_once
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from . import bridge
+from .catalog import Catalog, PromptsLike, ResourcesLike
 from .config import DEFAULT_NAME, DEFAULT_VERSION, MCPServeConfig, OnCall, check_config, exposed_mcp_tools
 from .content import call_tool_result, listed_tool
 from .errors import ServeTypeError
+from .peers import McpCaller, Peers
 
-__all__ = ["DISCONNECT_SCOPE_KEY", "ToolsLike", "build_mcp_server", "fresh_server"]
+__all__ = ["DISCONNECT_SCOPE_KEY", "PromptsLike", "ResourcesLike", "ToolsLike", "build_mcp_server", "fresh_server",
+           "session_server"]
 
 ToolsLike = Union[list[Tool], Callable[[], list[Tool]]]
 
@@ -83,9 +92,10 @@ def _warn_uncarriable(tool: Tool) -> None:
 class _Calls:
     """The `tools/list` and `tools/call` handlers over a live tool set."""
 
-    def __init__(self, exposed: Callable[[], list[Tool]], on_call: Optional[OnCall]) -> None:
+    def __init__(self, exposed: Callable[[], list[Tool]], on_call: Optional[OnCall], peers: Peers) -> None:
         self.exposed = exposed
         self._on_call = on_call
+        self._peers = peers
 
     async def list_tools(self, ctx: Any, params: Any) -> mtypes.ListToolsResult:
         listed = [entry for entry in map(listed_tool, self.exposed()) if entry is not None]
@@ -98,19 +108,22 @@ class _Calls:
         args = dict(params.arguments or {})
         signal = _disconnect_signal(ctx)
 
+        caller = McpCaller(ctx, self._peers)
+
         resumed = bridge.resumed_round(tool.name, params)
         if resumed is not None:  # the caller answered an InputRequiredResult
-            return await self._finish_answered(tool, args, signal, *resumed)
+            return await self._finish_answered(tool, args, signal, caller, *resumed)
 
-        result, ms = await _execute(tool, args, ToolContext(signal=signal))
+        result, ms = await _execute(tool, args, ToolContext(signal=signal, caller=caller))
         req = pending_of(result)
         if req is not None:
-            bridged = await self._ask_caller(ctx, tool, args, signal, req)
+            bridged = await self._ask_caller(ctx, tool, args, signal, caller, req)
             if bridged is not None:
                 return bridged
         return await self._reply(tool, result, ms)
 
-    async def _ask_caller(self, ctx: Any, tool: Tool, args: dict[str, Any], signal: Any, req: Request) -> Any:
+    async def _ask_caller(self, ctx: Any, tool: Tool, args: dict[str, Any], signal: Any, caller: McpCaller,
+                          req: Request) -> Any:
         """Bridge a suspension to the caller when the connection allows it; None ⇒ send it as text."""
         mode = bridge.bridge_mode(ctx, req)
         if mode is None:
@@ -128,15 +141,15 @@ class _Calls:
         if answer is None:
             _warn_uncarriable(tool)
             return None
-        return await self._finish_answered(tool, args, signal, req, answer)
+        return await self._finish_answered(tool, args, signal, caller, req, answer)
 
     async def _finish_answered(
-        self, tool: Tool, args: dict[str, Any], signal: Any, req: Request, answer: Answer
+        self, tool: Tool, args: dict[str, Any], signal: Any, caller: McpCaller, req: Request, answer: Answer
     ) -> mtypes.CallToolResult:
         """The loop rule: not ok ⇒ declined (no re-run); ok ⇒ one re-run with `ctx.answer`."""
         if not answer.ok:
             return call_tool_result(bridge.declined_result(req))
-        result, ms = await _execute(tool, args, ToolContext(signal=signal, answer=answer))
+        result, ms = await _execute(tool, args, ToolContext(signal=signal, answer=answer, caller=caller))
         if pending_of(result) is not None:
             result = bridge.unresolved_result(req)
         return await self._reply(tool, result, ms)
@@ -147,8 +160,10 @@ class _Calls:
         return call_tool_result(result)
 
 
-def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall]) -> tuple[Server, _Calls]:
-    """The server and its handlers, without checking `cfg` (see `build_mcp_server`)."""
+def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall],
+            resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None
+            ) -> tuple[Server, _Calls, Peers]:
+    """The server, its tool handlers and its per-connection state, without checking `cfg`."""
     if callable(tools):
         provider = tools
     elif isinstance(tools, list):
@@ -159,19 +174,35 @@ def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[O
         )
     name = cfg.get("name") if cfg else None
     version = cfg.get("version") if cfg else None
-    calls = _Calls(lambda: exposed_mcp_tools(list(provider()), cfg), on_call)
+    peers = Peers()
+    calls = _Calls(lambda: exposed_mcp_tools(list(provider()), cfg), on_call, peers)
+    catalog = Catalog(resources, prompts, peers)
+    handlers: dict[str, Any] = {}
+    if catalog.serves_resources:
+        handlers.update(on_list_resources=catalog.list_resources, on_list_resource_templates=catalog.list_templates,
+                        on_read_resource=catalog.read_resource, on_subscribe_resource=catalog.subscribe,
+                        on_unsubscribe_resource=catalog.unsubscribe)
+    if catalog.serves_prompts:
+        handlers.update(on_list_prompts=catalog.list_prompts, on_get_prompt=catalog.get_prompt)
+    if catalog.serves_resources or catalog.serves_prompts:
+        handlers["on_completion"] = catalog.complete
     server: Server = Server(
         DEFAULT_NAME if name is None else name,
         version=DEFAULT_VERSION if version is None else version,
         on_list_tools=calls.list_tools,
         on_call_tool=calls.call_tool,
+        **handlers,
     )
+    # Registered, not passed as `on_set_logging_level`: that keyword warns (logging is gone from the
+    # 2026-07-28 revision), but clients of the earlier revisions set levels and read logs.
+    server.add_request_handler("logging/setLevel", mtypes.SetLevelRequestParams, peers.set_level)
     server.middleware.append(RequestStateBoundary(_security(), default_audience=server.name))
-    return server, calls
+    return server, calls, peers
 
 
 def build_mcp_server(
-    tools: ToolsLike, cfg: Optional[MCPServeConfig] = None, on_call: Optional[OnCall] = None
+    tools: ToolsLike, cfg: Optional[MCPServeConfig] = None, on_call: Optional[OnCall] = None, *,
+    resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None,
 ) -> Server:
     """An mcp 2.x low-level `Server` exposing `tools` (a list, or a provider read per request).
 
@@ -179,18 +210,52 @@ def build_mcp_server(
     and `tools`, the allow-list applied by `exposed_mcp_tools`. `on_call` gets
     `{"name", "source", "ms", "is_error"}` after each finished call (awaited if async; errors
     swallowed). Unknown tools answer a JSON-RPC `-32602` error `Unknown tool: <name>`.
+    `resources` / `prompts` (`toolnexus.resources`; a list, or a provider read per request, sync
+    or async) are served when given; the profile's own `resources` / `prompts` come after them.
     """
     check_config(cfg, where="build_mcp_server cfg")
-    server, calls = _server(tools, cfg, on_call)
+    server, calls, _ = _server(tools, cfg, on_call, *_with_profile(resources, prompts, cfg))
     for tool in calls.exposed():  # surface name/schema warnings at build time, not first list
         listed_tool(tool)
     return server
 
 
-def fresh_server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall]) -> Server:
+def _with_profile(resources: Optional[ResourcesLike], prompts: Optional[PromptsLike],
+                  cfg: Optional[MCPServeConfig]) -> tuple[Optional[ResourcesLike], Optional[PromptsLike]]:
+    """`resources` / `prompts` followed by the profile's own lists (None when neither has any)."""
+    extra_r = list((cfg or {}).get("resources") or [])
+    extra_p = list((cfg or {}).get("prompts") or [])
+    return _chain(resources, extra_r), _chain(prompts, extra_p)
+
+
+def _chain(source: Any, extra: list[Any]) -> Any:
+    if not extra:
+        return source
+    if source is None:
+        return extra
+
+    async def both() -> list[Any]:
+        value = source() if callable(source) else source
+        if inspect.isawaitable(value):
+            value = await value
+        return [*(value or []), *extra]
+
+    return both
+
+
+def fresh_server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall], *,
+                 resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None) -> Server:
     """Another server like a `build_mcp_server` that already succeeded with these arguments.
 
     For per-request servers (`toolnexus.serve`): the profile was checked and the build-time
     warnings were given once, at `serve()`, so none of that is repeated on every request.
     """
-    return _server(tools, cfg, on_call)[0]
+    return _server(tools, cfg, on_call, *_with_profile(resources, prompts, cfg))[0]
+
+
+def session_server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall], *,
+                   resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None
+                   ) -> tuple[Server, Peers]:
+    """A long-lived server for many HTTP sessions, and its `Peers` (to forget a session that ended)."""
+    server, _, peers = _server(tools, cfg, on_call, *_with_profile(resources, prompts, cfg))
+    return server, peers

@@ -33,6 +33,7 @@ from typing import Any, Optional
 from .._diag import warn_once
 from ..mcp_serve.config import MCPServeConfig, OnCall, check_config, exposed_mcp_tools
 from ..mcp_serve.errors import ServeConfigError
+from ..mcp_serve.skill_files import toolkit_catalog
 from ..types import Tool
 from .a2a_app import A2AEndpoint
 from .a2a_profile import A2AConfig, check_a2a_config
@@ -79,6 +80,7 @@ async def _start(
     mcp: Optional[MCPServeConfig],
     mcp_tools: Optional[Callable[[], list[Tool]]],
     on_call: Optional[OnCall],
+    mcp_catalog: tuple[Any, Any] = (None, None),
     limits: Optional[ServeLimits],
     secrets: list[Optional[str]],
 ) -> ServeHandle:
@@ -89,7 +91,7 @@ async def _start(
     mcp_endpoint = None
     if mcp is not None:
         provider = _guarded_provider(mcp_tools or (lambda: []), mcp)
-        mcp_endpoint = McpEndpoint(provider, dict(mcp), on_call)
+        mcp_endpoint = McpEndpoint(provider, dict(mcp), on_call, resources=mcp_catalog[0], prompts=mcp_catalog[1])
 
     a2a_endpoint = None
     store: Optional[TaskStore] = None
@@ -113,7 +115,7 @@ async def _start(
 
     hooks: list[Callable[[], Any]] = []
     if mcp_endpoint is not None:
-        hooks.append(mcp_endpoint.abort_in_flight)
+        hooks.append(mcp_endpoint.aclose)
     hooks.append(drain)
     try:
         handle = await start_listener(ServeApp(mcp_endpoint, a2a_endpoint), addr, on_stop=hooks, limits=limits)
@@ -180,6 +182,9 @@ async def serve_toolkit(
         addr, a2a=a2a_profile, skills=skills, run_task=run_task, resume_task=resume_task, on_task=on_task,
         mcp=mcp_profile, mcp_tools=tools_of, on_call=on_call, limits=limits,
         secrets=[getattr(client, "api_key", None)],
+        mcp_catalog=(toolkit_catalog(tools_of, skills_of if callable(skills_of) else None,
+                                     getattr(toolkit, "sources", ()), mcp_profile)
+                     if mcp_profile is not None else (None, None)),
     )
 
 
