@@ -165,10 +165,21 @@ class Provider:
         return RetryPolicy(c.retries, c.retry_base_ms, c.retryable_statuses, c.on_error, c.max_retry_after_ms)
 
     async def send(self, url: str, headers: dict[str, str], body: dict, abort: Abort, *,
-                   call: Optional[LlmCall] = None) -> Any:
+                   call: Optional[LlmCall] = None, check: Optional[Callable[[Any], None]] = None) -> Any:
         """One logical call with retries; the decoded JSON. `call` counts each attempt as it
-        starts, so its metric says how many were made even when the last one fails."""
-        return await self._with_retries(self.transport.post, url, headers, body, abort, call)
+        starts, so its metric says how many were made even when the last one fails. `check`
+        (the dialect's `check_reply`) raises `ProviderError` for an error sent inside a 2xx body,
+        inside the attempt, so it is retried like the same status on a plain reply."""
+        if check is None:
+            return await self._with_retries(self.transport.post, url, headers, body, abort, call)
+        post = self.transport.post
+
+        async def checked(u: str, h: dict[str, str], p: dict[str, Any], t: float) -> Any:
+            data = await post(u, h, p, t)
+            check(data)
+            return data
+
+        return await self._with_retries(checked, url, headers, body, abort, call)
 
     async def open(self, url: str, headers: dict[str, str], body: dict, abort: Abort, *,
                    call: Optional[LlmCall] = None) -> ByteStream:
