@@ -112,7 +112,8 @@ class RunLoop:
         # are sent as kept, pre-encoded lists (each part encoded once per change, see prepared.py).
         editable = client.body_transform is not None or self.provider.has_hook("before_llm")
         self.tools: list[dict] = self.dialect.declare_tools(toolkit, shared=not editable)
-        self.prepared: Optional[PreparedTranscript] = None if editable else PreparedTranscript(self.dialect)
+        kept = not editable and self.dialect.resends_transcript
+        self.prepared: Optional[PreparedTranscript] = PreparedTranscript(self.dialect) if kept else None
         self.messages: list[dict] = []
         self.run_start = 0
         self.usage = zero_usage()
@@ -297,6 +298,7 @@ class RunLoop:
                 call.response = response
                 turn = self.dialect.parse_response(response)
             call.usage = turn.usage
+            call.finish = turn.provider_finish_reason
         add_usage(self.usage, turn.usage)
         if self.streaming:
             response = {"streamed": True, "usage": dict(self.usage)}

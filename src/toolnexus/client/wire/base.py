@@ -46,6 +46,7 @@ __all__ = [
     "arguments_error_text",
     "malformed",
     "DialectBase",
+    "WireOptions",
     "STOPPED",
     "finish_of",
     "not_run_text",
@@ -89,6 +90,19 @@ class Turn:
     raw: Any = None
     finish_reason: str = FINISH_STOP
     provider_finish_reason: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class WireOptions:
+    """Client settings a dialect needs beyond its part policy (read once per run).
+
+    `store`: the `store` request parameter, when set (the Responses API keeps nothing server-side
+    with `store: false`, so its items are replayed without server ids). `chain`: the Responses API
+    sends `previous_response_id` and only the items after the last reply (`Client.chain_responses`).
+    """
+
+    store: Optional[bool] = None
+    chain: bool = False
 
 
 @dataclass
@@ -146,6 +160,7 @@ class WireDialect(Protocol):
     env_key: str  # the style's own API-key variable
     halt_emits_placeholder_result: bool
     result_id_key: str  # the key naming the answered call in one result item
+    resends_transcript: bool  # False: a request carries only what the server has not kept
 
     def url(self, base_url: str) -> str: ...
     def headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]: ...
@@ -344,9 +359,11 @@ class DialectBase:
     name = ""
     env_key = ""
     halt_emits_placeholder_result = False
+    resends_transcript = True  # each request carries the whole transcript (so the loop may keep it encoded)
 
-    def __init__(self, policy: Optional[PartPolicy] = None) -> None:
+    def __init__(self, policy: Optional[PartPolicy] = None, options: Optional[WireOptions] = None) -> None:
         self.policy = policy or PartPolicy()
+        self.options = options or WireOptions()
 
     def declare_tools(self, toolkit: Any, *, shared: bool = False) -> list[dict]:
         """The toolkit's declarations in this wire's shape: copies to edit (`to_openai()` /
