@@ -191,18 +191,20 @@ class ProviderError(ToolnexusError):
     it also carries `.endpoint` (the URL it was sent to, made safe by `endpoint_of`) and, for
     401/403/404 and exhausted quotas, `.hint` (what to check); both are None on an error built by
     hand. `.error_type` / `.error_message` are the provider's own words for the error (read from
-    the body unless given), `.in_stream` says it came inside a 2xx reply (then `.status` is the
-    status its type stands for), and `.quota` that it is an exhausted quota or billing limit.
+    the body unless given), `.inside` says it came inside a 2xx reply (`"stream"` or `"reply"`;
+    then `.status` is the status its type stands for, and `.in_stream` is True for a stream), and
+    `.quota` that it is an exhausted quota or billing limit.
     """
 
     def __init__(self, status: int, text: str = "", retry_after: str | None = None, *,
-                 error_type: str | None = None, error_message: str | None = None, in_stream: bool = False,
+                 error_type: str | None = None, error_message: str | None = None, inside: str | None = None,
                  wire: str | None = None) -> None:
         self.status = int(status)
         self.body = safe_error_body(self.status, text)
         self.retry_after = retry_after
         self.endpoint: str | None = None
-        self.in_stream = in_stream
+        self.inside = inside  # "stream" or "reply": the error came inside a 2xx reply
+        self.in_stream = inside == "stream"
         self.wire = wire
         if error_type is None and error_message is None and self.body[:1] in ("{", "["):
             error_type, error_message = _error_fields(self.body)
@@ -220,11 +222,10 @@ class ProviderError(ToolnexusError):
         return bool(_QUOTA_WORDS.search(self.error_message or self.body))
 
     def _message(self) -> str:
-        if self.in_stream:
+        if self.inside:
             said = ": ".join(p for p in (self.error_type, redact_identifiers(self.error_message or "")) if p)
             shown = capped_error_body(said or self.body)
-            where = f" (inside the {self.wire} stream)" if self.wire else " (inside the reply)"
-            text = f"LLM {self.status}: {shown}{where}"
+            text = f"LLM {self.status}: {shown} (inside the {self.wire + ' ' if self.wire else ''}{self.inside})"
         else:
             shown = capped_error_body(self.body)
             text = f"LLM {self.status}: {shown}" if shown else f"LLM {self.status}"

@@ -273,7 +273,7 @@ def provider_error(wire: str, payload: Any, error: Any, *, in_stream: bool) -> P
         message = error
     status = status_for(kind or code, code)
     return ProviderError(status, json.dumps(payload, ensure_ascii=False)[:4096], error_type=name,
-                         error_message=message or "", in_stream=in_stream, wire=wire)
+                         error_message=message or "", inside="stream" if in_stream else "reply", wire=wire)
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:

@@ -388,18 +388,33 @@ _KNOWN_DELTA = frozenset({"role", "content", "tool_calls", "refusal", "function_
 _KNOWN_CALL = frozenset({"index", "id", "type", "function"})
 
 
+_STREAMED_TEXT = ("text", "summary", "data")  # the fields a list entry streamed in pieces spreads over
+
+
 def _merge_extra(target: dict[str, Any], key: str, value: Any) -> None:
     """Merge one streamed field the loop does not interpret onto `target`: strings concatenate,
-    lists extend, anything else (objects, numbers) replaces."""
+    lists extend, anything else (objects, numbers) replaces. A list entry carrying the `index`
+    and `type` of one already there is that entry streamed in pieces (OpenRouter's
+    `reasoning_details`): its `text` / `summary` / `data` are appended, its other fields replace."""
     if value is None:
         return
     old = target.get(key)
     if isinstance(value, str) and isinstance(old, str):
         target[key] = old + value
     elif isinstance(value, list) and isinstance(old, list):
-        old.extend(value)
+        for entry in value:
+            same = next((e for e in old if isinstance(e, dict) and isinstance(entry, dict) and "index" in entry
+                         and e.get("index") == entry["index"] and e.get("type") == entry.get("type")), None)
+            if same is None:
+                old.append(dict(entry) if isinstance(entry, dict) else entry)
+                continue
+            for k, v in entry.items():
+                if k in _STREAMED_TEXT and isinstance(v, str) and isinstance(same.get(k), str):
+                    same[k] += v
+                elif v is not None and v != "":
+                    same[k] = v
     else:
-        target[key] = list(value) if isinstance(value, list) else value
+        target[key] = [dict(e) if isinstance(e, dict) else e for e in value] if isinstance(value, list) else value
 
 
 class OpenAIStream:
