@@ -163,7 +163,8 @@ async def test_streamed_server_tool_use_citations_and_signatures_are_kept(server
     assert found["type"] == "web_search_tool_result" and found["content"][0]["encrypted_content"]
     assert cited["citations"] == [{"type": "web_search_result_location", "cited_text": "Heute sonnig, 24 °C",
                                    "url": "https://www.wetter.com/deutschland/muenchen/DE0006515.html",
-                                   "title": "Wetter München heute", "encrypted_index": "Eo8BCioIAhgBIiQyYjQ0OWJmZi1lNm"}]
+                                   "title": "Wetter München heute",
+                                   "encrypted_index": "Eo8BCioIAhgBIiQyYjQ0OWJmZi1lNm"}]
     assert result.usage == {"prompt_tokens": 1114, "completion_tokens": 97, "total_tokens": 1211,
                             "cached_tokens": 10, "cache_creation_tokens": 1090}
     # and they go back unchanged on the next request

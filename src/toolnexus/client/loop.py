@@ -59,7 +59,7 @@ from .structured import OutputRun
 from . import tracing
 from .suspension import merge_relay_halt, stamp_relay_call
 from .tool_calls import CallOutcome, ToolRunner, gather_in_order, resolve_with_answer
-from .wire.base import STOPPED, ResultEntry, ToolCall, Turn, add_usage, not_run_text
+from .wire.base import STOPPED, ResultEntry, ToolCall, Turn, add_usage, unfinished_call_text
 
 __all__ = ["RunLoop", "Prelude", "compose_system", "drain"]
 
@@ -214,7 +214,7 @@ class RunLoop:
             if finish in STOPPED:  # cut, refused or filtered: not an answer, and no call of it runs
                 if turn.tool_calls:
                     native = turn.provider_finish_reason
-                    self._append_results([ResultEntry(c, not_run_text(c, finish, native), True)
+                    self._append_results([ResultEntry(c, unfinished_call_text(c, finish, native), True)
                                           for c in turn.tool_calls])
                 if self.streaming:
                     yield {"type": "usage", "usage": dict(self.usage)}

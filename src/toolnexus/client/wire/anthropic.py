@@ -231,7 +231,8 @@ class AnthropicWire(DialectBase):
         thinking = [b for b in blocks if b.get("type") in THINKING_TYPES]
         finish = reply_finish(stop, bool(calls))
         return TranslateReply(reply_text(blocks), calls, "tool_calls" if calls else finish,
-                              reply_usage(data.get("usage")), provider_finish_reason=stop if isinstance(stop, str) else None,
+                              reply_usage(data.get("usage")),
+                              provider_finish_reason=stop if isinstance(stop, str) else None,
                               thinking_blocks=thinking or None)
 
 

@@ -49,7 +49,7 @@ __all__ = [
     "WireOptions",
     "STOPPED",
     "finish_of",
-    "not_run_text",
+    "unfinished_call_text",
     "provider_error",
     "status_for",
 ]
@@ -230,10 +230,11 @@ def finish_of(native: Any, table: dict[str, str], has_calls: bool) -> str:
     return neutral
 
 
-def not_run_text(call: "ToolCall", finish: str, native: Optional[str]) -> str:
+def unfinished_call_text(call: "ToolCall", finish: str, native: Optional[str]) -> str:
     """The result a call of a reply that did not finish gets in the transcript: it was never run."""
     why = {FINISH_LENGTH: "the reply was cut off at the output limit before the call was complete",
-           FINISH_REFUSAL: "the model refused", FINISH_CONTENT_FILTER: "the provider's content filter stopped the reply",
+           FINISH_REFUSAL: "the model refused",
+           FINISH_CONTENT_FILTER: "the provider's content filter stopped the reply",
            FINISH_PAUSE: "the provider paused the turn"}.get(finish, f"the reply ended with {finish}")
     said = f" ({native})" if native and native != finish else ""
     return f'toolnexus: tool "{call.name}" was not run: {why}{said}.'

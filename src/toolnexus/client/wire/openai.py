@@ -22,11 +22,11 @@ Gemini's `extra_content`), and extra tool-call fields (Gemini's `extra_content.g
 thought_signature`) stay on their call, so they go back unchanged.
 
 Translate on this wire: its own URL rule (`/v1` added unless the base already names a version —
-`/v1`, `/v1beta`… — or a `/chat/` path; `translate_url`), lowercase headers, the caller's messages as given except that canonical part dicts in them
-are encoded exactly as the run loop does (so a part the provider rejects is never forwarded), the
-system text prepended only when no `system`/`developer` message exists, and a lenient reply reader
-(no choices ⇒ empty result; the finish in the neutral vocabulary, the provider's own value beside
-it). The OpenAI-shaped readers
+`/v1`, `/v1beta`… — or a `/chat/` path; `translate_url`), lowercase headers, the caller's
+messages as given except that canonical part dicts in them are encoded exactly as the run loop
+does (so a part the provider rejects is never forwarded), the system text prepended only when no
+`system`/`developer` message exists, and a lenient reply reader (no choices ⇒ empty result; the
+finish in the neutral vocabulary, the provider's own value beside it). The OpenAI-shaped readers
 translate's input needs on every wire live here too: `content_text`, `args_string`,
 `has_system_message`, `message_calls` and `canonical_part` (an OpenAI-native part as a canonical
 one, the inverse of this wire's part mapping).
@@ -276,7 +276,7 @@ class OpenAIWire(DialectBase):
         refusal = message.get("refusal")
         refused = isinstance(refusal, str) and bool(refusal)
         if refused and not text:
-            text = refusal
+            text = str(refusal)
         calls = self.assistant_calls(message, strict=True)
         native = choices[0].get("finish_reason")
         return Turn(text, calls, _usage(data.get("usage")), message, raw=data,
@@ -372,7 +372,7 @@ class OpenAIWire(DialectBase):
         native = stop if isinstance(stop, str) and stop else None
         refusal = message.get("refusal")
         refused = isinstance(refusal, str) and bool(refusal)
-        text = content_text(message.get("content")) or (refusal if refused else "")
+        text = content_text(message.get("content")) or (str(refusal) if refused else "")
         finish = FINISH_TOOL_CALLS if calls else finish_for(native, False, refused)
         if native is not None and native not in FINISHES and finish == FINISH_STOP:
             finish = native  # an unknown provider value passes through, as it always has

@@ -253,8 +253,8 @@ class ResponsesWire(OpenAIWire):
                 items += [_call_item(c) for c in message_calls(m)]
             else:
                 items.append({"role": role or "user", "content": self._translate_content(m.get("content"), role)})
-        text = system if system is not None else system_prompt
-        instructions = text if text and not has_system_message(messages) else ""
+        given = system if system is not None else system_prompt
+        instructions = given if given and not has_system_message(messages) else ""
         return TranslateRequest(items, self.declare_tools(toolkit) + flat_tools(tools), instructions)
 
     def _translate_content(self, content: Any, role: Any) -> Any:

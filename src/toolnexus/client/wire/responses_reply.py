@@ -104,6 +104,7 @@ def read_response(data: Any, items: Optional[list[Any]] = None) -> Turn:
     calls = response_calls(content)
     status = data.get("status")
     reason = as_dict(data.get("incomplete_details")).get("reason")
+    native: Optional[str]
     if status == "incomplete":
         finish = _INCOMPLETE.get(reason, FINISH_LENGTH) if isinstance(reason, str) else FINISH_LENGTH
         native = reason if isinstance(reason, str) else "incomplete"
