@@ -136,8 +136,10 @@ async def test_a_reply_cut_at_the_output_limit_is_incomplete(server, stream):
     assert result.text.startswith("The three main causes") and result.text.endswith("the")
 
 
-async def test_a_tool_call_cut_at_the_output_limit_is_never_run(server):
-    result, _ = await run(server, step("openai/length_in_call.json"), toolkit=kit())
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_tool_call_cut_at_the_output_limit_is_never_run(server, stream):
+    name = "openai/stream_length_in_call.sse" if stream else "openai/length_in_call.json"
+    result, _ = await run(server, step(name), stream=stream, toolkit=kit())
     assert ran == []
     assert (result.status, result.limit, result.tool_call_count) == ("incomplete", "maxOutputTokens", 0)
     tail = result.messages[-1]

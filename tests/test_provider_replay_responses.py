@@ -119,6 +119,14 @@ async def test_an_incomplete_response_is_incomplete(server, stream):
         assert texts(events) == result.text
 
 
+async def test_a_call_cut_by_the_output_limit_is_never_run(server):
+    result, _ = await run(server, step("responses/stream_incomplete_in_call.sse"), stream=True, toolkit=kit())
+    assert ran == [] and (result.status, result.limit, result.tool_call_count) == ("incomplete", "maxOutputTokens", 0)
+    cut, note = result.messages[-2]["content"][0], result.messages[-1]
+    assert cut["type"] == "function_call" and cut["status"] == "incomplete"
+    assert note["tool_call_id"] == "call_cutResp01" and "was not run" in note["content"]
+
+
 async def test_content_filter_is_incomplete(server):
     result, _ = await run(server, step("responses/content_filter.json"))
     assert (result.status, result.limit, result.finish_reason) == ("incomplete", "contentFilter", "content_filter")
