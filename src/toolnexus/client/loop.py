@@ -216,8 +216,7 @@ class RunLoop:
                     native = turn.provider_finish_reason
                     self._append_results([ResultEntry(c, unfinished_call_text(c, finish, native), True)
                                           for c in turn.tool_calls])
-                if self.streaming:
-                    yield {"type": "usage", "usage": dict(self.usage)}
+                # no `usage` event: like a max-turns end, this is not a normal finish (the result has usage)
                 yield {"type": "done", "result": self.result("".join(paused) + turn.text, RUN_STATUS_INCOMPLETE,
                                                              limit=STOPPED[finish])}
                 return
