@@ -140,6 +140,7 @@ async def test_a_run_with_two_llm_calls_and_two_tool_calls(spans):
         "gen_ai.conversation.id": "conv-7", "gen_ai.response.model": "gpt-real",
         "gen_ai.usage.input_tokens": 16, "gen_ai.usage.output_tokens": 6,
         "toolnexus.run.status": "done", "toolnexus.run.turns": 2, "toolnexus.run.tool_calls": 2,
+        "toolnexus.run.finish_reason": "stop",
     }
     assert run.status.status_code is StatusCode.UNSET
     chat1, chat2 = named(spans, "chat gpt-alias")

@@ -695,7 +695,8 @@ async def test_anthropic_translate_reads_text_and_tool_use_as_openai_calls():
     assert (result.model, result.raw) == ("m-1", reply)
 
 
-@pytest.mark.parametrize(("stop", "expected"), [("end_turn", "stop"), ("max_tokens", "length"), ("refusal", "content_filter"), (None, "stop")])
+@pytest.mark.parametrize(("stop", "expected"), [("end_turn", "stop"), ("max_tokens", "length"), ("refusal", "refusal"),
+                                              ("pause_turn", "pause"), (None, "stop")])
 async def test_anthropic_translate_maps_stop_reason_to_openai_finish_reason(stop, expected):
     reply = anthropic_text("x")
     reply["stop_reason"] = stop

@@ -17,8 +17,12 @@ The spans (GenAI semantic conventions; the names are checked against the install
 
 | span | kind | attributes |
 |---|---|---|
-| `invoke_agent [agent]` — one run (one agent turn) | INTERNAL | `gen_ai.operation.name="invoke_agent"`, `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.usage.input_tokens` / `output_tokens` (the run's totals), `gen_ai.agent.name` (agent turns), `gen_ai.conversation.id` (`ask(id=)`; the handle id for agents), `gen_ai.output.type` (`"json"` with an `output_type`), `server.address` / `server.port`, `toolnexus.run.status` / `turns` / `tool_calls` / `limit` |
-| `chat {model}` — one LLM call (retries inside) | CLIENT | `gen_ai.operation.name="chat"`, provider, `gen_ai.request.model`, `gen_ai.request.stream`, `gen_ai.response.model` / `id` / `finish_reasons` (when the reply says), usage |
+| `invoke_agent [agent]` — one run (one agent turn) | INTERNAL | `gen_ai.operation.name="invoke_agent"`, `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.response.model`, usage (the run's totals), `gen_ai.agent.name` (agent turns), `gen_ai.conversation.id` (`ask(id=)`; the handle id for agents), `gen_ai.output.type` (`"json"` with an `output_type`), `server.address` / `server.port`, `toolnexus.run.status` / `turns` / `tool_calls` / `limit` / `finish_reason` (neutral) |
+| `chat {model}` — one LLM call (retries inside) | CLIENT | `gen_ai.operation.name="chat"`, provider, `gen_ai.request.model`, `gen_ai.request.stream`, `gen_ai.response.model` / `id` / `finish_reasons` (the provider's own value, streamed or not), usage |
+
+Usage is `gen_ai.usage.input_tokens` (all input, cache reads and writes included) and
+`gen_ai.usage.output_tokens`, plus — when the provider reported them — `gen_ai.usage.cache_read.
+input_tokens`, `gen_ai.usage.cache_creation.input_tokens` and `gen_ai.usage.reasoning.output_tokens`.
 | `execute_tool {tool}` — one tool call, hooks included | INTERNAL | `gen_ai.operation.name="execute_tool"`, `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type="function"`, `toolnexus.tool.source` |
 | `toolnexus.wait_for` — the run waiting for a host's answer (`wait_for`) | INTERNAL | `toolnexus.request.id` / `kind`, `toolnexus.answer.ok` |
 
@@ -81,6 +85,9 @@ RESPONSE_ID = "gen_ai.response.id"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 AGENT_NAME = "gen_ai.agent.name"
 CONVERSATION_ID = "gen_ai.conversation.id"
 OUTPUT_TYPE = "gen_ai.output.type"
@@ -91,14 +98,15 @@ ERROR_TYPE = "error.type"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 ATTRIBUTES = (OPERATION, PROVIDER, SYSTEM, REQUEST_MODEL, REQUEST_STREAM, RESPONSE_MODEL, RESPONSE_ID, FINISH_REASONS,
-              INPUT_TOKENS, OUTPUT_TOKENS, AGENT_NAME, CONVERSATION_ID, OUTPUT_TYPE, TOOL_NAME, TOOL_CALL_ID,
-              TOOL_TYPE, ERROR_TYPE, SERVER_ADDRESS, SERVER_PORT)
+              INPUT_TOKENS, OUTPUT_TOKENS, CACHE_READ_TOKENS, CACHE_CREATION_TOKENS, REASONING_TOKENS, AGENT_NAME,
+              CONVERSATION_ID, OUTPUT_TYPE, TOOL_NAME, TOOL_CALL_ID, TOOL_TYPE, ERROR_TYPE, SERVER_ADDRESS, SERVER_PORT)
 
 # ours
 RUN_STATUS = "toolnexus.run.status"
 RUN_TURNS = "toolnexus.run.turns"
 RUN_TOOL_CALLS = "toolnexus.run.tool_calls"
 RUN_LIMIT = "toolnexus.run.limit"
+RUN_FINISH_REASON = "toolnexus.run.finish_reason"
 RUN_RESUMED = "toolnexus.run.resumed"
 REQUEST_ID = "toolnexus.request.id"
 REQUEST_KIND = "toolnexus.request.kind"
@@ -148,10 +156,17 @@ def _server(base_url: Any) -> dict[str, Any]:
     return out
 
 
+_DETAIL_ATTRIBUTES = (("cached_tokens", CACHE_READ_TOKENS), ("cache_creation_tokens", CACHE_CREATION_TOKENS),
+                      ("reasoning_tokens", REASONING_TOKENS))
+
+
 def _usage(span: Span, usage: Optional[dict[str, int]]) -> None:
     if usage:
         span.set_attribute(INPUT_TOKENS, int(usage.get("prompt_tokens", 0)))
         span.set_attribute(OUTPUT_TOKENS, int(usage.get("completion_tokens", 0)))
+        for key, name in _DETAIL_ATTRIBUTES:
+            if usage.get(key):
+                span.set_attribute(name, int(usage[key]))
 
 
 class _LlmSpan:
@@ -159,8 +174,11 @@ class _LlmSpan:
         self.span = span
         self.run = run
 
-    def end(self, usage: Optional[dict[str, int]], error: Optional[BaseException], response: Any) -> None:
+    def end(self, usage: Optional[dict[str, int]], error: Optional[BaseException], response: Any,
+            finish: Optional[str] = None) -> None:
         span = self.span
+        if finish:
+            span.set_attribute(FINISH_REASONS, [finish])
         if isinstance(response, dict):
             if isinstance(response.get("model"), str):
                 span.set_attribute(RESPONSE_MODEL, response["model"])
@@ -170,7 +188,7 @@ class _LlmSpan:
             reasons = [c.get("finish_reason") for c in response.get("choices") or [] if isinstance(c, dict)]
             reasons = [r for r in reasons if isinstance(r, str)] or (
                 [response["stop_reason"]] if isinstance(response.get("stop_reason"), str) else [])
-            if reasons:
+            if reasons and not finish:
                 span.set_attribute(FINISH_REASONS, reasons)
         _usage(span, usage)
         if error is not None:
@@ -273,6 +291,8 @@ class _RunSpan:
         _usage(span, result.usage)
         if result.limit:
             span.set_attribute(RUN_LIMIT, result.limit)
+        if result.finish_reason:
+            span.set_attribute(RUN_FINISH_REASON, result.finish_reason)
         if result.pending is not None:
             request = _request_attributes(result.pending)
             span.set_attributes(request)

@@ -87,10 +87,13 @@ class TaskResult:
     runtime: Optional["AgentRuntime"] = field(default=None, repr=False, compare=False)
     run_id: Optional[str] = field(default=None, compare=False)
     output: Any = field(default=None, compare=False)  # an output_type turn's value (live only; `text` is its JSON)
+    # how the turn's last model reply ended (neutral vocabulary) and the provider's own word for it
+    finish_reason: Optional[str] = field(default=None, compare=False)
+    provider_finish_reason: Optional[str] = field(default=None, compare=False)
 
     def to_record(self) -> dict[str, Any]:
-        """JSON-able form, without the live runtime."""
-        return {
+        """JSON-able form, without the live runtime (the finish keys only when known)."""
+        record: dict[str, Any] = {
             "text": self.text,
             "is_error": self.is_error,
             "status": self.status,
@@ -100,6 +103,10 @@ class TaskResult:
             "own_tokens": self.own_tokens,
             "limit": self.limit,
         }
+        if self.finish_reason is not None:
+            record["finish_reason"] = self.finish_reason
+            record["provider_finish_reason"] = self.provider_finish_reason
+        return record
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> "TaskResult":
@@ -113,6 +120,8 @@ class TaskResult:
             total_tokens=rec.get("total_tokens", 0),
             own_tokens=rec.get("own_tokens", 0),
             limit=rec.get("limit"),
+            finish_reason=rec.get("finish_reason"),
+            provider_finish_reason=rec.get("provider_finish_reason"),
         )
 
 

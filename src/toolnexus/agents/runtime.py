@@ -67,7 +67,7 @@ from ..errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = ["AgentRuntime", "DEFAULT_MAX_TURNS", "DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_DEPTH", "LLM_KEYS"]
 
-LLM_KEYS = ("base_url", "style", "model", "api_key")
+LLM_KEYS = ("base_url", "style", "model", "api_key", "request_params")
 _LLM_DEFAULTS = {"base_url": "http://mock.local", "style": "openai", "api_key": "unused"}
 
 _TRANSPORT_AND_IN_PROCESS = (
@@ -89,7 +89,8 @@ def _check_registry(registry: Any) -> None:
 
 
 def _check_llm(llm: Optional[dict[str, Any]]) -> dict[str, Any]:
-    """The four `llm` keys with their defaults. The API key is found like the client finds it:
+    """The `llm` keys with their defaults (`request_params`, optional, is the turn client's: e.g.
+    `{"max_tokens": 16000}` to raise Anthropic's pinned 4096). The API key is found like the client finds it:
     `llm["api_key"]`, else the environment (`OPENROUTER_API_KEY`, the style's own variable, the
     other one), else the placeholder `"unused"` (a scripted or local model needs none)."""
     llm = dict(llm or {})
@@ -99,6 +100,9 @@ def _check_llm(llm: Optional[dict[str, Any]]) -> dict[str, Any]:
             f"toolnexus.agents: unknown llm key(s) {', '.join(map(repr, unknown))} — "
             f"the runtime reads only {', '.join(LLM_KEYS)}; configure anything else on the transport"
         )
+    if llm.get("request_params") is not None and not isinstance(llm["request_params"], dict):
+        raise ToolnexusTypeError(f"toolnexus.agents: llm['request_params'] must be a dict of request body keys, got "
+                                 f"{type(llm['request_params']).__name__}")
     merged = {**_LLM_DEFAULTS, **llm}
     if not llm.get("api_key"):
         style_key = "ANTHROPIC_API_KEY" if merged["style"] == "anthropic" else "OPENAI_API_KEY"

@@ -249,6 +249,7 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
             style=llm["style"],
             model=(llm.get("model") or "inherit") if defn.model == "inherit" else defn.model,
             api_key=llm["api_key"],
+            request_params=llm.get("request_params"),  # e.g. {"max_tokens": 16000} for an anthropic model
             agent_name=defn.name,  # names the turn's trace spans
             system_prompt=defn.system_prompt or None,
             max_turns=h.eff["max_turns"],
@@ -387,7 +388,7 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
             call=HaltedCall(minted.id if minted is not None else None, record.get("name"), record.get("args"),
                             request.prompt if mode == RESUME_CONTINUE else None),
         )
-        result = result_of(h, request.prompt, TaskStatus.PENDING, pending=stamp_path(request, h))
+        result = _with_finish(result_of(h, request.prompt, TaskStatus.PENDING, pending=stamp_path(request, h)), run)
         if core.durable is not None:
             assert result.pending is not None
             core.durable.open_request(h, asdict(result.pending), list((result.pending.data or {}).get("path") or []))
@@ -399,16 +400,23 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
         text = f"hit {limit} without a final answer"
         bound: Any = h.eff["max_turns"]
         if limit != "maxTurns":
-            bound = getattr(h.defn.completion, "max_attempts", "")
+            bound = getattr(h.defn.completion, "max_attempts", "") if limit == "completion" else ""
             if run.text:
                 text = f"{text} ({run.text})"
-        result = result_of(h, text, TaskStatus.INCOMPLETE, limit=limit)
+        result = _with_finish(result_of(h, text, TaskStatus.INCOMPLETE, limit=limit), run)
         settle_turn(core, h, turn, result, HandleState.IDLE, f"(INCOMPLETE at {limit} {bound})", transcript=kept)
         core.budget_stop(h, limit)
         return
-    done = result_of(h, run.text, TaskStatus.DONE)
+    done = _with_finish(result_of(h, run.text, TaskStatus.DONE), run)
     done.output = getattr(run, "output", None)
     settle_turn(core, h, turn, done, HandleState.IDLE, f"(done, turns={calls}, tokens={tokens})", transcript=kept)
+
+
+def _with_finish(result: "TaskResult", run: Any) -> "TaskResult":
+    """`result` with how the run's last reply ended (the client's `finish_reason`)."""
+    result.finish_reason = getattr(run, "finish_reason", None)
+    result.provider_finish_reason = getattr(run, "provider_finish_reason", None)
+    return result
 
 
 def _suspend(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "TaskResult", *, transcript: Any) -> None:

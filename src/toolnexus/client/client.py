@@ -19,6 +19,8 @@ Choices beyond the contract (all opt-in or invisible to the wire):
 - `run_with_answer` / `ask_with_answer` (durable resume, resume.py) keep a per-client answer
   ledger; `client.clock` (a settable attribute, default aware-UTC now) is what `expiresAt` is
   checked against, in-process and on resume.
+- `chain_responses` (opt-in, `style="responses"` only): each request sends `previous_response_id`
+  and only the items after the last reply, the provider keeping the rest (wire/responses.py).
 - `agent_name` (optional): the agent this client runs for; it only names the run's trace span
   (`toolnexus.otel`). The agent runtime sets it on every turn's client.
 - `timer` (opt-in): monotonic time for retries — `now()` and `async sleep(s)`, e.g. an agent
@@ -84,7 +86,7 @@ _instances = itertools.count(1)
 
 
 class Client:
-    """A tool-calling LLM client for OpenAI- or Anthropic-style endpoints. See `create_client`."""
+    """A tool-calling LLM client for OpenAI-, Anthropic- or Responses-style endpoints. See `create_client`."""
 
     def __init__(self, *, base_url: str, style: ClientStyle, model: str, api_key: Optional[str] = None,
                  headers: Optional[dict[str, str]] = None, system_prompt: Optional[str] = None,
@@ -97,7 +99,7 @@ class Client:
                  on_unsupported_part: Optional[str] = None, max_part_bytes: Optional[int] = None,
                  max_retry_after_ms: Optional[int] = None, race_tools: bool = False,
                  resolve_concurrently: bool = False, timer: Optional[Timer] = None,
-                 agent_name: Optional[str] = None) -> None:
+                 agent_name: Optional[str] = None, chain_responses: bool = False) -> None:
         self.base_url = base_url
         self.style = style
         self.model = model
@@ -123,6 +125,7 @@ class Client:
         self.resolve_concurrently = resolve_concurrently
         self.timer = check_timer(timer)
         self.agent_name = agent_name
+        self.chain_responses = chain_responses
         self.call_timeout_ms: Optional[float] = DEFAULT_CALL_TIMEOUT_MS
         self.max_response_bytes: Optional[int] = MAX_RESPONSE_BYTES
         self._owns_transport = http_transport is None

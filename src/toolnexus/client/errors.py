@@ -21,14 +21,26 @@ every known secret masked. The key itself never appears in a hint — only where
 The bare constructor keeps the pinned `LLM <status>[: <body>]` text, which stays the message's
 beginning either way.
 
+What the provider called the error: `ProviderError.error_type` / `.error_message` are read from the
+body (OpenAI `{"error": {"type", "code", "message"}}`, Anthropic `{"type": "error", "error":
+{"type", "message"}}`, OpenRouter / Gemini `{"error": {"code", "message", "status"}}`). An error
+the provider sent inside a 2xx reply (a stream's error event) is built with them given and
+`in_stream=True`, and its message names them: `LLM 529: overloaded_error: Overloaded (inside the
+anthropic stream)`. `quota` says the error is an exhausted quota or billing limit, which no retry
+cures (`insufficient_quota`, `billing_error`, or a 429 without `Retry-After` whose message says
+quota, credit, billing or usage limit and carries no retry delay); such an error's `hint` says what
+to do.
+
 This module holds exception types and pure string helpers only; nothing here does I/O.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 from collections.abc import Iterable
+from typing import Any
 
 from .._redact import is_credential_header, scrub
 from ..content.errors import ContentPartError  # the content-part model's error, re-exported here
@@ -55,6 +67,7 @@ __all__ = [
     "PLACEHOLDER_KEYS",
     "MAX_ERROR_BODY",
     "MAX_ERROR_READ_BYTES",
+    "QUOTA_HINT",
 ]
 
 REDACTED = "«redacted»"
@@ -146,26 +159,76 @@ def provider_hint(status: int, *, key_source: str, model: str, path_suffix: str 
     return None
 
 
+_QUOTA_TYPES = frozenset({"insufficient_quota", "billing_error", "billing_hard_limit_reached",
+                          "insufficient_credits", "credit_balance_too_low"})
+_QUOTA_WORDS = re.compile(r"(?i)\b(quota|billing|credit|spend(ing)? limit|usage limits?)\b")
+QUOTA_HINT = ("the provider says the account is out of quota or credit, so retrying will not help: add credit or "
+              "raise the spending limit in the provider's billing settings (or use another key), then run again")
+
+
+def _error_fields(body: str) -> tuple[str | None, str | None]:
+    """`(type or code, message)` of a provider's JSON error body, when it has them."""
+    try:
+        data: Any = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, None
+    if isinstance(data, list) and data:  # Gemini wraps its error in a list
+        data = data[0]
+    err = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(err, dict):
+        return None, None
+    kind = next((v for v in (err.get("type"), err.get("code"), err.get("status"))
+                 if isinstance(v, str) and v and v != "error"), None)
+    message = err.get("message")
+    return kind, message if isinstance(message, str) else None
+
+
 class ProviderError(ToolnexusError):
-    """A non-2xx reply from the LLM endpoint.
+    """A non-2xx reply from the LLM endpoint, or an error the provider sent inside a 2xx reply.
 
     `.status` is the HTTP status, `.body` the safe body (see `safe_error_body`), `.text` the same
     (deprecated name), `.retry_after` the raw `Retry-After` header or None. Raised by the client,
     it also carries `.endpoint` (the URL it was sent to, made safe by `endpoint_of`) and, for
-    401/403/404, `.hint` (what to check); both are None on an error built by hand.
+    401/403/404 and exhausted quotas, `.hint` (what to check); both are None on an error built by
+    hand. `.error_type` / `.error_message` are the provider's own words for the error (read from
+    the body unless given), `.inside` says it came inside a 2xx reply (`"stream"` or `"reply"`;
+    then `.status` is the status its type stands for, and `.in_stream` is True for a stream), and
+    `.quota` that it is an exhausted quota or billing limit.
     """
 
-    def __init__(self, status: int, text: str = "", retry_after: str | None = None) -> None:
+    def __init__(self, status: int, text: str = "", retry_after: str | None = None, *,
+                 error_type: str | None = None, error_message: str | None = None, inside: str | None = None,
+                 wire: str | None = None) -> None:
         self.status = int(status)
         self.body = safe_error_body(self.status, text)
         self.retry_after = retry_after
         self.endpoint: str | None = None
-        self.hint: str | None = None
+        self.inside = inside  # "stream" or "reply": the error came inside a 2xx reply
+        self.in_stream = inside == "stream"
+        self.wire = wire
+        if error_type is None and error_message is None and self.body[:1] in ("{", "["):
+            error_type, error_message = _error_fields(self.body)
+        self.error_type = error_type
+        self.error_message = error_message
+        self.quota = self._is_quota()
+        self.hint: str | None = QUOTA_HINT if self.quota else None
         super().__init__(self._message())
 
+    def _is_quota(self) -> bool:
+        if self.error_type in _QUOTA_TYPES:
+            return True
+        if self.status != 429 or self.retry_after is not None or "retryDelay" in self.body:
+            return False
+        return bool(_QUOTA_WORDS.search(self.error_message or self.body))
+
     def _message(self) -> str:
-        shown = capped_error_body(self.body)
-        text = f"LLM {self.status}: {shown}" if shown else f"LLM {self.status}"
+        if self.inside:
+            said = ": ".join(p for p in (self.error_type, redact_identifiers(self.error_message or "")) if p)
+            shown = capped_error_body(said or self.body)
+            text = f"LLM {self.status}: {shown} (inside the {self.wire + ' ' if self.wire else ''}{self.inside})"
+        else:
+            shown = capped_error_body(self.body)
+            text = f"LLM {self.status}: {shown}" if shown else f"LLM {self.status}"
         if self.endpoint:
             text += f" (POST {self.endpoint})"
         if self.hint:
@@ -180,12 +243,15 @@ class ProviderError(ToolnexusError):
     def scrub(self, secrets: Iterable[str]) -> "ProviderError":
         """Mask `secrets` (and token-shaped strings) in `.body` and the message, in place."""
         self.body = redact_secrets(self.body, secrets)
+        if self.error_message:
+            self.error_message = redact_secrets(self.error_message, secrets)
         self.args = (self._message(),)
         return self
 
     def locate(self, endpoint: str, hint: str | None = None) -> "ProviderError":
-        """Name the (safe) endpoint the request went to and what to check, in place."""
-        self.endpoint, self.hint = endpoint, hint
+        """Name the (safe) endpoint the request went to and what to check, in place (a hint the
+        error already carries, such as the quota one, stays unless a new one is given)."""
+        self.endpoint, self.hint = endpoint, hint or self.hint
         self.args = (self._message(),)
         return self
 

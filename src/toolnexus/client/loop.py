@@ -16,6 +16,14 @@ resolved serially (`resolve_with_answer`); without, the run halts at the first o
 placeholder result. Before the first LLM call, a trailing assistant turn with unanswered calls is
 balanced with `no result supplied on resume for <name>` errors.
 
+How a reply ended decides too (the neutral finish, `client/result.py`): a reply cut at the output
+limit, refused or filtered (`wire.base.STOPPED`) ends the run `incomplete` with that `limit` and its
+text (a refusal's text, the partial answer) — its tool calls, complete or not, are never run and
+get a `not run` error result so the transcript stays balanced. A paused reply (Anthropic
+`pause_turn`) is sent back as it is for the provider to continue, each continuation one more turn
+of the same run (bounded by `max_turns`); the run's text is the paused turns' text and the final
+turn's, joined.
+
 `Client(resolve_concurrently=True)` (opt-in) emits all of a turn's `pending` events first and
 runs their `wait_for`s concurrently (a host collecting N relay calls before answering cannot
 deadlock); results are still recorded in call order. `Client(race_tools=True)` (opt-in) lets the deadline and `cancel` also interrupt tool execution and
@@ -43,15 +51,15 @@ from .errors import RunCancelled
 from .journal import IN_DOUBT_KIND, not_run_text
 from .parts import media_parts_summary
 from .prepared import PreparedTranscript
-from .result import (LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult,
-                     zero_usage)
+from .result import (FINISH_PAUSE, LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING,
+                     RunResult, zero_usage)
 from .retry import race
 from .streaming import streamed_turn
 from .structured import OutputRun
 from . import tracing
 from .suspension import merge_relay_halt, stamp_relay_call
 from .tool_calls import CallOutcome, ToolRunner, gather_in_order, resolve_with_answer
-from .wire.base import ResultEntry, ToolCall, Turn, add_usage
+from .wire.base import STOPPED, ResultEntry, ToolCall, Turn, add_usage, unfinished_call_text
 
 __all__ = ["RunLoop", "Prelude", "compose_system", "drain"]
 
@@ -104,7 +112,8 @@ class RunLoop:
         # are sent as kept, pre-encoded lists (each part encoded once per change, see prepared.py).
         editable = client.body_transform is not None or self.provider.has_hook("before_llm")
         self.tools: list[dict] = self.dialect.declare_tools(toolkit, shared=not editable)
-        self.prepared: Optional[PreparedTranscript] = None if editable else PreparedTranscript(self.dialect)
+        kept = not editable and self.dialect.resends_transcript
+        self.prepared: Optional[PreparedTranscript] = PreparedTranscript(self.dialect) if kept else None
         self.messages: list[dict] = []
         self.run_start = 0
         self.usage = zero_usage()
@@ -114,6 +123,7 @@ class RunLoop:
         self.output = OutputRun.of(toolkit)  # set when the run must end with an `output_type` value
         self.conversation_id: Optional[str] = None  # `ask(id=...)` / `stream(id=...)`: names the trace span
         self.span: Optional[tracing.RunSpan] = None  # set while a tracer observes this run
+        self.last: Optional[Turn] = None  # the last reply read (its finish goes on the result)
 
     def start(self, prompt: Any, history: Optional[list[dict]]) -> "RunLoop":
         history = list(history or [])
@@ -131,10 +141,12 @@ class RunLoop:
 
     def result(self, text: str, status: str = RUN_STATUS_DONE, *, limit: Optional[str] = None,
                pending: Optional[Request] = None, output: Any = None) -> RunResult:
+        last = self.last
         return RunResult(text=text, messages=self.messages, tool_calls=list(self.records),
                          tool_call_count=len(self.records), turns=self.turns, usage=dict(self.usage),
                          model=self.model, status=status, limit=limit, pending=pending,  # type: ignore[arg-type]
-                         output=output)
+                         output=output, finish_reason=last.finish_reason if last is not None else None,
+                         provider_finish_reason=last.provider_finish_reason if last is not None else None)
 
     def _emit_run(self, started: float, error: Optional[str] = None) -> None:
         event: dict[str, Any] = {"event": "run", "model": self.model, "turns": self.turns,
@@ -186,6 +198,7 @@ class RunLoop:
 
     async def _turns(self) -> AsyncGenerator[dict[str, Any], None]:
         self.messages = self.dialect.balance(self.messages, lambda c: no_result_text(c.name))
+        paused: list[str] = []  # the text of the paused replies this answer continues
         for turn_index in range(self.client.max_turns):
             self.turns += 1
             turn: Optional[Turn] = None
@@ -195,19 +208,35 @@ class RunLoop:
                 else:
                     yield item
             assert turn is not None
+            self.last = turn
             self.messages.append(turn.assistant_message)
+            finish = turn.finish_reason
+            if finish in STOPPED:  # cut, refused or filtered: not an answer, and no call of it runs
+                if turn.tool_calls:
+                    native = turn.provider_finish_reason
+                    self._append_results([ResultEntry(c, unfinished_call_text(c, finish, native), True)
+                                          for c in turn.tool_calls])
+                # no `usage` event: like a max-turns end, this is not a normal finish (the result has usage)
+                yield {"type": "done", "result": self.result("".join(paused) + turn.text, RUN_STATUS_INCOMPLETE,
+                                                             limit=STOPPED[finish])}
+                return
+            if finish == FINISH_PAUSE and not turn.tool_calls:  # the provider continues from where it paused
+                paused.append(turn.text)
+                continue
             if not turn.tool_calls:
-                text, output = turn.text, None
+                text, output = "".join(paused) + turn.text if paused else turn.text, None
                 if self.output is not None:  # structured output: accept JSON text, or ask again
-                    verdict = self.output.after_text(turn.text, self.result(turn.text))
+                    verdict = self.output.after_text(text, self.result(text))
                     if verdict.retry is not None:
                         self.messages.append({"role": "user", "content": verdict.retry})
+                        paused.clear()
                         continue
                     text, output = verdict.text, verdict.value
                 if self.streaming:
                     yield {"type": "usage", "usage": dict(self.usage)}
                 yield {"type": "done", "result": self.result(text, output=output)}
                 return
+            paused.clear()
             halted = False
             recorded = len(self.records)
             async for event in self.tool_turn(turn.tool_calls, turn_index, self._append_results):
@@ -263,10 +292,12 @@ class RunLoop:
                         yield {"type": "text", "delta": item}
                 response: Any = None
             else:
-                response = await self.provider.send(url, headers, body, self.abort, call=call)
+                response = await self.provider.send(url, headers, body, self.abort, call=call,
+                                                    check=self.dialect.check_reply)
                 call.response = response
                 turn = self.dialect.parse_response(response)
             call.usage = turn.usage
+            call.finish = turn.provider_finish_reason
         add_usage(self.usage, turn.usage)
         if self.streaming:
             response = {"streamed": True, "usage": dict(self.usage)}

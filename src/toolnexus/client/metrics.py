@@ -8,6 +8,10 @@ decimal point and all other numbers as `repr(float)`.
 
 Choices of ours:
 - Unknown event names and unknown keys (e.g. the additive `attempts` on `llm`) are ignored.
+- Usage details: an `llm` event's `cached_tokens`, `cache_creation_tokens` and `reasoning_tokens`
+  (present when the provider reported them) add to `toolnexus_llm_tokens_total` series of type
+  `cache_read`, `cache_creation` and `reasoning`; those series appear once a figure was non-zero.
+  They are parts of the `prompt` / `completion` series, not additions to them.
 - A missing or non-numeric `ms` / token count counts as 0, and a missing label value renders as
   `""`: the registry sits on the run's hot path, so it must never be the thing that fails a run.
 - A histogram's series are its label sets (without `le`); each is sorted as one block of
@@ -45,6 +49,8 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
 )
 
 Labels = tuple[tuple[str, str], ...]
+_DETAIL_TYPES = (("cached_tokens", "cache_read"), ("cache_creation_tokens", "cache_creation"),
+                 ("reasoning_tokens", "reasoning"))
 
 
 def _escape(value: str) -> str:
@@ -139,6 +145,10 @@ class MetricsRegistry:
         if status == "ok":
             self._add(_LLM_TOKENS, (("type", "prompt"),), _number(ev.get("prompt_tokens")))
             self._add(_LLM_TOKENS, (("type", "completion"),), _number(ev.get("completion_tokens")))
+            for key, kind in _DETAIL_TYPES:
+                amount = _number(ev.get(key))
+                if amount:
+                    self._add(_LLM_TOKENS, (("type", kind),), amount)
         self._observe(_LLM_DURATION, (("model", model),), _number(ev.get("ms")) / 1000)
 
     def _record_tool(self, ev: dict[str, Any]) -> None:

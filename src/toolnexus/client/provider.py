@@ -35,9 +35,10 @@ from .errors import (PLACEHOLDER_KEYS, ProviderError, ProviderResponseError, Run
                      provider_hint)
 from .metrics import MetricsRegistry
 from .parts import PartPolicy
+from .result import USAGE_DETAILS
 from .retry import Abort, RetryPolicy, call_with_retries, monotonic_now
 from .transport import AsyncTransport, ByteStream, InProcessTransport, TransportAdapter
-from .wire import WireDialect, dialect_for
+from .wire import WireDialect, WireOptions, dialect_for
 
 if TYPE_CHECKING:
     from .client import Client
@@ -63,7 +64,8 @@ class LlmCall:
 
     `Provider.send`/`open` count `attempts` as each starts; the caller sets `usage` (once the reply
     is read); `parts` is the `{type, mimeType, bytes}` summary of the media the request carries
-    (listed only when non-empty).
+    (listed only when non-empty). The usage details the provider reported (`cached_tokens`,
+    `cache_creation_tokens`, `reasoning_tokens`) ride on the event when non-zero.
     """
 
     def __init__(self, provider: "Provider", model: str, parts: list[dict[str, Any]]) -> None:
@@ -72,6 +74,7 @@ class LlmCall:
         self.usage: Optional[dict[str, int]] = None
         self.span: Any = None  # the call's trace span (tracing.py), when a tracer observes the run
         self.response: Any = None  # the decoded reply, for the span (non-streaming calls)
+        self.finish: Optional[str] = None  # the provider's finish value, for the span
 
     async def __aenter__(self) -> "LlmCall":
         self.started = time.monotonic()
@@ -80,7 +83,7 @@ class LlmCall:
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None and not issubclass(exc_type, Exception):
             if self.span is not None:  # cancelled: the span still ends
-                self.span.end(None, exc, None)
+                self.span.end(None, exc, None, None)
             return
         ok = exc_type is None and self.usage is not None
         usage = self.usage or {}
@@ -89,10 +92,14 @@ class LlmCall:
                                  "prompt_tokens": usage.get("prompt_tokens", 0) if ok else 0,
                                  "completion_tokens": usage.get("completion_tokens", 0) if ok else 0,
                                  "attempts": self.attempts}
+        if ok and len(usage) > 3:  # the provider reported usage details (cache, reasoning)
+            for key in USAGE_DETAILS:
+                if usage.get(key):
+                    event[key] = usage[key]
         if self.parts:
             event["parts"] = self.parts
         if self.span is not None:
-            self.span.end(usage if ok else None, exc, self.response)
+            self.span.end(usage if ok else None, exc, self.response, self.finish)
         self.provider.emit(event)
 
 
@@ -112,7 +119,9 @@ class Provider:
     def dialect(self) -> WireDialect:
         """The wire for the client's `style` (built per use, so it always reflects its attributes)."""
         c = self._client
-        return dialect_for(c.style, PartPolicy(c.on_unsupported_part, c.max_part_bytes, self.instance))
+        store = c.request_params.get("store") if isinstance(c.request_params, dict) else None
+        return dialect_for(c.style, PartPolicy(c.on_unsupported_part, c.max_part_bytes, self.instance),
+                           WireOptions(store if isinstance(store, bool) else None, bool(c.chain_responses)))
 
     def api_key(self, dialect: WireDialect) -> str:
         c = self._client
@@ -165,10 +174,21 @@ class Provider:
         return RetryPolicy(c.retries, c.retry_base_ms, c.retryable_statuses, c.on_error, c.max_retry_after_ms)
 
     async def send(self, url: str, headers: dict[str, str], body: dict, abort: Abort, *,
-                   call: Optional[LlmCall] = None) -> Any:
+                   call: Optional[LlmCall] = None, check: Optional[Callable[[Any], None]] = None) -> Any:
         """One logical call with retries; the decoded JSON. `call` counts each attempt as it
-        starts, so its metric says how many were made even when the last one fails."""
-        return await self._with_retries(self.transport.post, url, headers, body, abort, call)
+        starts, so its metric says how many were made even when the last one fails. `check`
+        (the dialect's `check_reply`) raises `ProviderError` for an error sent inside a 2xx body,
+        inside the attempt, so it is retried like the same status on a plain reply."""
+        if check is None:
+            return await self._with_retries(self.transport.post, url, headers, body, abort, call)
+        post = self.transport.post
+
+        async def checked(u: str, h: dict[str, str], p: dict[str, Any], t: float) -> Any:
+            data = await post(u, h, p, t)
+            check(data)
+            return data
+
+        return await self._with_retries(checked, url, headers, body, abort, call)
 
     async def open(self, url: str, headers: dict[str, str], body: dict, abort: Abort, *,
                    call: Optional[LlmCall] = None) -> ByteStream:

@@ -1,6 +1,20 @@
-"""`RunResult`, its status/limit vocabulary, and the client's public type aliases.
+"""`RunResult`, its status/limit/finish vocabularies, and the client's public type aliases.
 
 Data only: what a run hands back and the shapes of the callables a `Client` accepts.
+
+Finish reasons are one neutral vocabulary across the wires (`FINISH_REASONS`): `stop` (a final
+answer), `tool_calls`, `length` (cut at the output limit), `refusal`, `content_filter`, `pause`
+(the provider paused a long turn: Anthropic `pause_turn`) and `error` (the provider reported an
+error; the client raises `ProviderError` for it, so a result never carries it). The provider's own
+value travels beside it (`provider_finish_reason`). A run whose last reply did not finish — cut at
+the output limit, refused, filtered — is `status="incomplete"` with the `limit` naming why
+(`LIMIT_MAX_OUTPUT_TOKENS`, `LIMIT_REFUSAL`, `LIMIT_CONTENT_FILTER`), never `done`.
+
+Usage is `prompt_tokens` (ALL input, cache reads and writes included), `completion_tokens` and
+`total_tokens`, plus — only when the provider reported a non-zero figure — the details
+`cached_tokens` (input read from a prompt cache), `cache_creation_tokens` (input written to one)
+and `reasoning_tokens` (output spent on reasoning). Both details are parts of the totals, not
+additions to them.
 """
 
 from __future__ import annotations
@@ -19,6 +33,18 @@ __all__ = [
     "LIMIT_MAX_TURNS",
     "LIMIT_COMPLETION",
     "LIMIT_TIMEOUT",
+    "LIMIT_MAX_OUTPUT_TOKENS",
+    "LIMIT_REFUSAL",
+    "LIMIT_CONTENT_FILTER",
+    "FINISH_STOP",
+    "FINISH_TOOL_CALLS",
+    "FINISH_LENGTH",
+    "FINISH_REFUSAL",
+    "FINISH_CONTENT_FILTER",
+    "FINISH_PAUSE",
+    "FINISH_ERROR",
+    "FINISH_REASONS",
+    "USAGE_DETAILS",
     "ClientStyle",
     "ErrorTier",
     "ErrorInfo",
@@ -37,8 +63,26 @@ RUN_STATUSES = (RUN_STATUS_DONE, RUN_STATUS_PENDING, RUN_STATUS_INCOMPLETE)
 LIMIT_MAX_TURNS = "maxTurns"
 LIMIT_COMPLETION = "completion"
 LIMIT_TIMEOUT = "timeout"
+LIMIT_MAX_OUTPUT_TOKENS = "maxOutputTokens"
+"""The reply was cut at the provider's output limit (`max_tokens` / `max_output_tokens`)."""
+LIMIT_REFUSAL = "refusal"
+"""The model refused; the refusal's text is the result's `text`."""
+LIMIT_CONTENT_FILTER = "contentFilter"
+"""The provider's content filter withheld or cut the reply."""
 
-ClientStyle = Literal["openai", "anthropic"]
+FINISH_STOP = "stop"
+FINISH_TOOL_CALLS = "tool_calls"
+FINISH_LENGTH = "length"
+FINISH_REFUSAL = "refusal"
+FINISH_CONTENT_FILTER = "content_filter"
+FINISH_PAUSE = "pause"
+FINISH_ERROR = "error"
+FINISH_REASONS = (FINISH_STOP, FINISH_TOOL_CALLS, FINISH_LENGTH, FINISH_REFUSAL, FINISH_CONTENT_FILTER, FINISH_PAUSE,
+                  FINISH_ERROR)
+USAGE_DETAILS = ("cached_tokens", "cache_creation_tokens", "reasoning_tokens")
+"""The usage detail keys, present in a usage dict only when the provider reported them non-zero."""
+
+ClientStyle = Literal["openai", "anthropic", "responses"]
 ErrorTier = Literal["retry", "fail"]
 
 
@@ -49,6 +93,7 @@ class ErrorInfo(TypedDict, total=False):
     status: int
     attempt: int
     retryable: bool
+    error_type: str  # the provider's own error type or code, when its error body names one
 
 
 ErrorClassifier = Callable[[ErrorInfo], ErrorTier]
@@ -70,6 +115,8 @@ class RunResult:
     `tool_calls` entries are `{"name", "args", "output", "is_error", "metadata"}` in call order;
     `limit` is set iff `status == "incomplete"`, `pending` iff `status == "pending"`. `output` is
     the validated value of a run given an `output_type` (structured.py), else None.
+    `finish_reason` is how the last reply ended, in the neutral vocabulary (`FINISH_REASONS`), and
+    `provider_finish_reason` the provider's own word for it; both None when no reply was read.
     """
 
     text: str
@@ -83,3 +130,5 @@ class RunResult:
     limit: Optional[str] = None
     pending: Optional[Request] = None
     output: Any = None
+    finish_reason: Optional[str] = None
+    provider_finish_reason: Optional[str] = None

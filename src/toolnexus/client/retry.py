@@ -11,6 +11,12 @@ needs a racing task. Backoff sleeps wait on the same event and are clipped to th
 `max_retry_after_ms` (opt-in): a `Retry-After` longer than it is not slept through; the error is
 raised at once, since retrying before the server's stated time would only fail again.
 
+Classification looks at the provider's error type as well as the status (`provider_error_info`):
+an exhausted quota or billing limit (`ProviderError.quota`, e.g. OpenAI `insufficient_quota`) is
+not retryable whatever its status, and fails at once with a hint saying what to do. `on_error`
+sees `error_type` beside the status. An error the provider sent inside a 2xx stream is classified
+exactly like the same status on a plain reply (streaming.py).
+
 `timer` (opt-in, `Client(timer=...)`): an object with `now()` (monotonic seconds) and
 `async sleep(seconds)` — the library's one clock shape (`toolnexus._clock.Timer`, also exported here
 as `Timer`), so any `toolnexus.agents` clock fits — that then owns the deadline and every backoff
@@ -43,7 +49,7 @@ from ..errors import ToolnexusTypeError
 
 __all__ = ["RETRYABLE_STATUSES", "DEFAULT_TRANSPORT_TIMEOUT", "_is_retryable_status", "_parse_retry_after",
            "backoff_seconds", "RetryPolicy", "Abort", "Timer", "check_timer", "monotonic_now",
-           "call_with_retries", "race", "pause"]
+           "call_with_retries", "race", "pause", "provider_error_info"]
 
 T = TypeVar("T")
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
@@ -66,6 +72,16 @@ def _parse_retry_after(value: Any) -> Optional[int]:
         return None
     seconds = int(text)
     return seconds if seconds <= _MAX_RETRY_AFTER else None
+
+
+def provider_error_info(e: ProviderError, attempt: int, extra: Optional[Iterable[int]]) -> ErrorInfo:
+    """What `on_error` sees for a provider error: its status, and whether the policy would retry it
+    (the status says so and it is not an exhausted quota), and the provider's error type if named."""
+    info: ErrorInfo = {"status": e.status, "attempt": attempt,
+                       "retryable": _is_retryable_status(e.status, extra) and not e.quota}
+    if e.error_type:
+        info["error_type"] = e.error_type
+    return info
 
 
 def backoff_seconds(attempt: int, retry_base_ms: int) -> float:
@@ -180,8 +196,8 @@ async def call_with_retries(attempt: Callable[[float], Awaitable[T]], policy: Re
             raise
         except ProviderError as e:
             error: BaseException = e
-            retryable = _is_retryable_status(e.status, policy.retryable_statuses)
-            info: ErrorInfo = {"status": e.status, "attempt": n, "retryable": retryable}
+            info: ErrorInfo = provider_error_info(e, n, policy.retryable_statuses)
+            retryable = info["retryable"]
             wait = _parse_retry_after(e.retry_after)
         except OSError as e:
             if abort.timed_out():

@@ -12,10 +12,17 @@ cut it — raises `StreamTruncated` instead of passing the partial text off as a
 The whole stream is capped at the client's `max_response_bytes` (`ResponseTooLarge`) and every
 SSE line/event at `sse.MAX_EVENT_BYTES` (`InputTooLarge`).
 
+Errors inside the stream: an error the provider sends after the 200 (Anthropic's `event: error`,
+OpenRouter's error chunk, the Responses API's `error` / `response.failed`) is raised by the
+dialect as `ProviderError` naming the provider's error type and message, never passed off as a
+truncation or a finished reply.
+
 Retries (`streamed_turn`): opening the stream is retried as any call is (retry.py). A stream that
-breaks or is truncated *before any text reached the caller* is opened again, up to `retries`
-more times, with the same backoff and `on_error` rule — the caller cannot tell. Once a delta was
-yielded the error propagates: replaying would repeat text the caller already has. Whatever ends
+breaks, is truncated, or carries a provider error *before any text reached the caller* is opened
+again, up to `retries` more times, with the same backoff and `on_error` rule — an in-stream error
+exactly as the same status on a plain reply (an exhausted quota, or a status the policy does not
+retry, fails at once) — and the caller cannot tell. Once a delta was yielded the error
+propagates: replaying would repeat text the caller already has. Whatever ends
 the stream for good names the endpoint, as every failed call does (`Client._locate`).
 
 Not here: the provider's event vocabulary (wire/).
@@ -26,8 +33,9 @@ from __future__ import annotations
 from typing import Any, AsyncGenerator, Optional, Union
 
 from ..errors import StreamTruncated
-from .errors import ProviderResponseError, ResponseTooLarge, RunCancelled, RunTimeout
-from .retry import Abort, backoff_seconds, pause, race
+from .errors import ProviderError, ProviderResponseError, ResponseTooLarge, RunCancelled, RunTimeout
+from .result import ErrorInfo
+from .retry import Abort, _parse_retry_after, backoff_seconds, pause, provider_error_info, race
 from .sse import SseParser
 from .transport import ByteStream
 from .wire.base import Turn
@@ -99,14 +107,20 @@ async def streamed_turn(client: Any, url: str, headers: dict[str, str], body: di
         except ProviderResponseError as e:
             provider.locate(e, url, headers, body)
             raise
-        except OSError as e:
+        except (OSError, ProviderError) as e:
             if yielded:
                 provider.locate(e, url, headers, body)
                 raise
-            info = {"error": e, "attempt": reopened, "retryable": True}
-            tier = policy.on_error(info) if policy.on_error is not None else "retry"
+            wait: Optional[int] = None
+            if isinstance(e, ProviderError):
+                info: ErrorInfo = provider_error_info(e, reopened, policy.retryable_statuses)
+                wait = _parse_retry_after(e.retry_after)
+            else:
+                info = {"error": e, "attempt": reopened, "retryable": True}
+            default = "retry" if info["retryable"] else "fail"
+            tier = policy.on_error(info) if policy.on_error is not None else default
             if tier == "fail" or reopened >= policy.retries:
                 provider.locate(e, url, headers, body)
                 raise
-            await pause(backoff_seconds(reopened, policy.retry_base_ms), abort)
+            await pause(wait if wait is not None else backoff_seconds(reopened, policy.retry_base_ms), abort)
             reopened += 1

@@ -33,7 +33,10 @@ __all__ = ["Tracer", "RunSpan", "LlmSpan", "ToolSpan", "WaitSpan", "install", "i
 
 
 class LlmSpan(Protocol):
-    def end(self, usage: Optional[dict[str, int]], error: Optional[BaseException], response: Any) -> None: ...
+    def end(self, usage: Optional[dict[str, int]], error: Optional[BaseException], response: Any,
+            finish: Optional[str] = None) -> None:
+        """`finish` is the provider's own finish value (streamed calls have no `response`)."""
+        ...
 
 
 class ToolSpan(Protocol):

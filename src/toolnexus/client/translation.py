@@ -20,9 +20,22 @@ Choices of ours (a careful caller's expectations):
   The client's `on_unsupported_part`/`max_part_bytes` policy governs the run loop only.
 - `before_llm` sees (and may replace) the wire-shaped messages and tools of the request, i.e.
   Anthropic-shaped ones for the anthropic style, exactly as in the run loop.
-- openai: a `content` that is a parts list is flattened with `content_text`; `finish_reason` is
-  the provider's own string when there are no tool calls. anthropic: `stop_reason` is
-  mapped onto the OpenAI vocabulary with `finish_reason_for`.
+- `finish_reason` is the neutral vocabulary the run loop uses — `stop`, `tool_calls` (any call
+  wins), `length`, `refusal`, `content_filter`, `pause` — on every wire, and
+  `provider_finish_reason` is the provider's own value (an unknown openai value still passes
+  through as `finish_reason`, as in 0.21). A refusal's text is `text`. The pinned helper
+  `finish_reason_for` keeps its older mapping (refusal ⇒ `content_filter`) for callers using it.
+- openai: a `content` that is a parts list is flattened with `content_text`.
+- Thinking across a translate round trip: the reply's thinking (Anthropic `thinking` /
+  `redacted_thinking` blocks, Responses reasoning items) is `thinking_blocks`, verbatim;
+  `assistant_message()` puts it on the OpenAI-shaped assistant message under that key, and the
+  next translate on the same wire sends it back in front of the turn (the Anthropic API requires
+  it back when the turn called tools). The openai wire sends the caller's messages as given, so
+  provider fields on them (OpenRouter `reasoning_details`, Gemini `extra_content`) go back as they came.
+- The URL: openai adds `/v1` only to a base URL that names no API version, so Gemini's
+  OpenAI-compatible base `https://generativelanguage.googleapis.com/v1beta/openai/` gets
+  `chat/completions` joined as the provider SDKs join it; responses: `base_url + "/responses"`.
+- An error the provider sends inside a 2xx body raises `ProviderError` (retried by its status).
 - A 2xx response that is not a JSON object raises `ProviderResponseError` naming what arrived.
 - The `llm` metric is the run loop's own (`Provider.llm_call`): `attempts` from the client's send
   and, when the caller's messages hold media parts, `parts` (`{type, mimeType, bytes}`).
@@ -83,6 +96,8 @@ class TranslateResult:
     usage: dict[str, int] = field(default_factory=zero_usage)
     model: str = ""
     raw: Optional[dict[str, Any]] = None
+    provider_finish_reason: Optional[str] = None
+    thinking_blocks: list[dict[str, Any]] = field(default_factory=list)
 
     def tool_calls_json(self) -> list[dict[str, Any]]:
         """The calls as an OpenAI `tool_calls` array, ready to put on an assistant message."""
@@ -90,6 +105,16 @@ class TranslateResult:
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in self.tool_calls
         ]
+
+    def assistant_message(self) -> dict[str, Any]:
+        """The reply as an OpenAI-shaped assistant message to append to the caller's transcript:
+        `content`, `tool_calls` when any, and `thinking_blocks` when the provider sent thinking."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls_json()
+        if self.thinking_blocks:
+            message["thinking_blocks"] = list(self.thinking_blocks)
+        return message
 
 
 def args_object(a: Any) -> dict[str, Any]:
@@ -116,7 +141,7 @@ def _dialect_of(client: "Client") -> WireDialect:
         return client.provider.dialect
     except ValueError:
         raise ToolnexusValueError(f'toolnexus: translate does not support style {client.style!r} '
-                         '(expected "openai" or "anthropic")') from None
+                                  '(expected "openai", "anthropic" or "responses")') from None
 
 
 def _check_inputs(messages: Any, tools: Any, max_tokens: Any) -> None:
@@ -189,7 +214,7 @@ async def translate_with_client(
     url = dialect.translate_url(client.base_url)
     headers = dialect.translate_headers(key, client.headers)
     async with provider.llm_call(model, _media_summary(messages)) as call:
-        data = await provider.send(url, headers, body, abort, call=call)
+        data = await provider.send(url, headers, body, abort, call=call, check=dialect.check_reply)
         if not isinstance(data, dict):
             raise malformed(dialect.name, "expected a JSON object", data)
         reply = dialect.translate_reply(data)
@@ -202,4 +227,6 @@ async def translate_with_client(
         usage=reply.usage,
         model=model,
         raw=data,
+        provider_finish_reason=reply.provider_finish_reason,
+        thinking_blocks=list(reply.thinking_blocks or ()),
     )

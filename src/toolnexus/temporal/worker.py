@@ -14,8 +14,8 @@ namespace when they are missing — the dev server and a self-hosted cluster all
 that does not (Temporal Cloud), create them once with your tooling and pass False.
 
 Choices: the default transport is the client's pooled default transport, closed when the worker
-stops; a transport you pass is yours to close. `llm` takes the runtime's four keys (`base_url`,
-`style`, `model`, `api_key`); anything else is an error, as with `AgentRuntime`.
+stops; a transport you pass is yours to close. `llm` takes the runtime's keys (`base_url`,
+`style`, `model`, `api_key`, `request_params`); anything else is an error, as with `AgentRuntime`.
 """
 
 from __future__ import annotations

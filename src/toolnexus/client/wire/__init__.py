@@ -1,25 +1,50 @@
-"""Provider wire dialects. `dialect_for(style)` is the one place a style name picks behaviour."""
+"""Provider wire dialects. `dialect_for(style)` is the one place a style name picks behaviour.
+
+The Responses API dialect loads on first use: a process on the other two wires never imports it.
+"""
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..parts import PartPolicy
 from .anthropic import AnthropicWire
-from .base import ResultEntry, StreamAccumulator, ToolCall, Turn, WireDialect
+from .base import ResultEntry, StreamAccumulator, ToolCall, Turn, WireDialect, WireOptions
 from .openai import OpenAIWire
 from ...errors import ToolnexusValueError
 
-__all__ = ["dialect_for", "OpenAIWire", "AnthropicWire", "ToolCall", "Turn", "ResultEntry",
-           "StreamAccumulator", "WireDialect"]
+if TYPE_CHECKING:
+    from .responses import ResponsesWire
 
-_DIALECTS: dict[str, Callable[[Optional[PartPolicy]], WireDialect]] = {"openai": OpenAIWire, "anthropic": AnthropicWire}
+__all__ = ["dialect_for", "OpenAIWire", "AnthropicWire", "ResponsesWire", "ToolCall", "Turn", "ResultEntry",
+           "StreamAccumulator", "WireDialect", "WireOptions", "STYLES"]
+
+STYLES = ("openai", "anthropic", "responses")
 
 
-def dialect_for(style: str, policy: Optional[PartPolicy] = None) -> WireDialect:
-    """The dialect object for `style` ("openai" or "anthropic")."""
+def _responses(policy: Optional[PartPolicy], options: Optional[WireOptions]) -> WireDialect:
+    from .responses import ResponsesWire
+
+    return ResponsesWire(policy, options)
+
+
+_DIALECTS: dict[str, Callable[[Optional[PartPolicy], Optional[WireOptions]], WireDialect]] = {
+    "openai": OpenAIWire, "anthropic": AnthropicWire, "responses": _responses}
+
+
+def dialect_for(style: str, policy: Optional[PartPolicy] = None, options: Optional[WireOptions] = None) -> WireDialect:
+    """The dialect object for `style` ("openai", "anthropic" or "responses")."""
     try:
-        cls = _DIALECTS[style]
+        make = _DIALECTS[style]
     except (KeyError, TypeError):
-        raise ToolnexusValueError(f'toolnexus: unknown client style {style!r} (expected "openai" or "anthropic")') from None
-    return cls(policy)
+        raise ToolnexusValueError(f'toolnexus: unknown client style {style!r} '
+                                  '(expected "openai", "anthropic" or "responses")') from None
+    return make(policy, options)
+
+
+def __getattr__(name: str) -> object:
+    if name == "ResponsesWire":
+        from .responses import ResponsesWire
+
+        return ResponsesWire
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,12 @@ Translate on this wire: OpenAI-shaped messages, tools and `tool_choice` are
 converted (`openai_messages_to_anthropic`, `openai_tools_to_anthropic`,
 `openai_tool_choice_to_anthropic`; public through `toolnexus.translate`), the system text is the
 `system` argument, else the client's `system_prompt`, else the hoisted system messages (key omitted
-when empty), and the reply's `stop_reason` is mapped with `finish_reason_for`. Parts in converted
+when empty), and the reply's `stop_reason` is read into the neutral finish vocabulary (`refusal`
+and `pause` kept apart from `stop`; the pinned `finish_reason_for` helper keeps its older,
+OpenAI-only mapping for callers that use it). Thinking survives a translate round trip: the
+reply's `thinking` / `redacted_thinking` blocks come back verbatim as `thinking_blocks`, and an
+assistant message carrying `thinking_blocks` (the key LiteLLM and others use) is converted with
+those blocks first, as the API requires when the turn called tools. Parts in converted
 messages go through this wire's own block allowlist with a lenient policy: what Anthropic cannot
 carry (audio, other file types, a `file_id` reference) becomes a text placeholder, warned once — a
 pure converter has no run to fail, and a silent drop would lose data; a part with neither data nor
@@ -32,8 +37,9 @@ from typing import Any, Callable, Optional
 from ...content.blocks import encode_part
 from ...content.errors import UnsupportedPartError
 from ..parts import degrade_notice, placeholder_block
-from .anthropic_reply import AnthropicStream, reply_text, reply_usage
-from .base import DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, malformed
+from .anthropic_reply import AnthropicStream, reply_finish, reply_text, reply_usage
+from .base import (DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, malformed,
+                   provider_error)
 from .openai import canonical_part, content_text, message_calls
 
 __all__ = ["AnthropicWire", "ANTHROPIC_VERSION", "MAX_TOKENS", "finish_reason_for", "part_to_anthropic",
@@ -43,6 +49,10 @@ __all__ = ["AnthropicWire", "ANTHROPIC_VERSION", "MAX_TOKENS", "finish_reason_fo
 WIRE = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 MAX_TOKENS = 4096
+"""The pinned default `max_tokens` of every request; raise it with `request_params={"max_tokens": N}`."""
+THINKING_TYPES = ("thinking", "redacted_thinking")
+
+
 def input_args(value: Any) -> tuple[dict[str, Any], None, Optional[str]]:
     """A `tool_use.input` as `(args, None, problem)`: a dict (or absent ⇒ `{}`), else a problem."""
     if value is None or isinstance(value, dict):
@@ -136,8 +146,15 @@ class AnthropicWire(DialectBase):
             if block.get("type") == "tool_use" and not isinstance(block.get("name"), str):
                 raise malformed(WIRE, f"`content[{i}]` tool_use block has no `name`", block)
         message = {"role": "assistant", "content": content}
-        return Turn(reply_text(content), self.assistant_calls(message), reply_usage(data.get("usage")), message,
-                    raw=data)
+        calls = self.assistant_calls(message)
+        stop = data.get("stop_reason")
+        return Turn(reply_text(content), calls, reply_usage(data.get("usage")), message, raw=data,
+                    finish_reason=reply_finish(stop, bool(calls)),
+                    provider_finish_reason=stop if isinstance(stop, str) else None)
+
+    def check_reply(self, data: Any) -> None:
+        if isinstance(data, dict) and data.get("type") == "error":
+            raise provider_error(WIRE, data, data.get("error"), in_stream=False)
 
     def assistant_calls(self, message: Any) -> list[ToolCall]:
         content = message.get("content") if isinstance(message, dict) else None
@@ -210,8 +227,13 @@ class AnthropicWire(DialectBase):
             for b in blocks
             if b.get("type") == "tool_use"
         ]
-        return TranslateReply(reply_text(blocks), calls, finish_reason_for(bool(calls), data.get("stop_reason")),
-                              reply_usage(data.get("usage")))
+        stop = data.get("stop_reason")
+        thinking = [b for b in blocks if b.get("type") in THINKING_TYPES]
+        finish = reply_finish(stop, bool(calls))
+        return TranslateReply(reply_text(blocks), calls, "tool_calls" if calls else finish,
+                              reply_usage(data.get("usage")),
+                              provider_finish_reason=stop if isinstance(stop, str) else None,
+                              thinking_blocks=thinking or None)
 
 
 # -- OpenAI-shaped input as Anthropic (translate; public through `toolnexus.translate`) -------------
@@ -277,8 +299,12 @@ def _tool_result_block(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    kept = message.get("thinking_blocks")
+    blocks: list[dict[str, Any]] = [b for b in kept if isinstance(b, dict) and b.get("type") in THINKING_TYPES] \
+        if isinstance(kept, list) else []
     text = content_text(message.get("content"))
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    if text:
+        blocks.append({"type": "text", "text": text})
     for call in message_calls(message):
         blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.args})
     return blocks

@@ -3,8 +3,15 @@
 The loop never looks at a provider's JSON: a dialect turns the canonical transcript into a request
 body and a provider reply (whole or streamed) into a `Turn`, reads and rewrites the results after a
 tool-call turn (durable resume), and does the same for `translate` (OpenAI-shaped request in,
-`TranslateReply` out). Everything style-specific lives in `wire/openai.py` and `wire/anthropic.py`;
-this module holds only the shared shapes and helpers.
+`TranslateReply` out). Everything style-specific lives in `wire/openai.py`, `wire/anthropic.py` and
+`wire/responses.py`; this module holds only the shared shapes and helpers.
+
+Every `Turn` says how the reply ended in the neutral finish vocabulary (`client/result.py`) and
+keeps the provider's own value beside it; the loop decides from that alone (a `STOPPED` finish
+ends the run `incomplete` and its calls are never run; `pause` sends the turn back). A provider
+error delivered inside a 2xx reply (a stream's error event, an error chunk, an error body) is
+raised by the dialect as `ProviderError` (`provider_error`), so it goes through the retry policy
+of the same status on a plain reply.
 """
 
 from __future__ import annotations
@@ -14,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
 from ...types import ToolResult
-from ..errors import ProviderResponseError
+from ..errors import ProviderError, ProviderResponseError
 from ..parts import PartPolicy, tool_result_parts
 from ...content.parts import MEDIA_PART_TYPES, is_part_dict
-from ..result import zero_usage
+from ..result import (FINISH_CONTENT_FILTER, FINISH_LENGTH, FINISH_PAUSE, FINISH_REFUSAL, FINISH_STOP,
+                      FINISH_TOOL_CALLS, LIMIT_CONTENT_FILTER, LIMIT_MAX_OUTPUT_TOKENS, LIMIT_REFUSAL, USAGE_DETAILS,
+                      zero_usage)
 from ..sse import SseEvent
 
 __all__ = [
@@ -37,7 +46,17 @@ __all__ = [
     "arguments_error_text",
     "malformed",
     "DialectBase",
+    "WireOptions",
+    "STOPPED",
+    "finish_of",
+    "unfinished_call_text",
+    "provider_error",
+    "status_for",
 ]
+
+STOPPED = {FINISH_LENGTH: LIMIT_MAX_OUTPUT_TOKENS, FINISH_REFUSAL: LIMIT_REFUSAL,
+           FINISH_CONTENT_FILTER: LIMIT_CONTENT_FILTER}
+"""The finishes that are not an answer, each with the `limit` an incomplete run names."""
 
 
 @dataclass
@@ -58,13 +77,32 @@ class ToolCall:
 
 @dataclass
 class Turn:
-    """One assistant reply, wire-neutral. No `tool_calls` ⇒ the run's final answer."""
+    """One assistant reply, wire-neutral. No `tool_calls` ⇒ the run's final answer.
+
+    `finish_reason` is neutral (`client/result.py`); `provider_finish_reason` is the provider's
+    own value (None when it sent none). A refusal's text is `text`.
+    """
 
     text: str
     tool_calls: list[ToolCall]
     usage: dict[str, int]
     assistant_message: dict[str, Any]
     raw: Any = None
+    finish_reason: str = FINISH_STOP
+    provider_finish_reason: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class WireOptions:
+    """Client settings a dialect needs beyond its part policy (read once per run).
+
+    `store`: the `store` request parameter, when set (the Responses API keeps nothing server-side
+    with `store: false`, so its items are replayed without server ids). `chain`: the Responses API
+    sends `previous_response_id` and only the items after the last reply (`Client.chain_responses`).
+    """
+
+    store: Optional[bool] = None
+    chain: bool = False
 
 
 @dataclass
@@ -99,6 +137,8 @@ class TranslateReply:
     calls: list[ToolCall]
     finish_reason: str
     usage: dict[str, int]
+    provider_finish_reason: Optional[str] = None
+    thinking_blocks: Optional[list[dict[str, Any]]] = None
 
 
 class StreamAccumulator(Protocol):
@@ -114,12 +154,13 @@ class StreamAccumulator(Protocol):
 
 
 class WireDialect(Protocol):
-    """What the loop needs from a provider wire. Two implementations: openai, anthropic."""
+    """What the loop needs from a provider wire. Three implementations: openai, anthropic, responses."""
 
     name: str
     env_key: str  # the style's own API-key variable
     halt_emits_placeholder_result: bool
     result_id_key: str  # the key naming the answered call in one result item
+    resends_transcript: bool  # False: a request carries only what the server has not kept
 
     def url(self, base_url: str) -> str: ...
     def headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]: ...
@@ -133,6 +174,9 @@ class WireDialect(Protocol):
         """The request body; `wired=True` when `messages` are in wire form already."""
         ...
     def parse_response(self, data: Any) -> Turn: ...
+    def check_reply(self, data: Any) -> None:
+        """Raise `ProviderError` when a 2xx reply body carries the provider's error instead of a reply."""
+        ...
     def new_stream(self) -> StreamAccumulator: ...
     def result_messages(self, entries: list[ResultEntry]) -> list[dict]: ...
     def split_results(self, after: list[Any]) -> tuple[list[dict], list[Any]]: ...
@@ -151,19 +195,86 @@ class WireDialect(Protocol):
 
 
 def add_usage(total: dict[str, int], turn: dict[str, int]) -> None:
-    """Sum one turn's usage into the run's."""
+    """Sum one turn's usage into the run's (a detail key appears once some turn reported it)."""
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
         total[key] = total.get(key, 0) + int(turn.get(key, 0) or 0)
+    if len(turn) > 3:
+        for key in USAGE_DETAILS:
+            if turn.get(key):
+                total[key] = total.get(key, 0) + int(turn[key])
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def usage_of(prompt: Any, completion: Any, total: Any = None) -> dict[str, int]:
+def usage_of(prompt: Any, completion: Any, total: Any = None, *, cached: Any = 0, cache_creation: Any = 0,
+             reasoning: Any = 0) -> dict[str, int]:
+    """The neutral usage dict; details only when non-zero (`client/result.py`)."""
     p, c = _int(prompt), _int(completion)
     t = _int(total) or p + c
-    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": t}
+    usage = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": t}
+    for key, value in (("cached_tokens", cached), ("cache_creation_tokens", cache_creation),
+                       ("reasoning_tokens", reasoning)):
+        if _int(value) > 0:
+            usage[key] = value
+    return usage
+
+
+def finish_of(native: Any, table: dict[str, str], has_calls: bool) -> str:
+    """A provider's finish value in the neutral vocabulary: `table` maps the known ones; a missing
+    or unknown value reads as `tool_calls` when the reply holds calls, else `stop`."""
+    neutral = table.get(native) if isinstance(native, str) else None
+    if neutral is None or (neutral == FINISH_STOP and has_calls):
+        return FINISH_TOOL_CALLS if has_calls else FINISH_STOP
+    return neutral
+
+
+def unfinished_call_text(call: "ToolCall", finish: str, native: Optional[str]) -> str:
+    """The result a call of a reply that did not finish gets in the transcript: it was never run."""
+    why = {FINISH_LENGTH: "the reply was cut off at the output limit before the call was complete",
+           FINISH_REFUSAL: "the model refused",
+           FINISH_CONTENT_FILTER: "the provider's content filter stopped the reply",
+           FINISH_PAUSE: "the provider paused the turn"}.get(finish, f"the reply ended with {finish}")
+    said = f" ({native})" if native and native != finish else ""
+    return f'toolnexus: tool "{call.name}" was not run: {why}{said}.'
+
+
+# Statuses a provider's error type stands for when it arrives without one (inside a 2xx reply).
+_ERROR_STATUS = {
+    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
+    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "rate_limit_exceeded": 429,
+    "insufficient_quota": 429, "api_error": 500, "server_error": 500, "timeout_error": 504, "overloaded_error": 529,
+}
+
+
+def status_for(error_type: Any, code: Any = None) -> int:
+    """The HTTP status an in-reply error stands for: a numeric `code` in 400–599 itself, else the
+    status the provider's error type names, else 500 (a server-side failure mid-reply)."""
+    for value in (code, error_type):
+        if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
+            return value
+        if isinstance(value, str) and value.isdigit() and 400 <= int(value) <= 599:
+            return int(value)
+    for value in (error_type, code):
+        if isinstance(value, str) and value in _ERROR_STATUS:
+            return _ERROR_STATUS[value]
+    return 500
+
+
+def provider_error(wire: str, payload: Any, error: Any, *, in_stream: bool) -> ProviderError:
+    """`ProviderError` for an error the provider sent inside a 2xx reply: `error` is its error
+    object (`type`/`code`, `message`), `payload` what carried it (kept, redacted, as the body)."""
+    err = error if isinstance(error, dict) else {}
+    kind = err.get("type") if isinstance(err.get("type"), str) and err.get("type") != "error" else None
+    code = err.get("code")
+    name = kind or (code if isinstance(code, str) else None) or (str(code) if code is not None else None)
+    message = err.get("message") if isinstance(err.get("message"), str) else None
+    if message is None and isinstance(error, str):
+        message = error
+    status = status_for(kind or code, code)
+    return ProviderError(status, json.dumps(payload, ensure_ascii=False)[:4096], error_type=name,
+                         error_message=message or "", inside="stream" if in_stream else "reply", wire=wire)
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:
@@ -249,9 +360,11 @@ class DialectBase:
     name = ""
     env_key = ""
     halt_emits_placeholder_result = False
+    resends_transcript = True  # each request carries the whole transcript (so the loop may keep it encoded)
 
-    def __init__(self, policy: Optional[PartPolicy] = None) -> None:
+    def __init__(self, policy: Optional[PartPolicy] = None, options: Optional[WireOptions] = None) -> None:
         self.policy = policy or PartPolicy()
+        self.options = options or WireOptions()
 
     def declare_tools(self, toolkit: Any, *, shared: bool = False) -> list[dict]:
         """The toolkit's declarations in this wire's shape: copies to edit (`to_openai()` /

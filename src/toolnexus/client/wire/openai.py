@@ -9,12 +9,24 @@ client's part policy in `client/parts.py`) on this wire:
   of tool messages, preceded by `Output of tool {name} ({tool_call_id}):`. That message is built
   per request and never stored.
 
-Translate on this wire: its own URL rule (`/v1` added unless present or a `/chat/`
-path), lowercase headers, the caller's messages as given except that canonical part dicts in them
-are encoded exactly as the run loop does (so a part the provider rejects is never forwarded), the
-system text prepended only when no `system`/`developer` message exists, and a lenient reply reader
-(no choices ⇒ empty result; the provider's `finish_reason` passed through unless there are tool
-calls). The OpenAI-shaped readers
+Replies: the finish (`finish_reason`: `stop`, `length`, `tool_calls`, `content_filter`; a
+`refusal` field, streamed or not, is a refusal whose text is the turn's text and stays on the
+message) is read into the neutral vocabulary; an error the provider sends inside a 2xx reply — a
+body or chunk with an `error` object (OpenAI, OpenRouter, vLLM's `{"object": "error"}`), or a
+`finish_reason: "error"` — raises `ProviderError`. Usage: `prompt_tokens` as sent (OpenAI counts
+cached input in it), with `prompt_tokens_details.cached_tokens` and
+`completion_tokens_details.reasoning_tokens` as details. A streamed turn keeps what the provider
+sent beyond content and calls: extra delta fields are merged onto the message (strings
+concatenated, lists extended, objects replaced — OpenRouter's `reasoning` / `reasoning_details`,
+Gemini's `extra_content`), and extra tool-call fields (Gemini's `extra_content.google.
+thought_signature`) stay on their call, so they go back unchanged.
+
+Translate on this wire: its own URL rule (`/v1` added unless the base already names a version —
+`/v1`, `/v1beta`… — or a `/chat/` path; `translate_url`), lowercase headers, the caller's
+messages as given except that canonical part dicts in them are encoded exactly as the run loop
+does (so a part the provider rejects is never forwarded), the system text prepended only when no
+`system`/`developer` message exists, and a lenient reply reader (no choices ⇒ empty result; the
+finish in the neutral vocabulary, the provider's own value beside it). The OpenAI-shaped readers
 translate's input needs on every wire live here too: `content_text`, `args_string`,
 `has_system_message`, `message_calls` and `canonical_part` (an OpenAI-native part as a canonical
 one, the inverse of this wire's part mapping).
@@ -27,23 +39,53 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Callable, Optional
+from urllib.parse import urlsplit
 
 from ..._shapes import as_dict
 from ...content.parts import MEDIA_PART_TYPES, is_part_dict
+from ..result import (FINISH_CONTENT_FILTER, FINISH_ERROR, FINISH_LENGTH, FINISH_REFUSAL, FINISH_STOP,
+                      FINISH_TOOL_CALLS)
 from ..sse import SseEvent, json_payloads
-from .base import (DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, add_usage,
-                   malformed, parse_arguments, read_arguments, usage_of, zero_usage)
+from .base import (DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, add_usage, finish_of,
+                   malformed, parse_arguments, provider_error, read_arguments, usage_of)
 
 __all__ = ["OpenAIWire", "content_text", "args_string", "has_system_message", "message_calls", "canonical_part"]
 
 WIRE = "openai"
 _AUDIO_MIME = {"mp3": "audio/mpeg", "wav": "audio/wav"}  # the inverse, for reading `input_audio`
 _DATA_URL = re.compile(r"^data:([^;,]*)(?:;[^,]*)?;base64,(.*)$", re.DOTALL)
+_VERSIONED = re.compile(r"/v\d+[a-z0-9]*(/|$)")  # a base URL that names an API version: /v1, /v1beta, /v2…
+FINISHES = {"stop": FINISH_STOP, "length": FINISH_LENGTH, "tool_calls": FINISH_TOOL_CALLS,
+            "function_call": FINISH_TOOL_CALLS, "content_filter": FINISH_CONTENT_FILTER, "error": FINISH_ERROR}
 
 
 def _usage(u: Any) -> dict[str, int]:
-    u = u if isinstance(u, dict) else {}
-    return usage_of(u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens"))
+    if not isinstance(u, dict):
+        return usage_of(None, None)
+    prompt, completion = u.get("prompt_tokens_details"), u.get("completion_tokens_details")
+    return usage_of(u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens"),
+                    cached=prompt.get("cached_tokens") if isinstance(prompt, dict) else 0,
+                    reasoning=completion.get("reasoning_tokens") if isinstance(completion, dict) else 0)
+
+
+def finish_for(choice_finish: Any, has_calls: bool, refused: bool) -> str:
+    """A chat-completions reply's finish in the neutral vocabulary (a `refusal` field wins over `stop`)."""
+    finish = finish_of(choice_finish, FINISHES, has_calls)
+    return FINISH_REFUSAL if refused and finish in (FINISH_STOP, FINISH_TOOL_CALLS) and not has_calls else finish
+
+
+def _error_in(data: dict[str, Any]) -> Any:
+    """The provider's error object in a reply body or chunk (None when it carries none)."""
+    err = data.get("error")
+    if isinstance(err, (dict, str)) and err:
+        return err
+    if data.get("object") == "error":  # vLLM and other servers: the error is the object itself
+        return data
+    choices = data.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    if first is not None and first.get("finish_reason") == "error":
+        return first.get("error") or {"type": "server_error", "message": "the provider ended the reply with an error"}
+    return None
 
 
 # -- reading OpenAI-shaped input (translate) -----------------------------------------------------
@@ -215,6 +257,11 @@ class OpenAIWire(DialectBase):
 
     # -- reply side -----------------------------------------------------------------------------
 
+    def check_reply(self, data: Any) -> None:
+        err = _error_in(data) if isinstance(data, dict) else None
+        if err is not None:
+            raise provider_error(WIRE, data, err, in_stream=False)
+
     def parse_response(self, data: Any) -> Turn:
         if not isinstance(data, dict):
             raise malformed(WIRE, "expected a JSON object", data)
@@ -226,8 +273,15 @@ class OpenAIWire(DialectBase):
             raise malformed(WIRE, "`choices[0].message` is not an object", choices[0])
         content = message.get("content")
         text = content if isinstance(content, str) else ""
+        refusal = message.get("refusal")
+        refused = isinstance(refusal, str) and bool(refusal)
+        if refused and not text:
+            text = str(refusal)
         calls = self.assistant_calls(message, strict=True)
-        return Turn(text, calls, _usage(data.get("usage")), message, raw=data)
+        native = choices[0].get("finish_reason")
+        return Turn(text, calls, _usage(data.get("usage")), message, raw=data,
+                    finish_reason=finish_for(native, bool(calls), refused),
+                    provider_finish_reason=native if isinstance(native, str) else None)
 
     def assistant_calls(self, message: Any, strict: bool = False) -> list[ToolCall]:
         """The tool calls of an assistant message (malformed entries raise when `strict`)."""
@@ -276,8 +330,14 @@ class OpenAIWire(DialectBase):
     # -- translate --------------------------------------------------------------
 
     def translate_url(self, base_url: str) -> str:
+        """`/chat/completions` joined as the provider SDKs join it, adding `/v1` only to a base
+        URL that names no API version (`https://api.openai.com` → `…/v1/chat/completions`;
+        Gemini's `…/v1beta/openai/` → `…/v1beta/openai/chat/completions`)."""
         b = base_url.rstrip("/")
-        return b + "/chat/completions" if b.endswith("/v1") or "/chat/" in b else b + "/v1/chat/completions"
+        path = urlsplit(b).path
+        if b.endswith("/v1") or "/chat/" in b or _VERSIONED.search(path):
+            return b + "/chat/completions"
+        return b + "/v1/chat/completions"
 
     def translate_headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]:
         return {"content-type": "application/json", "authorization": f"Bearer {api_key}", **extra}
@@ -309,8 +369,14 @@ class OpenAIWire(DialectBase):
         message = as_dict(first.get("message"))
         calls = message_calls(message)
         stop = first.get("finish_reason")
-        finish = "tool_calls" if calls else (stop if isinstance(stop, str) and stop else "stop")
-        return TranslateReply(content_text(message.get("content")), calls, finish, usage)
+        native = stop if isinstance(stop, str) and stop else None
+        refusal = message.get("refusal")
+        refused = isinstance(refusal, str) and bool(refusal)
+        text = content_text(message.get("content")) or (str(refusal) if refused else "")
+        finish = FINISH_TOOL_CALLS if calls else finish_for(native, False, refused)
+        if native is not None and native not in FINISHES and finish == FINISH_STOP:
+            finish = native  # an unknown provider value passes through, as it always has
+        return TranslateReply(text, calls, finish, usage, provider_finish_reason=native)
 
 
 def _checked(arguments: str) -> tuple[dict[str, Any], str, Optional[str]]:
@@ -318,11 +384,45 @@ def _checked(arguments: str) -> tuple[dict[str, Any], str, Optional[str]]:
     return args, arguments, problem
 
 
+_KNOWN_DELTA = frozenset({"role", "content", "tool_calls", "refusal", "function_call"})
+_KNOWN_CALL = frozenset({"index", "id", "type", "function"})
+
+
+_STREAMED_TEXT = ("text", "summary", "data")  # the fields a list entry streamed in pieces spreads over
+
+
+def _merge_extra(target: dict[str, Any], key: str, value: Any) -> None:
+    """Merge one streamed field the loop does not interpret onto `target`: strings concatenate,
+    lists extend, anything else (objects, numbers) replaces. A list entry carrying the `index`
+    and `type` of one already there is that entry streamed in pieces (OpenRouter's
+    `reasoning_details`): its `text` / `summary` / `data` are appended, its other fields replace."""
+    if value is None:
+        return
+    old = target.get(key)
+    if isinstance(value, str) and isinstance(old, str):
+        target[key] = old + value
+    elif isinstance(value, list) and isinstance(old, list):
+        for entry in value:
+            same = next((e for e in old if isinstance(e, dict) and isinstance(entry, dict) and "index" in entry
+                         and e.get("index") == entry["index"] and e.get("type") == entry.get("type")), None)
+            if same is None:
+                old.append(dict(entry) if isinstance(entry, dict) else entry)
+                continue
+            for k, v in entry.items():
+                if k in _STREAMED_TEXT and isinstance(v, str) and isinstance(same.get(k), str):
+                    same[k] += v
+                elif v is not None and v != "":
+                    same[k] = v
+    else:
+        target[key] = [dict(e) if isinstance(e, dict) else e for e in value] if isinstance(value, list) else value
+
+
 class OpenAIStream:
     """Assembles a streamed chat-completions turn (tool-call deltas merged by `index`).
 
     `finished` is set by `[DONE]`; `complete` also by a chunk's `finish_reason` (some compatible
-    servers end there without `[DONE]`). A stream that ends with neither is truncated.
+    servers end there without `[DONE]`). A stream that ends with neither is truncated. A chunk
+    carrying an `error` (or `finish_reason: "error"`) raises `ProviderError` at once.
     """
 
     end_marker = "[DONE] or a finish_reason"
@@ -331,8 +431,11 @@ class OpenAIStream:
         self.finished = False
         self.complete = False
         self._text: list[str] = []
-        self._calls: dict[int, dict[str, str]] = {}
-        self._usage = zero_usage()
+        self._refusal: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._extra: dict[str, Any] = {}
+        self._usage: dict[str, int] = usage_of(None, None)
+        self._finish: Optional[str] = None
 
     def feed(self, event: SseEvent) -> list[str]:
         deltas: list[str] = []
@@ -342,22 +445,34 @@ class OpenAIStream:
                 break
             if not isinstance(chunk, dict):
                 continue
+            err = _error_in(chunk)
+            if err is not None:
+                raise provider_error(WIRE, chunk, err, in_stream=True)
             if isinstance(chunk.get("usage"), dict):
                 add_usage(self._usage, _usage(chunk["usage"]))
             choices = chunk.get("choices")
             if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
                 continue
-            if choices[0].get("finish_reason"):
+            finish = choices[0].get("finish_reason")
+            if finish:
                 self.complete = True
+                self._finish = finish if isinstance(finish, str) else self._finish
             delta = choices[0].get("delta")
             if not isinstance(delta, dict):
                 continue
             if isinstance(delta.get("content"), str) and delta["content"]:
                 self._text.append(delta["content"])
                 deltas.append(delta["content"])
+            if isinstance(delta.get("refusal"), str) and delta["refusal"]:
+                self._refusal.append(delta["refusal"])
+                deltas.append(delta["refusal"])
             for tc in delta.get("tool_calls") or []:
                 if isinstance(tc, dict):
                     self._merge_call(tc)
+            if not delta.keys() <= _KNOWN_DELTA:
+                for key, value in delta.items():
+                    if key not in _KNOWN_DELTA:
+                        _merge_extra(self._extra, key, value)
         return deltas
 
     def _merge_call(self, tc: dict) -> None:
@@ -370,21 +485,31 @@ class OpenAIStream:
             slot["name"] += fn["name"]
         if isinstance(fn.get("arguments"), str):
             slot["arguments"] += fn["arguments"]
+        for key, value in tc.items():
+            if key not in _KNOWN_CALL:
+                _merge_extra(slot.setdefault("extra", {}), key, value)
 
     def turn(self) -> Turn:
         text = "".join(self._text)
+        refusal = "".join(self._refusal)
         slots = [self._calls[i] for i in sorted(self._calls)]
         if slots:
             message: dict[str, Any] = {
                 "role": "assistant",
                 "content": text or None,
                 "tool_calls": [
-                    {"id": s["id"], "type": "function", "function": {"name": s["name"], "arguments": s["arguments"]}}
+                    {"id": s["id"], "type": "function", "function": {"name": s["name"], "arguments": s["arguments"]},
+                     **s.get("extra", {})}
                     for s in slots
                 ],
             }
         else:
             message = {"role": "assistant", "content": text}
+        if refusal:
+            message["refusal"] = refusal
+        for key, value in self._extra.items():
+            message.setdefault(key, value)
         calls = [ToolCall(s["id"], s["name"], *_checked(s["arguments"])) for s in slots]
-        return Turn(text, calls, dict(self._usage), message)
-
+        return Turn(text or refusal, calls, dict(self._usage), message,
+                    finish_reason=finish_for(self._finish, bool(calls), bool(refusal)),
+                    provider_finish_reason=self._finish)
