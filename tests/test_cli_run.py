@@ -2,14 +2,16 @@
 
 Covers every exit code of `run` (0, 1, 3, 130), `--json`, the REPL over pipes (conversation kept,
 `/reset`, errors keep it going, end of input), the REPL on a real pseudo-terminal (a suspension
-prompt answered at the terminal; the progress indicator), and that the API key never appears in
-anything the command prints.
+prompt answered at the terminal; the progress indicator; Ctrl-C cancelling a turn and keeping the
+conversation), `--verbose` tool lines, and that the API key never appears in anything the command
+prints.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import pty
 import select
 import signal
@@ -51,6 +53,19 @@ def test_once_prints_the_answer_and_exits_0(llm: LlmServer) -> None:
     assert llm.requests[0].headers["authorization"] == f"Bearer {KEY}"
     assert llm.requests[1].json["messages"][-1]["content"] == "echo:ping"
     _no_key(done.stdout, done.stderr)
+
+
+def test_verbose_shows_each_tool_call_as_it_starts_and_ends_on_stderr_only(llm: LlmServer) -> None:
+    calls = Json(openai_calls(("c1", "echo", {"x": "ping"}), ("c2", "fail", {})))
+    llm.add(calls, Json(openai_text("done")), calls, Json(openai_text("done")))
+    done = run_cli("run", *TOOLS, *_model(llm), "--verbose", "--once", "go")
+    assert (done.returncode, done.stdout) == (0, "done\n")
+    lines = done.stderr.splitlines()
+    assert '→ echo {"x": "ping"}' in lines and "→ fail {}" in lines
+    assert any(re.fullmatch(r"← echo ok \d+ ms", line) for line in lines), done.stderr
+    assert any(re.fullmatch(r"← fail error \d+ ms: tool fail failed: RuntimeError: kaboom from fail", line) for line in lines), done.stderr
+    quiet = run_cli("run", *TOOLS, *_model(llm), "--once", "go")  # without --verbose: nothing on stderr
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "done\n", "")
 
 
 def test_the_key_can_come_from_the_environment(llm: LlmServer) -> None:
@@ -188,18 +203,32 @@ def test_on_a_terminal_the_repl_answers_a_suspension_and_the_run_goes_on(llm: Ll
     _no_key(term.seen)
 
 
-def test_on_a_terminal_a_progress_indicator_shows_while_waiting_and_ctrl_c_exits_130(llm: LlmServer) -> None:
-    llm.add(Hang())
+def test_on_a_terminal_ctrl_c_cancels_the_turn_keeps_the_conversation_and_twice_at_the_prompt_leaves(
+        llm: LlmServer) -> None:
+    llm.add(Json(openai_text("one")), Hang(), Json(openai_text("Ada.")))
     term = Terminal([TOOLNEXUS, "run", *TOOLS, *_model(llm)])
     try:
         term.expect("> ")
+        term.send("my name is Ada")
+        term.expect("one")
         term.send("take your time")
         _wait_arrived(llm)
-        term.expect("waiting for the model")
+        term.expect("waiting for the model")  # the progress indicator, on a terminal only
+        os.killpg(term.proc.pid, signal.SIGINT)  # what Ctrl-C sends
+        term.expect("(cancelled — the conversation so far is kept)")
+        assert llm.disconnected.wait(30), "the cancelled turn's request was not abandoned"
+        term.send("what is my name?")
+        term.expect("Ada.")
+        seen = len(term.seen)
+        os.killpg(term.proc.pid, signal.SIGINT)  # at an idle prompt: a hint, not an exit
+        term.expect("(Ctrl-C again or Ctrl-D to leave)")
+        assert term.proc.poll() is None
         os.killpg(term.proc.pid, signal.SIGINT)
     finally:
         code = term.close()
-    assert code == 130
+    assert code == 130 and "Traceback" not in term.seen[seen:]
+    users = [m["content"] for m in llm.requests[2].json["messages"] if m["role"] == "user"]
+    assert users == ["my name is Ada", "what is my name?"]  # the cancelled prompt is gone, the rest kept
     _no_key(term.seen)
 
 
