@@ -97,9 +97,9 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     from ..durable import AnswerAlreadyApplied, RequestWithdrawn
 
     answer = _answer(opts)
+    store = open_run_store(opts)  # first: a store that does not exist is the likeliest slip, and is never created
     agents = _agents(opts)
     llm = await _llm(opts, console)
-    store = open_run_store(opts)
     try:
         async with store:
             final = await resume(store, answer, agents=agents, llm=llm)
