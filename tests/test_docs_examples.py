@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support.doc_blocks import DATA_LANGS, RUN_LANGS, SHELL_LANGS, Block, blocks_of, expected_matches
+from support.doc_blocks import DATA_LANGS, RUN_LANGS, SHELL_LANGS, Block, api_directives, blocks_of, expected_matches
 from support.doc_model import DocModelServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,3 +203,8 @@ def test_docs_site_builds_without_warnings(tmp_path: Path):
     assert result.returncode == 0, describe(result)
     assert "WARNING" not in result.stderr, result.stderr
     assert (tmp_path / "site" / "index.html").is_file()
+    missing = []  # every name the reference pages list is rendered, with its own anchor
+    for module, [(page, members)] in api_directives(ROOT / "docs" / "api").items():
+        html = (tmp_path / "site" / "api" / page.removesuffix(".md") / "index.html").read_text(encoding="utf-8")
+        missing += [f"{module}.{n}" for n in members if f'id="{module}.{n}"' not in html]
+    assert not missing, f"listed on a reference page but not rendered: {missing}"
