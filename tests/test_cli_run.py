@@ -68,6 +68,32 @@ def test_verbose_shows_each_tool_call_as_it_starts_and_ends_on_stderr_only(llm: 
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "done\n", "")
 
 
+async def test_on_a_terminal_the_spinner_names_the_tool_that_is_running() -> None:
+    """The live line: `⠋ running lookup… 1s` while a tool runs, back to waiting for the model after it."""
+    import io
+
+    from toolnexus import ToolResult
+    from toolnexus.cli._activity import Activity
+    from toolnexus.cli.common import Console
+    from toolnexus.cli.interactive import Progress
+
+    err = io.StringIO()
+    console = Console(io.StringIO(), err)
+    progress = Progress(console, enabled=True)
+    hooks = Activity(console, progress).hooks()
+    hooks["before_llm"]({})
+    assert progress.label == "waiting for the model"
+    hooks["after_llm"]({})
+    hooks["before_tool"]({"name": "lookup", "id": "c1", "args": {"term": "x"}})
+    assert progress.label == "running lookup"
+    hooks["after_tool"]({"name": "lookup", "id": "c1", "args": {"term": "x"}, "result": ToolResult("ok", False)})
+    assert progress.label == "waiting for the model"
+    progress.stop()
+    assert "→" not in err.getvalue()  # no --verbose: no tool lines, only the spinner
+    quiet = Activity(Console(io.StringIO(), io.StringIO()), Progress(console, enabled=False))
+    assert quiet.hooks() == {}  # no terminal and no --verbose: the client gets no hooks at all
+
+
 def test_the_key_can_come_from_the_environment(llm: LlmServer) -> None:
     llm.add(Json(openai_text("from env")))
     done = run_cli("run", "--no-builtins", "--base-url", llm.base_url + "/v1", "--model", "m", "--once", "x",
@@ -125,6 +151,23 @@ def test_ctrl_c_during_once_exits_130(llm: LlmServer) -> None:
         proc.kill()
     assert proc.returncode == 130 and "Traceback" not in err
     _no_key(out, err)
+
+
+def test_ctrl_c_in_a_repl_fed_by_a_pipe_still_exits_130(llm: LlmServer) -> None:
+    """Only a person at a terminal gets "Ctrl-C cancels the turn"; a script piping prompts keeps the plain exit."""
+    llm.add(Hang())
+    proc = subprocess.Popen([TOOLNEXUS, "run", *TOOLS, *_model(llm)], env=cli_env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write("wait\n")
+        proc.stdin.flush()
+        _wait_arrived(llm)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err and "cancelled" not in err
 
 
 def test_the_repl_keeps_the_conversation_until_reset(llm: LlmServer) -> None:

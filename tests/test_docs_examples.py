@@ -20,6 +20,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -125,6 +126,12 @@ def console_commands(code: str) -> list[tuple[str, str, int]]:
 
 def describe(result: subprocess.CompletedProcess) -> str:
     return f"exit {result.returncode}\n--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
+
+
+def test_shell_blocks_run_the_installed_console_script_with_no_pythonpath(model: DocModelServer, tmp_path: Path):
+    env = user_env(model, tmp_path)
+    assert shutil.which("toolnexus", path=env["PATH"]) == str(Path(sys.executable).with_name("toolnexus"))
+    assert "PYTHONPATH" not in env
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda b: b.id)

@@ -7,10 +7,11 @@ its text, then `status: <status>` on stderr (exit 3). `--json` prints one JSON o
 or null). An empty `--once ""` starts the REPL.
 
 The REPL keeps one conversation (`client.ask` with a session id) until `/reset` starts a new one;
-`exit`, `quit` or end of input (Ctrl-D) leaves (exit 0). Ctrl-C while a turn runs cancels that
-turn — its prompt and whatever it did so far are dropped, the conversation before it is kept —
-and the prompt comes back; Ctrl-C at an idle prompt says how to leave, and a second one in a row
-leaves (exit 130). With `--once`, Ctrl-C leaves at once (exit 130). When stdin and stderr are a
+`exit`, `quit` or end of input (Ctrl-D) leaves (exit 0). When stdin is a terminal, Ctrl-C while
+a turn runs cancels that turn — its prompt and whatever it did so far are dropped, the
+conversation before it is kept — and the prompt comes back; Ctrl-C at an idle prompt says how to
+leave, and a second one in a row leaves (exit 130). With `--once`, or with input from a pipe,
+Ctrl-C leaves at once (exit 130). When stdin and stderr are a
 terminal, a tool that suspends asks its question right there (see `cli.interactive`) and the run
 goes on; otherwise the run stops `pending`, its text is printed and `status: pending` noted. An
 error prints `error: <message>` and the REPL continues. The toolkit is always closed.
@@ -25,6 +26,7 @@ import asyncio
 import dataclasses
 import json
 import signal
+import sys
 import uuid
 from typing import Any, Optional
 
@@ -99,6 +101,13 @@ async def _once(opts: dict[str, Any], console: Console, prompt: str, config: Opt
         await toolkit.close()
 
 
+def _stdin_is_a_terminal() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 class _Interrupts:
     """Ctrl-C in the REPL: cancel the running turn, else arm, else leave (see the module docstring)."""
 
@@ -159,7 +168,7 @@ async def _repl(opts: dict[str, Any], console: Console, config: Optional[dict[st
                          wait_for=wait_for)
     session = str(uuid.uuid4())
     interrupts = _Interrupts(console)
-    installed = interrupts.install()
+    installed = _stdin_is_a_terminal() and interrupts.install()  # piped input keeps the plain exit 130
     try:
         console.err(BANNER)
         while True:
