@@ -63,7 +63,8 @@ def test_verbose_shows_each_tool_call_as_it_starts_and_ends_on_stderr_only(llm: 
     lines = done.stderr.splitlines()
     assert '→ echo {"x": "ping"}' in lines and "→ fail {}" in lines
     assert any(re.fullmatch(r"← echo ok \d+ ms", line) for line in lines), done.stderr
-    assert any(re.fullmatch(r"← fail error \d+ ms: tool fail failed: RuntimeError: kaboom from fail", line) for line in lines), done.stderr
+    failed = r"← fail error \d+ ms: tool fail failed: RuntimeError: kaboom from fail"
+    assert any(re.fullmatch(failed, line) for line in lines), done.stderr
     quiet = run_cli("run", *TOOLS, *_model(llm), "--once", "go")  # without --verbose: nothing on stderr
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "done\n", "")
 

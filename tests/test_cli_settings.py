@@ -72,7 +72,8 @@ def test_a_config_with_comments_reads_as_create_toolkit_reads_it(tmp_path: Path)
     from toolnexus import create_toolkit
 
     config = tmp_path / "team.jsonc"
-    config.write_text('{\n  // no shell for this team\n  "builtins": {"tools": {"bash": false /* nor */, "write": false}}\n}\n')
+    config.write_text('{\n  // no shell for this team\n'
+                      '  "builtins": {"tools": {"bash": false /* nor */, "write": false}}\n}\n')
     done = in_folder(tmp_path, "tools", "--config", str(config))
     assert done.returncode == 0, done.stderr
     listed = [line.split("\t")[0] for line in done.stdout.splitlines()]

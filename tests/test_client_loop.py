@@ -140,8 +140,8 @@ async def test_a_loopback_base_url_without_a_key_sends_the_agent_runtimes_placeh
     assert result.text == "local" and t.calls[-1][1]["Authorization"] == "Bearer unused"
 
 
-@pytest.mark.parametrize("base_url", ["https://api.openai.com/v1", "http://10.0.0.5:8080/v1", "http://127.0.0.1.nip.io/v1",
-                                      "http://0.0.0.0:8080/v1"])
+@pytest.mark.parametrize("base_url", ["https://api.openai.com/v1", "http://10.0.0.5:8080/v1",
+                                      "http://127.0.0.1.nip.io/v1", "http://0.0.0.0:8080/v1"])
 async def test_any_other_base_url_without_a_key_keeps_the_pinned_error(monkeypatch, base_url):
     for name in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)

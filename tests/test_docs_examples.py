@@ -45,8 +45,8 @@ TIMEOUT = 120
 KEYS = {"openai": f"sk-doc-openai-{secrets.token_hex(6)}", "anthropic": f"sk-ant-doc-{secrets.token_hex(6)}",
         "typesafe": f"ts-doc-{secrets.token_hex(6)}"}
 _SCRUBBED = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TYPESAFE_API_KEY", "OPENAI_BASE_URL",
-             "ANTHROPIC_BASE_URL", "TYPESAFE_BASE_URL", "TOOLNEXUS_AUTH_TOKEN", "TOOLNEXUS_DEMO_STORE", "TOOLNEXUS_MODEL",
-             "PYTHONPATH")
+             "ANTHROPIC_BASE_URL", "TYPESAFE_BASE_URL", "TOOLNEXUS_AUTH_TOKEN", "TOOLNEXUS_DEMO_STORE",
+             "TOOLNEXUS_MODEL", "PYTHONPATH")
 
 
 @pytest.fixture(scope="module")

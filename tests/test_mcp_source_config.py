@@ -29,8 +29,8 @@ from toolnexus.types import Answer
     ({"mcpServers": {}, "agnets": {}}, 'unknown top-level key "agnets" ignored (did you mean "agents"?)'),
     ({"mcpServer": {"files": {"command": ["srv"]}}},
      '"mcpServer" is the MCP serve profile, but "files" in it is an MCP server entry: did you mean "mcpServers"?'),
-    ({"servers": {}, "inputs": []}, 'unknown top-level key "inputs" ignored (known: mcpServers, servers, mcp, builtins, '
-                                    'agents, a2a, mcpServer, llm)'),
+    ({"servers": {}, "inputs": []},
+     'unknown top-level key "inputs" ignored (known: mcpServers, servers, mcp, builtins, agents, a2a, mcpServer, llm)'),
 ])
 async def test_create_toolkit_warns_about_top_level_keys_it_does_not_read_and_still_builds(caplog, config, warning):
     """0.21 read such configs silently; the library keeps reading them but names the key (and the nearest of ours)."""

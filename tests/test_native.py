@@ -209,12 +209,13 @@ async def test_int_schema_integer_is_the_precise_schema_everywhere_an_int_appear
         return f"{n} {ids}"
 
     props = plan.input_schema["properties"]
-    assert props["n"] == {"type": "integer"} and props["maybe"] == {"type": "integer"} and props["w"] == {"type": "number"}
+    assert props["n"] == props["maybe"] == {"type": "integer"} and props["w"] == {"type": "number"}
     assert props["ids"] == {"type": "array", "items": {"type": "integer"}}
     assert props["span"]["properties"] == {"start": {"type": "integer"}, "ratio": {"type": "number"}}
     assert props["level"] == {"type": "integer", "enum": [1, 2]}
     nested = await plan.execute({"n": 1, "ids": [1, 2.5], "span": {"start": 0}, "level": 1})
-    assert nested.is_error and nested.output.startswith("invalid arguments for plan: ids/1: 2.5 is not of type 'integer'")
+    assert nested.is_error
+    assert nested.output.startswith("invalid arguments for plan: ids/1: 2.5 is not of type 'integer'")
     ok = await plan.execute({"n": 2.0, "ids": [1], "span": {"start": 0}, "level": 2})
     assert (ok.is_error, ok.output) == (False, "2 [1]")
     assert define_tool(lambda a: a, name="f", int_schema="integer").input_schema["properties"] == {"a": {}}

@@ -122,7 +122,8 @@ def _enum_schema(values: list[Any], int_schema: IntSchema = "number") -> JSONSch
 
 def _check_int_schema(int_schema: Any) -> IntSchema:
     if int_schema not in _INT_SCHEMAS:
-        raise ToolnexusValueError(f'toolnexus: int_schema must be "number" (the default) or "integer", got {int_schema!r}')
+        raise ToolnexusValueError(f'toolnexus: int_schema must be "number" (the default) or "integer", '
+                                  f"got {int_schema!r}")
     return int_schema
 
 

@@ -125,8 +125,9 @@ def config_key_problems(config: Any) -> list[ConfigKeyProblem]:
     if isinstance(serve_profile, dict):
         entries = [k for k, v in serve_profile.items() if _looks_like_server(v)]
         if entries:
-            problems.append(ConfigKeyProblem("mcpServer", f'"mcpServer" is the MCP serve profile, but "{entries[0]}" in '
-                                                          'it is an MCP server entry: did you mean "mcpServers"?', True))
+            message = (f'"mcpServer" is the MCP serve profile, but "{entries[0]}" in it is an MCP server entry: '
+                       'did you mean "mcpServers"?')
+            problems.append(ConfigKeyProblem("mcpServer", message, True))
     has_map = any(k in config for k in _SERVER_MAPS)
     for key, value in config.items():
         name = str(key)
