@@ -77,7 +77,10 @@ def usage() -> str:
         "",
         "Flags take --flag value or --flag=value; -flag works too; repeatable flags add up.",
         "API key: --api-key KEY, else " + API_KEY_ENV[0] + ", then " + API_KEY_ENV[1] + " (--style openai) or "
-        + API_KEY_ENV[2] + " (--style anthropic), then the other of the two. It is never printed.",
+        + API_KEY_ENV[2] + " (--style anthropic), then the other of the two. It is never printed; a loopback",
+        "--base-url (127.0.0.1, ::1, localhost) needs none.",
+        "Model: --base-url / --style / --model, else the --config file's llm block, else OPENAI_BASE_URL",
+        "(ANTHROPIC_BASE_URL with --style anthropic) and TOOLNEXUS_MODEL.",
         'Run "toolnexus <command> --help" for one command.',
     ]
     return "\n".join(lines)
