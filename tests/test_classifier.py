@@ -75,7 +75,7 @@ def test_models_are_dataclasses_with_the_pinned_field_order():
     assert names(ChoiceAnswer) == ["choice", "probabilities", "confidence", "near_uniform", "type"]
     assert names(ScoreAnswer) == ["score", "legend", "probabilities", "confidence", "type"]
     assert names(ClassifierUsage) == ["input_tokens", "output_tokens", "cost"]
-    assert names(Decision) == ["model", "answers", "usage", "calibrated"]
+    assert names(Decision) == ["model", "answers", "usage", "calibrated", "unanswered"]  # the last one is additive
     assert names(RecordedDecision) == ["state", "questions", "response"]
     assert Decision() == Decision("", {}, ClassifierUsage(0, 0, None), True)
     assert choice_over("Pick", {"a": "A"}) == ChoiceQuestion("Pick", {"a": "A"})

@@ -261,13 +261,48 @@ async def test_decode_defaults_and_derived_fields():
     ({**ANSWERS, "tone": {"type": "score", "score": 3, "confidence": 0.9}},
      "classifier: answer 'tone': score 3.0 is outside the rubric 0..2"),
 ])
-async def test_answers_are_checked_against_the_questions(answers, message):
-    """Answers are now validated against the questions on decode (missing or extra keys, a wrong type, a choice
-    that was not offered, a noul outside 0..1, a score off the rubric): a ClassifierError naming the key."""
-    c, _ = make(ok({"answers": answers}))
+async def test_strict_answers_are_checked_against_the_questions_at_evaluate(answers, message):
+    """With strict=True, answers are validated against the questions on decode (missing or extra keys, a wrong
+    type, a choice that was not offered, a noul outside 0..1, a score off the rubric): a ClassifierError naming
+    the key, from evaluate."""
+    c, _ = make(ok({"answers": answers}), strict=True)
     with pytest.raises(ClassifierError) as e:
         await c.evaluate({}, QS)
     assert str(e.value) == message
+
+
+@pytest.mark.parametrize("answers,message", [
+    ({k: v for k, v in ANSWERS.items() if k != "tone"}, "classifier: no answer 'tone' in this decision"),
+    ({**ANSWERS, "toxic": {"type": "choice", "choice": "en", "probabilities": {}, "confidence": 1}},
+     "classifier: answer 'toxic' is a choice answer, but 'toxic' is a noul question"),
+    ({**ANSWERS, "lang": {"type": "choice", "choice": "de", "probabilities": {"de": 1.0}, "confidence": 0.9}},
+     "classifier: answer 'lang': choice 'de' is not an offered option ('en', 'fr')"),
+    ({**ANSWERS, "toxic": {"type": "noul", "noul": 1.4}}, "classifier: answer 'toxic': noul 1.4 is outside 0..1"),
+    ({**ANSWERS, "tone": {"type": "score", "score": 3, "confidence": 0.9}},
+     "classifier: answer 'tone': score 3.0 is outside the rubric 0..2"),
+])
+async def test_by_default_a_missing_or_unusable_answer_fails_only_where_it_is_read(answers, message):
+    """0.21's behaviour, kept: evaluate returns the decision; the answers that fit stay readable, and reading
+    the one that is missing or does not fit its question raises, naming it. An unusable answer is never in
+    `answers` (a router can still never be handed an option it did not offer)."""
+    c, _ = make(ok({"answers": answers}))
+    d = await c.evaluate({}, QS)
+    key = message.split("'")[1]
+    readers = {"toxic": d.noul, "lang": d.choice, "tone": d.score}
+    with pytest.raises(ClassifierError) as e:
+        readers[key](key)
+    assert str(e.value) == message and key not in d.answers
+    for other, read in readers.items():
+        if other != key:
+            assert read(other) is d.answers[other]
+
+
+async def test_an_answer_to_a_question_not_asked_is_kept_out_of_the_decision():
+    c, _ = make(ok({"answers": {**ANSWERS, "extra": {"type": "noul", "noul": 0.5}}}))
+    d = await c.evaluate({}, QS)
+    assert "extra" not in d.answers and set(d.answers) == set(QS)
+    with pytest.raises(ClassifierError, match="^classifier: answer 'extra' answers no question that was asked$"):
+        d.noul("extra")
 
 
 @pytest.mark.parametrize("response,message", [
@@ -400,7 +435,13 @@ async def test_evaluate_batch_stops_scheduling_after_the_first_failure():
 
 
 async def test_a_router_can_never_be_handed_a_model_it_did_not_offer():
-    c = create_classifier(style="custom", evaluate=lambda s, q: Decision("m", {"model": ChoiceAnswer("gpt-9", {}, 0.99)}))
+    returned = Decision("m", {"model": ChoiceAnswer("gpt-9", {}, 0.99)})
+    asked = {"model": ChoiceQuestion("Which model?", {"small": "cheap", "large": "smart"})}
+    strict = create_classifier(style="custom", evaluate=lambda s, q: returned, strict=True)
     with pytest.raises(ClassifierError, match="choice 'gpt-9' is not an offered option"):
-        await c.evaluate({}, {"model": ChoiceQuestion("Which model?", {"small": "cheap", "large": "smart"})})
+        await strict.evaluate({}, asked)
+    lazy = await create_classifier(style="custom", evaluate=lambda s, q: returned).evaluate({}, asked)
+    assert lazy.answers == {} and "model" in returned.answers  # the caller's own Decision is left as it was
+    with pytest.raises(ClassifierError, match="choice 'gpt-9' is not an offered option"):
+        lazy.choice("model")
     assert NoulAnswer(0.5) == NoulAnswer(0.5)

@@ -77,7 +77,7 @@ def test_missing_base_url_or_model(args: list[str]) -> None:
 
 
 def test_missing_api_key() -> None:
-    done = run_cli("run", "-once", "hi", "-base-url", "http://127.0.0.1:9", "-model=m")
+    done = run_cli("run", "-once", "hi", "-base-url", "http://llm.invalid/v1", "-model=m")
     assert (done.returncode, done.stderr) == (
         2, "error: No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY\n")
 

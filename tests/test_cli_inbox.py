@@ -46,6 +46,8 @@ async def _park(url: str, server: LlmServer, agent=PAYER, run_id: str = "refund-
 
 async def test_pending_lists_the_inbox_in_lines_and_json(llm: LlmServer, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with open_store(url) as store:  # an empty store: nothing waits yet
+        assert await store.pending() == []
     empty = run_cli("pending", "--store", url)
     llm.add(Json(openai_calls(("c1", "refund", {"order": "A-17"}))))
     request_id = await _park(url, llm)
@@ -113,8 +115,10 @@ async def test_a_run_that_waits_again_is_exit_3_with_the_new_prompt(llm: LlmServ
     assert line.split("\t")[1:4] == ["ask-1", "approval", "root/asker.1"] and line.split("\t")[0] != request_id
 
 
-def test_unknown_requests_and_missing_flags(tmp_path: Path) -> None:
+async def test_unknown_requests_and_missing_flags(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with open_store(url) as store:  # the store exists, and holds nothing
+        assert await store.pending() == []
     base = ("--agents", "cli_agents:PAYER", "--base-url", "http://127.0.0.1:9/v1", "--api-key", KEY)
     unknown = run_cli("answer", "--store", url, "--id", "pnd-nope", "--ok", *base)
     assert unknown.returncode == 1 and "no request 'pnd-nope' is pending" in unknown.stderr

@@ -2,14 +2,16 @@
 
 Covers every exit code of `run` (0, 1, 3, 130), `--json`, the REPL over pipes (conversation kept,
 `/reset`, errors keep it going, end of input), the REPL on a real pseudo-terminal (a suspension
-prompt answered at the terminal; the progress indicator), and that the API key never appears in
-anything the command prints.
+prompt answered at the terminal; the progress indicator; Ctrl-C cancelling a turn and keeping the
+conversation), `--verbose` tool lines, and that the API key never appears in anything the command
+prints.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import pty
 import select
 import signal
@@ -51,6 +53,46 @@ def test_once_prints_the_answer_and_exits_0(llm: LlmServer) -> None:
     assert llm.requests[0].headers["authorization"] == f"Bearer {KEY}"
     assert llm.requests[1].json["messages"][-1]["content"] == "echo:ping"
     _no_key(done.stdout, done.stderr)
+
+
+def test_verbose_shows_each_tool_call_as_it_starts_and_ends_on_stderr_only(llm: LlmServer) -> None:
+    calls = Json(openai_calls(("c1", "echo", {"x": "ping"}), ("c2", "fail", {})))
+    llm.add(calls, Json(openai_text("done")), calls, Json(openai_text("done")))
+    done = run_cli("run", *TOOLS, *_model(llm), "--verbose", "--once", "go")
+    assert (done.returncode, done.stdout) == (0, "done\n")
+    lines = done.stderr.splitlines()
+    assert '→ echo {"x": "ping"}' in lines and "→ fail {}" in lines
+    assert any(re.fullmatch(r"← echo ok \d+ ms", line) for line in lines), done.stderr
+    failed = r"← fail error \d+ ms: tool fail failed: RuntimeError: kaboom from fail"
+    assert any(re.fullmatch(failed, line) for line in lines), done.stderr
+    quiet = run_cli("run", *TOOLS, *_model(llm), "--once", "go")  # without --verbose: nothing on stderr
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "done\n", "")
+
+
+async def test_on_a_terminal_the_spinner_names_the_tool_that_is_running() -> None:
+    """The live line: `⠋ running lookup… 1s` while a tool runs, back to waiting for the model after it."""
+    import io
+
+    from toolnexus import ToolResult
+    from toolnexus.cli._activity import Activity
+    from toolnexus.cli.common import Console
+    from toolnexus.cli.interactive import Progress
+
+    err = io.StringIO()
+    console = Console(io.StringIO(), err)
+    progress = Progress(console, enabled=True)
+    hooks = Activity(console, progress).hooks()
+    hooks["before_llm"]({})
+    assert progress.label == "waiting for the model"
+    hooks["after_llm"]({})
+    hooks["before_tool"]({"name": "lookup", "id": "c1", "args": {"term": "x"}})
+    assert progress.label == "running lookup"
+    hooks["after_tool"]({"name": "lookup", "id": "c1", "args": {"term": "x"}, "result": ToolResult("ok", False)})
+    assert progress.label == "waiting for the model"
+    progress.stop()
+    assert "→" not in err.getvalue()  # no --verbose: no tool lines, only the spinner
+    quiet = Activity(Console(io.StringIO(), io.StringIO()), Progress(console, enabled=False))
+    assert quiet.hooks() == {}  # no terminal and no --verbose: the client gets no hooks at all
 
 
 def test_the_key_can_come_from_the_environment(llm: LlmServer) -> None:
@@ -110,6 +152,23 @@ def test_ctrl_c_during_once_exits_130(llm: LlmServer) -> None:
         proc.kill()
     assert proc.returncode == 130 and "Traceback" not in err
     _no_key(out, err)
+
+
+def test_ctrl_c_in_a_repl_fed_by_a_pipe_still_exits_130(llm: LlmServer) -> None:
+    """Only a person at a terminal gets "Ctrl-C cancels the turn"; a script piping prompts keeps the plain exit."""
+    llm.add(Hang())
+    proc = subprocess.Popen([TOOLNEXUS, "run", *TOOLS, *_model(llm)], env=cli_env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write("wait\n")
+        proc.stdin.flush()
+        _wait_arrived(llm)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err and "cancelled" not in err
 
 
 def test_the_repl_keeps_the_conversation_until_reset(llm: LlmServer) -> None:
@@ -188,18 +247,32 @@ def test_on_a_terminal_the_repl_answers_a_suspension_and_the_run_goes_on(llm: Ll
     _no_key(term.seen)
 
 
-def test_on_a_terminal_a_progress_indicator_shows_while_waiting_and_ctrl_c_exits_130(llm: LlmServer) -> None:
-    llm.add(Hang())
+def test_on_a_terminal_ctrl_c_cancels_the_turn_keeps_the_conversation_and_twice_at_the_prompt_leaves(
+        llm: LlmServer) -> None:
+    llm.add(Json(openai_text("one")), Hang(), Json(openai_text("Ada.")))
     term = Terminal([TOOLNEXUS, "run", *TOOLS, *_model(llm)])
     try:
         term.expect("> ")
+        term.send("my name is Ada")
+        term.expect("one")
         term.send("take your time")
         _wait_arrived(llm)
-        term.expect("waiting for the model")
+        term.expect("waiting for the model")  # the progress indicator, on a terminal only
+        os.killpg(term.proc.pid, signal.SIGINT)  # what Ctrl-C sends
+        term.expect("(cancelled — the conversation so far is kept)")
+        assert llm.disconnected.wait(30), "the cancelled turn's request was not abandoned"
+        term.send("what is my name?")
+        term.expect("Ada.")
+        seen = len(term.seen)
+        os.killpg(term.proc.pid, signal.SIGINT)  # at an idle prompt: a hint, not an exit
+        term.expect("(Ctrl-C again or Ctrl-D to leave)")
+        assert term.proc.poll() is None
         os.killpg(term.proc.pid, signal.SIGINT)
     finally:
         code = term.close()
-    assert code == 130
+    assert code == 130 and "Traceback" not in term.seen[seen:]
+    users = [m["content"] for m in llm.requests[2].json["messages"] if m["role"] == "user"]
+    assert users == ["my name is Ada", "what is my name?"]  # the cancelled prompt is gone, the rest kept
     _no_key(term.seen)
 
 

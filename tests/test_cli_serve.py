@@ -111,7 +111,7 @@ def test_profiles_can_come_from_the_config_with_flags_laid_over(tmp_path) -> Non
 
 def test_a2a_needs_a_model_and_a_key() -> None:
     no_model = run_cli("serve", "--a2a", *TOOLS, *ADDR)
-    no_key = run_cli("serve", "--a2a", *TOOLS, *ADDR, "--base-url", "http://127.0.0.1:9", "--model", "m")
+    no_key = run_cli("serve", "--a2a", *TOOLS, *ADDR, "--base-url", "http://llm.invalid/v1", "--model", "m")
     assert (no_model.returncode, no_model.stderr) == (2, "error: --base-url and --model are required\n")
     assert no_key.returncode == 2 and no_key.stderr.startswith("error: No API key")
 

@@ -129,6 +129,29 @@ async def test_system_prompt_joined_with_skills_prompt():
     assert tk.skills_prompt()
 
 
+@pytest.mark.parametrize("base_url", ["http://127.0.0.1:8080/v1", "http://[::1]:11434/v1", "http://localhost:1234",
+                                      "https://api.localhost/v1", "http://127.1.2.3"])
+async def test_a_loopback_base_url_without_a_key_sends_the_agent_runtimes_placeholder(monkeypatch, base_url):
+    """A local server takes no key: as the agent runtime does, the client sends `unused` instead of failing."""
+    for name in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    t = RecordingTransport(openai_text("local"))
+    result = await create_client(base_url=base_url, style="openai", model="m", http_transport=t).run("hi")
+    assert result.text == "local" and t.calls[-1][1]["Authorization"] == "Bearer unused"
+
+
+@pytest.mark.parametrize("base_url", ["https://api.openai.com/v1", "http://10.0.0.5:8080/v1",
+                                      "http://127.0.0.1.nip.io/v1", "http://0.0.0.0:8080/v1"])
+async def test_any_other_base_url_without_a_key_keeps_the_pinned_error(monkeypatch, base_url):
+    for name in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    t = RecordingTransport(openai_text("never"))
+    with pytest.raises(RuntimeError) as e:
+        await create_client(base_url=base_url, style="openai", model="m", http_transport=t).run("hi")
+    assert str(e.value) == "No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY"
+    assert t.payloads == []
+
+
 async def test_openai_system_message_only_added_when_history_is_empty():
     t = RecordingTransport(openai_text("a"), openai_text("b"))
     c = client(t, system_prompt="S")

@@ -6,6 +6,12 @@ directory — with the environment a user would set: `OPENAI_BASE_URL` / `OPENAI
 `ANTHROPIC_BASE_URL` / `ANTHROPIC_API_KEY` and `TYPESAFE_BASE_URL` / `TYPESAFE_API_KEY` point at
 a loopback stand-in model (`tests/support/doc_model.py`) that refuses any other key. Nothing
 reaches a real provider: an example that ignores those variables fails here (no network).
+
+Shell and console blocks run the INSTALLED `toolnexus` console script (the venv's `bin` is first
+on `PATH`) from the block's folder, with no `PYTHONPATH`: `--tools-from mytools:TOOLS` must find
+`./mytools.py` as it does for a user. Python blocks run as `python file.py` would, forked from one
+warmed-up interpreter (`support/doc_zygote.py`) to keep the suite's time down; the README's first
+example always runs in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -22,8 +29,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support.doc_blocks import DATA_LANGS, RUN_LANGS, SHELL_LANGS, Block, blocks_of, expected_matches
+from support.doc_blocks import DATA_LANGS, RUN_LANGS, SHELL_LANGS, Block, api_directives, blocks_of, expected_matches
 from support.doc_model import DocModelServer
+from support.doc_zygote import Zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -37,13 +45,21 @@ TIMEOUT = 120
 KEYS = {"openai": f"sk-doc-openai-{secrets.token_hex(6)}", "anthropic": f"sk-ant-doc-{secrets.token_hex(6)}",
         "typesafe": f"ts-doc-{secrets.token_hex(6)}"}
 _SCRUBBED = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TYPESAFE_API_KEY", "OPENAI_BASE_URL",
-             "ANTHROPIC_BASE_URL", "TYPESAFE_BASE_URL", "TOOLNEXUS_AUTH_TOKEN", "TOOLNEXUS_DEMO_STORE")
+             "ANTHROPIC_BASE_URL", "TYPESAFE_BASE_URL", "TOOLNEXUS_AUTH_TOKEN", "TOOLNEXUS_DEMO_STORE",
+             "TOOLNEXUS_MODEL", "PYTHONPATH")
 
 
 @pytest.fixture(scope="module")
 def model():
     with DocModelServer(KEYS) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def python():
+    """`python file.py` for the Python blocks, forked from one warmed-up interpreter (support/doc_zygote.py)."""
+    with Zygote() as zygote:
+        yield zygote
 
 
 def user_env(model: DocModelServer, workdir: Path, **overrides: str) -> dict[str, str]:
@@ -54,8 +70,9 @@ def user_env(model: DocModelServer, workdir: Path, **overrides: str) -> dict[str
         "ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": KEYS["anthropic"],
         "TYPESAFE_BASE_URL": model.url, "TYPESAFE_API_KEY": KEYS["typesafe"],
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        "PYTHONPATH": str(workdir), "PYTHONUNBUFFERED": "1", "NO_COLOR": "1",
+        "PYTHONUNBUFFERED": "1", "NO_COLOR": "1",
     })
+    env.pop("PYTHONPATH", None)  # a user's shell has none: `--tools-from mytools:TOOLS` must find ./mytools.py itself
     env.update(overrides)
     return env
 
@@ -111,14 +128,20 @@ def describe(result: subprocess.CompletedProcess) -> str:
     return f"exit {result.returncode}\n--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
 
 
+def test_shell_blocks_run_the_installed_console_script_with_no_pythonpath(model: DocModelServer, tmp_path: Path):
+    env = user_env(model, tmp_path)
+    assert shutil.which("toolnexus", path=env["PATH"]) == str(Path(sys.executable).with_name("toolnexus"))
+    assert "PYTHONPATH" not in env
+
+
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda b: b.id)
-def test_doc_example_runs(block: Block, model: DocModelServer, tmp_path: Path):
+def test_doc_example_runs(block: Block, model: DocModelServer, python: Zygote, tmp_path: Path):
     prepare(block, tmp_path)
     env = user_env(model, tmp_path)
     if block.lang in ("python", "py"):
         script = tmp_path / (block.title if block.is_file else f"example_{block.line}.py")
         script.write_text(block.code, encoding="utf-8")
-        result = run([sys.executable, str(script)], tmp_path, env)
+        result = python.run(script, tmp_path, env, TIMEOUT)
         assert result.returncode == 0, describe(result)
         if block.expected is not None:
             assert expected_matches(block.expected, result.stdout), describe(result)
@@ -203,3 +226,8 @@ def test_docs_site_builds_without_warnings(tmp_path: Path):
     assert result.returncode == 0, describe(result)
     assert "WARNING" not in result.stderr, result.stderr
     assert (tmp_path / "site" / "index.html").is_file()
+    missing = []  # every name the reference pages list is rendered, with its own anchor
+    for module, [(page, members)] in api_directives(ROOT / "docs" / "api").items():
+        html = (tmp_path / "site" / "api" / page.removesuffix(".md") / "index.html").read_text(encoding="utf-8")
+        missing += [f"{module}.{n}" for n in members if f'id="{module}.{n}"' not in html]
+    assert not missing, f"listed on a reference page but not rendered: {missing}"

@@ -25,6 +25,31 @@ from toolnexus.mcp_source.convert import build_input_schema, call_result_to_tool
 from toolnexus.types import Answer
 
 
+@pytest.mark.parametrize("config, warning", [
+    ({"mcpServers": {}, "agnets": {}}, 'unknown top-level key "agnets" ignored (did you mean "agents"?)'),
+    ({"mcpServer": {"files": {"command": ["srv"]}}},
+     '"mcpServer" is the MCP serve profile, but "files" in it is an MCP server entry: did you mean "mcpServers"?'),
+    ({"servers": {}, "inputs": []},
+     'unknown top-level key "inputs" ignored (known: mcpServers, servers, mcp, builtins, agents, a2a, mcpServer, llm)'),
+])
+async def test_create_toolkit_warns_about_top_level_keys_it_does_not_read_and_still_builds(caplog, config, warning):
+    """0.21 read such configs silently; the library keeps reading them but names the key (and the nearest of ours)."""
+    caplog.set_level(logging.WARNING, "toolnexus")
+    toolkit = await toolnexus.create_toolkit(config, builtins=False)
+    await toolkit.close()
+    assert f"[toolnexus] config: {warning}" in caplog.messages
+
+
+def test_a_bare_server_map_still_reads_every_other_key_as_a_server_and_only_near_misses_are_reported():
+    from toolnexus.mcp_source.config import config_key_problems
+
+    bare = {"github": {"url": "https://x/mcp"}, "agnets": {"card": "https://y"}, "llm": {"command": ["srv"]}}
+    assert parse_mcp_config(bare) == {"github": {"url": "https://x/mcp"}, "agnets": {"card": "https://y"},
+                                      "llm": {"command": ["srv"]}}  # a server named "llm", as 0.21 read it
+    assert [(p.key, p.typo) for p in config_key_problems(bare)] == [("agnets", True)]
+    assert config_key_problems({"mcpServers": {}, "builtins": False, "llm": {"model": "m"}}) == []
+
+
 def test_public_names_are_reexported_from_the_package_and_toolnexus():
     assert DEFAULT_TIMEOUT == 30.0 and MAX_LIST_PAGES == 1000
     for name in ("load_mcp", "load_mcp_with_context", "list_mcp_tools", "McpSource", "ToolInfo", "McpInventory"):

@@ -9,6 +9,7 @@ from typing import Annotated, Literal, Optional, TypedDict
 import pytest
 
 from toolnexus import ToolContext, ToolResult, define_tool, tool
+from toolnexus.native import infer_schema
 
 
 def test_pinned_add_example():
@@ -173,7 +174,77 @@ async def test_integral_floats_are_coerced_for_int_parameters():
         return f"{type(n).__name__} {type(m).__name__} {type(f).__name__}"
 
     assert (await kind.execute({"n": 3.0, "m": 2.0, "f": 1.0})).output == "int int float"
-    assert (await kind.execute({"n": 3.5})).output == "float NoneType float"
+    assert (await kind.execute({"n": 3, "f": 1.5})).output == "int NoneType float"
+
+
+async def test_an_int_parameter_never_receives_a_fraction_the_model_sent():
+    ran = []
+
+    @tool
+    def add(a: int, b: int = 0) -> int:
+        """Add two numbers."""
+        ran.append((a, b))
+        return a + b
+
+    assert add.input_schema["properties"]["a"] == {"type": "number"}  # the pinned 0.21 schema is kept
+    refused = await add.execute({"a": 2.5, "b": 1})
+    assert (refused.is_error, refused.output) == (True, "invalid arguments for add: a: 2.5 is not an integer")
+    assert ran == []
+    done = await add.execute({"a": 2.0, "b": 1})
+    assert (done.is_error, done.output, ran) == (False, "3", [(2, 1)])
+
+
+async def test_int_schema_integer_is_the_precise_schema_everywhere_an_int_appears():
+    @dataclasses.dataclass
+    class Span:
+        start: int
+        ratio: float = 1.0
+
+    class Level(enum.Enum):
+        LOW = 1
+        HIGH = 2
+
+    @tool(int_schema="integer")
+    def plan(n: int, ids: list[int], span: Span, level: Level, maybe: Optional[int] = None, w: float = 0) -> str:
+        return f"{n} {ids}"
+
+    props = plan.input_schema["properties"]
+    assert props["n"] == props["maybe"] == {"type": "integer"} and props["w"] == {"type": "number"}
+    assert props["ids"] == {"type": "array", "items": {"type": "integer"}}
+    assert props["span"]["properties"] == {"start": {"type": "integer"}, "ratio": {"type": "number"}}
+    assert props["level"] == {"type": "integer", "enum": [1, 2]}
+    nested = await plan.execute({"n": 1, "ids": [1, 2.5], "span": {"start": 0}, "level": 1})
+    assert nested.is_error
+    assert nested.output.startswith("invalid arguments for plan: ids/1: 2.5 is not of type 'integer'")
+    ok = await plan.execute({"n": 2.0, "ids": [1], "span": {"start": 0}, "level": 2})
+    assert (ok.is_error, ok.output) == (False, "2 [1]")
+    assert define_tool(lambda a: a, name="f", int_schema="integer").input_schema["properties"] == {"a": {}}
+    assert infer_schema(list[int], int_schema="integer") == {"type": "array", "items": {"type": "integer"}}
+    with pytest.raises(ValueError, match='int_schema must be "number" \\(the default\\) or "integer", got \'int\''):
+        define_tool(lambda a: a, name="f", int_schema="int")  # type: ignore[arg-type]
+
+
+async def test_the_execute_shape_args_none_ctx_none_shows_the_model_no_parameter():
+    """`def approve(args=None, ctx=None)` (the README's and 0.21's shape) has no parameter for the model."""
+    seen = []
+
+    async def approve(args=None, ctx=None):
+        seen.append((args, ctx))
+        return "approved"
+
+    t = define_tool(approve, name="approve", description="Deploy after approval.")
+    assert t.input_schema == {"type": "object", "properties": {}, "additionalProperties": False}
+    assert (await t.execute({})).output == "approved" and seen == [(None, None)]
+
+    def search(args: dict, ctx=None) -> str:  # a typed `args` is a real parameter
+        return "x"
+
+    assert list(define_tool(search).input_schema["properties"]) == ["args"]
+
+    def plain(args=None) -> str:  # no ctx: not the execute shape, so still shown
+        return "x"
+
+    assert list(define_tool(plain).input_schema["properties"]) == ["args"]
 
 
 async def test_sync_callable_returning_awaitable_and_async_call_objects_are_awaited():

@@ -8,8 +8,18 @@ back as error `ToolResult`s the model can read.
 Choices beyond the plain 0.21 behaviour, all deliberate:
 - Richer inference: `Literal`/`Enum` give `enum`, `list[T]` gives `items`, dataclasses and
   TypedDicts give nested objects, and a Google-style `Args:` section gives each property a
-  `description`. `int` stays `{"type": "number"}` (pinned), and integral floats such as `3.0`
-  are coerced back to `int` for `int` parameters.
+  `description`.
+- `int`: the schema says `{"type": "number"}` by default (0.21's, kept so existing tools show
+  models the same schema), but an `int` parameter never receives a fraction: an integral float
+  such as `2.0` is passed as `2`, and `2.5` is refused with an error result the model can read
+  ("invalid arguments for add: a: 2.5 is not an integer"); the function does not run.
+  `int_schema="integer"` (on `define_tool` / `@tool` / `infer_schema`) opts into the precise
+  JSON Schema type for every `int` hint — parameters, list items, dataclass and TypedDict fields,
+  integer enums — so the model is told, and the validator checks nested values too. New code
+  should pass it; the default stays for 0.21 compatibility.
+- The `Tool.execute` shape, `def approve(args=None, ctx=None)` (an untyped `args` defaulting to
+  None beside a `ctx`), is what 0.21 examples wrote for a tool without parameters: `args` is
+  left out of the schema (it would show the model a parameter that means nothing) and stays None.
 - Arguments are validated against the tool's schema before the call (`validate=False` opts out),
   so a model gets "invalid arguments for add: 'a' is a required property" instead of a
   `TypeError` from deep inside.
@@ -45,7 +55,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Optional, Union, get_args, get_origin, overload
+from typing import Any, Literal, Optional, Union, get_args, get_origin, overload
 
 from . import _write_ahead
 from ._diag import tool_raised
@@ -58,6 +68,8 @@ __all__ = ["define_tool", "tool", "infer_schema"]
 
 _SKIPPED = {"ctx", "context", "self", "cls"}
 _NONE = type(None)
+IntSchema = Literal["number", "integer"]
+_INT_SCHEMAS = ("number", "integer")
 
 
 # --------------------------------------------------------------------------- schema inference
@@ -94,35 +106,48 @@ def _docstring_args(doc: Optional[str]) -> dict[str, str]:
     return out
 
 
-def _enum_schema(values: list[Any]) -> JSONSchema:
+def _enum_schema(values: list[Any], int_schema: IntSchema = "number") -> JSONSchema:
     schema: JSONSchema = {"enum": values}
     kinds = {type(v) for v in values}
     if kinds == {str}:
         schema = {"type": "string", "enum": values}
     elif kinds == {bool}:
         schema = {"type": "boolean", "enum": values}
+    elif kinds == {int}:
+        schema = {"type": int_schema, "enum": values}
     elif kinds and kinds <= {int, float}:
         schema = {"type": "number", "enum": values}
     return schema
 
 
-def infer_schema(annotation: Any, localns: Optional[dict[str, Any]] = None) -> JSONSchema:
+def _check_int_schema(int_schema: Any) -> IntSchema:
+    if int_schema not in _INT_SCHEMAS:
+        raise ToolnexusValueError(f'toolnexus: int_schema must be "number" (the default) or "integer", '
+                                  f"got {int_schema!r}")
+    return int_schema
+
+
+def infer_schema(annotation: Any, localns: Optional[dict[str, Any]] = None, *,
+                 int_schema: IntSchema = "number") -> JSONSchema:
     """The JSON schema of one parameter annotation (`{}` when nothing useful is known).
 
-    `localns` resolves string annotations inside dataclasses and TypedDicts defined locally."""
+    `localns` resolves string annotations inside dataclasses and TypedDicts defined locally;
+    `int_schema="integer"` gives `int` hints the precise JSON Schema type (see the module docstring)."""
     if annotation is inspect.Parameter.empty or annotation is Any or isinstance(annotation, str):
         return {}
     origin = get_origin(annotation)
     if origin is typing.Annotated:
-        return infer_schema(get_args(annotation)[0], localns)
+        return infer_schema(get_args(annotation)[0], localns, int_schema=int_schema)
     if origin is Union or origin is types.UnionType:
         members = [a for a in get_args(annotation) if a is not _NONE]
-        return infer_schema(members[0], localns) if len(members) == 1 else {}
+        return infer_schema(members[0], localns, int_schema=int_schema) if len(members) == 1 else {}
     if origin is typing.Literal:
-        return _enum_schema(list(get_args(annotation)))
+        return _enum_schema(list(get_args(annotation)), int_schema)
     if annotation is bool:
         return {"type": "boolean"}
-    if annotation in (int, float):
+    if annotation is int:
+        return {"type": int_schema}
+    if annotation is float:
         return {"type": "number"}
     if annotation is str:
         return {"type": "string"}
@@ -130,7 +155,7 @@ def infer_schema(annotation: Any, localns: Optional[dict[str, Any]] = None) -> J
         return {"type": "array"}
     if origin in (list, set, frozenset) or (origin is tuple and get_args(annotation)[-1:] == (Ellipsis,)):
         schema: JSONSchema = {"type": "array"}
-        items = infer_schema(get_args(annotation)[0], localns) if get_args(annotation) else {}
+        items = infer_schema(get_args(annotation)[0], localns, int_schema=int_schema) if get_args(annotation) else {}
         if items:
             schema["items"] = items
         return schema
@@ -139,7 +164,7 @@ def infer_schema(annotation: Any, localns: Optional[dict[str, Any]] = None) -> J
     if annotation is dict or origin is dict:
         return {"type": "object"}
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return _enum_schema([m.value for m in annotation])
+        return _enum_schema([m.value for m in annotation], int_schema)
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return _object_schema(
             annotation,
@@ -150,20 +175,24 @@ def infer_schema(annotation: Any, localns: Optional[dict[str, Any]] = None) -> J
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
             },
             localns,
+            int_schema,
         )
     if typing.is_typeddict(annotation):
-        return _object_schema(annotation, list(annotation.__annotations__), set(annotation.__required_keys__), localns)
+        return _object_schema(annotation, list(annotation.__annotations__), set(annotation.__required_keys__), localns,
+                              int_schema)
     return {}
 
 
-def _object_schema(cls: type, names: list[str], required: set[str], localns: Optional[dict[str, Any]] = None) -> JSONSchema:
+def _object_schema(cls: type, names: list[str], required: set[str], localns: Optional[dict[str, Any]] = None,
+                   int_schema: IntSchema = "number") -> JSONSchema:
     try:
         hints = typing.get_type_hints(cls, localns=localns)
     except Exception:
         hints = {}
     schema: JSONSchema = {
         "type": "object",
-        "properties": {n: infer_schema(hints.get(n, inspect.Parameter.empty), localns) for n in names},
+        "properties": {n: infer_schema(hints.get(n, inspect.Parameter.empty), localns, int_schema=int_schema)
+                       for n in names},
     }
     req = [n for n in names if n in required]
     if req:
@@ -248,6 +277,7 @@ def _build(
     validate: bool,
     idempotent: bool = False,
     localns: Optional[dict[str, Any]] = None,
+    int_schema: IntSchema = "number",
 ) -> Tool:
     if name is None:
         name = getattr(fn, "__name__", None)
@@ -265,19 +295,20 @@ def _build(
         sig = None
     params = list(sig.parameters.values()) if sig else []
     hints = _resolve_hints(fn, params, localns)
+    ctx_param = next((n for n in ("ctx", "context") if sig and n in sig.parameters), None)
     kept = [
         p
         for p in params
         if p.name not in _SKIPPED and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        and not (ctx_param is not None and _is_execute_args(p))
     ]
-    ctx_param = next((n for n in ("ctx", "context") if sig and n in sig.parameters), None)
     int_params = {p.name for p in kept if _is_int_hint(hints.get(p.name, p.annotation))}
     # parameters pydantic validates and builds (models, dataclasses, containers of them)
     models = {p.name: Adapter(hints[p.name], p.name, localns) for p in kept if involves_model(hints.get(p.name))}
 
     schema = input_schema
     if input_schema is None:
-        input_schema = _inferred_schema(name, fn, kept, hints, localns)
+        input_schema = _inferred_schema(name, fn, kept, hints, localns, int_schema)
         # the model-typed properties are pydantic's to check (better messages, custom validators)
         schema = {**input_schema, "properties": {k: ({} if k in models else v)
                                                  for k, v in input_schema["properties"].items()}}
@@ -303,7 +334,10 @@ def _build(
                 return ToolResult(output=f"invalid arguments for {tool_name}: {text}", is_error=True)
         for key in int_params:
             value = call_args.get(key)
-            if isinstance(value, float) and value.is_integer():
+            if isinstance(value, float):
+                if not value.is_integer():  # never hand an `int` parameter a fraction the model sent
+                    return ToolResult(output=f"invalid arguments for {tool_name}: {key}: {value!r} is not an integer",
+                                      is_error=True)
                 call_args[key] = int(value)
         if ctx_param is not None:
             call_args[ctx_param] = ctx
@@ -334,8 +368,14 @@ def _build(
                 execute=execute, idempotent=bool(idempotent))
 
 
+def _is_execute_args(p: inspect.Parameter) -> bool:
+    """`args=None`, untyped, beside a `ctx`: the `Tool.execute` shape, not a parameter for the model."""
+    return p.name == "args" and p.default is None and p.annotation is inspect.Parameter.empty
+
+
 def _inferred_schema(name: str, fn: Callable[..., Any], kept: list[inspect.Parameter],
-                     hints: dict[str, Any], localns: Optional[dict[str, Any]]) -> JSONSchema:
+                     hints: dict[str, Any], localns: Optional[dict[str, Any]],
+                     int_schema: IntSchema = "number") -> JSONSchema:
     """The inferred input schema; a recursive model's definitions go to a top-level `$defs`."""
     docs = _docstring_args(inspect.getdoc(fn))
     props: dict[str, JSONSchema] = {}
@@ -354,7 +394,7 @@ def _inferred_schema(name: str, fn: Callable[..., Any], kept: list[inspect.Param
                                      f"{key!r}; rename one of them")
                 defs[key] = body
         else:
-            prop = infer_schema(hint, localns)
+            prop = infer_schema(hint, localns, int_schema=int_schema)
         if docs.get(p.name):
             prop = {**prop, "description": docs[p.name]}
         props[p.name] = prop
@@ -369,13 +409,14 @@ def _inferred_schema(name: str, fn: Callable[..., Any], kept: list[inspect.Param
 
 @overload
 def define_tool(fn: Callable[..., Any], *, name: Optional[str] = ..., description: Optional[str] = ...,
-            input_schema: Optional[JSONSchema] = ..., source: str = ..., validate: bool = ..., idempotent: bool = ...) -> Tool: ...
+            input_schema: Optional[JSONSchema] = ..., source: str = ..., validate: bool = ..., idempotent: bool = ...,
+            int_schema: IntSchema = ...) -> Tool: ...
 
 
 @overload
 def define_tool(fn: None = ..., *, name: Optional[str] = ..., description: Optional[str] = ...,
             input_schema: Optional[JSONSchema] = ..., source: str = ..., validate: bool = ...,
-            idempotent: bool = ...) -> Callable[[Callable[..., Any]], Tool]: ...
+            idempotent: bool = ..., int_schema: IntSchema = ...) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def define_tool(
@@ -387,34 +428,38 @@ def define_tool(
     source: str = "native",
     validate: bool = True,
     idempotent: bool = False,
+    int_schema: IntSchema = "number",
 ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
     """Make a `Tool` from `fn`, or return a decorator that does (`@define_tool(name=...)`).
 
     `idempotent=True` declares that running the tool twice with the same arguments is harmless:
     a durable run that crashed while the tool ran re-runs it, instead of asking the host.
+    `int_schema="integer"` writes `int` hints as JSON Schema `integer` instead of 0.21's `number`.
     """
-    return _define(fn, name, description, input_schema, source, validate, idempotent)
+    return _define(fn, name, description, input_schema, source, validate, idempotent, _check_int_schema(int_schema))
 
 
 def _define(fn: Optional[Callable[..., Any]], name: Optional[str], description: Optional[str],
             input_schema: Optional[JSONSchema], source: str, validate: bool,
-            idempotent: bool) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
+            idempotent: bool, int_schema: IntSchema) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
     """`define_tool` / `tool`; the frame two levels up is the scope that defines the tool."""
     if fn is None:
         return lambda f: _build(f, name, description, input_schema, source, validate, idempotent,
-                                _caller_locals(f, 1))
-    return _build(fn, name, description, input_schema, source, validate, idempotent, _caller_locals(fn, 2))
+                                _caller_locals(f, 1), int_schema)
+    return _build(fn, name, description, input_schema, source, validate, idempotent, _caller_locals(fn, 2),
+                  int_schema)
 
 
 @overload
 def tool(fn: Callable[..., Any], *, name: Optional[str] = ..., description: Optional[str] = ...,
-            input_schema: Optional[JSONSchema] = ..., validate: bool = ..., idempotent: bool = ...) -> Tool: ...
+            input_schema: Optional[JSONSchema] = ..., validate: bool = ..., idempotent: bool = ...,
+            int_schema: IntSchema = ...) -> Tool: ...
 
 
 @overload
 def tool(fn: None = ..., *, name: Optional[str] = ..., description: Optional[str] = ...,
             input_schema: Optional[JSONSchema] = ..., validate: bool = ...,
-            idempotent: bool = ...) -> Callable[[Callable[..., Any]], Tool]: ...
+            idempotent: bool = ..., int_schema: IntSchema = ...) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
@@ -425,6 +470,7 @@ def tool(
     input_schema: Optional[JSONSchema] = None,
     validate: bool = True,
     idempotent: bool = False,
+    int_schema: IntSchema = "number",
 ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
     """`define_tool` with `source="native"`: `@tool`, `@tool(...)` or `tool(fn)`."""
-    return _define(fn, name, description, input_schema, "native", validate, idempotent)
+    return _define(fn, name, description, input_schema, "native", validate, idempotent, _check_int_schema(int_schema))

@@ -13,7 +13,7 @@ Deliberate choices beyond the pinned baseline:
 - `execute` accepts the arguments as a JSON string too; unknown names list close matches.
 - `register()` honours `disable_tools`; unknown `disable_tools` / `disable_skills` entries and
   tool names a provider would reject (`^[a-zA-Z0-9_-]{1,64}$`) are warned about once.
-- When `mcp_config` is a file path, its reserved keys (`builtins`, `agents`, `a2a`, `mcpServer`)
+- When `mcp_config` is a file path, its reserved keys (`builtins`, `agents`, `a2a`, `mcpServer`, `llm`)
   are honoured exactly as for a dict config.
 - `mcp_reasons()` sits next to the pinned `mcp_status()`: `{server: reason}` for each failed server.
 - `refresh()` refreshes every source (MCP re-lists its servers' tools) and re-assembles the table.
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Toolkit", "create_toolkit", "extra_source", "RESERVED_CONFIG_KEYS"]
 
-RESERVED_CONFIG_KEYS = ("builtins", "agents", "a2a", "mcpServer")
+RESERVED_CONFIG_KEYS = ("builtins", "agents", "a2a", "mcpServer", "llm")  # llm: the command's model settings
 _VALID_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 

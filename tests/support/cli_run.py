@@ -1,7 +1,8 @@
 """Running the INSTALLED `toolnexus` console script as a subprocess, as a user's shell would.
 
 `TOOLNEXUS` is the script next to the test interpreter (`.venv/bin/toolnexus`). `cli_env()` is
-the environment: no provider keys from the developer's shell (tests set the ones they mean),
+the environment: no provider keys or model settings from the developer's shell (tests set the
+ones they mean),
 and `tests/support` on `PYTHONPATH` so `--tools-from cli_tools:TOOLS` resolves.
 """
 
@@ -17,7 +18,8 @@ __all__ = ["SUPPORT", "TOOLNEXUS", "cli_env", "run_cli"]
 
 TOOLNEXUS = str(Path(sys.executable).with_name("toolnexus"))
 SUPPORT = str(Path(__file__).resolve().parent)
-_KEYS = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TOOLNEXUS_AUTH_TOKEN")
+_KEYS = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TOOLNEXUS_AUTH_TOKEN", "OPENAI_BASE_URL",
+         "ANTHROPIC_BASE_URL", "TOOLNEXUS_MODEL")
 
 
 def cli_env(**extra: str) -> dict[str, str]:

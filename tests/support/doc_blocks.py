@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["Block", "blocks_of", "RUN_LANGS", "SHELL_LANGS", "expected_matches"]
+__all__ = ["Block", "blocks_of", "RUN_LANGS", "SHELL_LANGS", "expected_matches", "api_directives"]
 
 RUN_LANGS = {"python", "py", "sh", "bash", "shell", "console"}
 SHELL_LANGS = {"sh", "bash", "shell"}
@@ -96,3 +96,21 @@ def expected_matches(expected: str, actual: str) -> bool:
         else:
             parts.append(".*?".join(re.escape(piece) for piece in line.rstrip().split("...")) + r"[ \t]*\n")
     return re.fullmatch("".join(parts), actual.rstrip("\n") + "\n") is not None
+
+
+_DIRECTIVE = re.compile(r"^::: (?P<module>[\w.]+)[ \t]*\n(?P<options>(?:(?:    .*)?\n)*)", re.M)
+
+
+def api_directives(api_dir: Path) -> dict[str, list[tuple[str, list[str]]]]:
+    """The mkdocstrings directives of the reference pages: module → [(page, members)]."""
+    import yaml
+
+    found: dict[str, list[tuple[str, list[str]]]] = {}
+    for page in sorted(api_dir.glob("*.md")):
+        for m in _DIRECTIVE.finditer(page.read_text(encoding="utf-8")):
+            block = "\n".join(line[4:] for line in m.group("options").splitlines())
+            options = (yaml.safe_load(block) or {}).get("options", {}) if block.strip() else {}
+            members = options.get("members")
+            assert isinstance(members, list), f"{page.name}: ::: {m.group('module')} needs an explicit members list"
+            found.setdefault(m.group("module"), []).append((page.name, [str(n) for n in members]))
+    return found

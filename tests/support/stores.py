@@ -24,8 +24,8 @@ import pytest
 
 POSTGRES_ENV = "TOOLNEXUS_TEST_POSTGRES"
 TESTS = Path(__file__).resolve().parents[1]
-SKIP_PG = (f"PostgreSQL store tests need a server: set {POSTGRES_ENV}=postgresql://user@host:5432/db "
-           "(.ci/run sets it to the machine's server)")
+SKIP_PG = (f"PostgreSQL store tests need a server: set {POSTGRES_ENV}=postgresql://user@host:5432/db to run them "
+           "(each test uses a schema of its own and drops it)")
 
 
 def postgres_base() -> Optional[str]:

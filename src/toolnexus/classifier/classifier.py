@@ -14,7 +14,9 @@ Choices beyond 0.21 (each closes a way a caller could be misled):
 - every failure of `evaluate` is a `ClassifierError` (a custom function's exception, a
   non-JSON state, a malformed response) with one error event; a raising `on_metric` is reported
   once as a `[toolnexus]` warning and never fails the call;
-- answers are held to the questions asked (`wire.check_decision`);
+- answers are held to the questions asked (`wire.check_decision`): by default as 0.21 fails, lazily
+  — an unusable or missing answer raises only when that key is read, the rest of the decision is
+  usable — or, with `strict=True`, at `evaluate`;
 - `llm`: the classifier's `timeout` bounds the run, a missing reply model falls back to the
   client's model (not the SystemOne default), options the style cannot apply (headers, retries,
   request_params, body_transform, http_transport, ...) are reported once when the classifier is
@@ -117,7 +119,8 @@ class Classifier:
                  body_transform: Optional[Callable[[dict], Optional[dict]]] = None,
                  on_metric: Optional[Callable[[dict], None]] = None, client: Any = None,
                  evaluate: Optional[Callable[..., Any]] = None, decisions: Optional[Sequence[Any]] = None,
-                 max_retry_delay: Optional[float] = DEFAULT_MAX_RETRY_DELAY, deadline: Optional[float] = None) -> None:
+                 max_retry_delay: Optional[float] = DEFAULT_MAX_RETRY_DELAY, deadline: Optional[float] = None,
+                 strict: bool = False) -> None:
         self.style = style
         self.base_url = base_url
         self.model = model
@@ -137,6 +140,7 @@ class Classifier:
         self.decisions = list(decisions) if decisions is not None else None
         self.max_retry_delay = max_retry_delay
         self.deadline = deadline
+        self.strict = strict
         self._records: Optional[dict[bytes, Any]] = None
         self._warned: set[str] = set()
         self._caller: Any = None
@@ -199,7 +203,7 @@ class Classifier:
                   "static": self._static}.get(self.style)
         if runner is None:
             raise ClassifierError(f"classifier: unknown style {self.style!r}")
-        return check_decision(await runner(state, questions), questions)
+        return check_decision(await runner(state, questions), questions, strict=self.strict)
 
     async def evaluate_batch(self, states: Iterable[Any], questions: Mapping[str, Question], *,
                              concurrency: int = 16) -> list[Decision]:
@@ -338,11 +342,13 @@ def create_classifier(*, style: str = "systemone", backend: Optional[str] = None
                       on_metric: Optional[Callable[[dict], None]] = None, client: Any = None,
                       evaluate: Optional[Callable[..., Any]] = None, decisions: Optional[Sequence[Any]] = None,
                       max_retry_delay: Optional[float] = DEFAULT_MAX_RETRY_DELAY,
-                      deadline: Optional[float] = None) -> Classifier:
+                      deadline: Optional[float] = None, strict: bool = False) -> Classifier:
     """A checked `Classifier`; every problem is a `ClassifierError` raised before any I/O.
 
     `max_retry_delay` (seconds, default 30) caps each retry wait, `Retry-After` included;
     `deadline` (seconds, default none) bounds a whole `systemone` call, retries included.
+    `strict=True` makes `evaluate` fail when any question lacks a usable answer; by default (0.21's
+    behaviour) the decision comes back and only reading such an answer raises.
     """
     if style not in STYLES:
         raise ClassifierError(f"classifier: unknown style {style!r}")
@@ -380,7 +386,7 @@ def create_classifier(*, style: str = "systemone", backend: Optional[str] = None
                             retries=retries, retry_base_ms=retry_base_ms, retryable_statuses=retryable_statuses,
                             on_error=on_error, request_params=request_params, body_transform=body_transform,
                             on_metric=on_metric, client=client, evaluate=evaluate, decisions=decisions,
-                            max_retry_delay=max_retry_delay, deadline=deadline)
+                            max_retry_delay=max_retry_delay, deadline=deadline, strict=strict)
     if style == "static":
         classifier._index_records()
     return classifier

@@ -153,14 +153,24 @@ _KINDS = {"noul": NoulAnswer, "choice": ChoiceAnswer, "score": ScoreAnswer}
 
 @dataclass
 class Decision:
-    """The answers to one `evaluate` call, keyed like its questions."""
+    """The answers to one `evaluate` call, keyed like its questions.
+
+    `unanswered` holds the keys whose answer came back unusable — of the wrong type, outside its
+    range, a choice that was not offered, or answering no question asked — with why: such an
+    answer is never in `answers`, and reading it raises that reason. A question with no answer at
+    all is simply absent; reading it raises `no answer … in this decision` (as in 0.21, a decision
+    fails only where it is read; `create_classifier(strict=True)` fails `evaluate` instead).
+    """
 
     model: str = ""
     answers: dict[str, DecisionAnswer] = field(default_factory=dict)
     usage: ClassifierUsage = field(default_factory=ClassifierUsage)
     calibrated: bool = True
+    unanswered: dict[str, str] = field(default_factory=dict)
 
     def _typed(self, key: str, wanted: str) -> Any:
+        if key in self.unanswered:
+            raise ClassifierError(self.unanswered[key])
         if key not in self.answers:
             raise ClassifierError(f"classifier: no answer {key!r} in this decision")
         answer = self.answers[key]

@@ -7,9 +7,14 @@ recorded tape replays exactly.
 Reading a response (`decode_decision`) is strict about shape: anything that is not the documented
 JSON is a `ClassifierError` naming where it broke — never an `AttributeError` from deep inside.
 `check_decision` then holds the answers to the questions asked (beyond 0.21, which trusted them):
-every asked key answered and no other, each answer of its question's type, a choice among the
-offered options, probabilities and confidences within 0..1, a noul within 0..1 and a score within
-the rubric — so, for instance, a router can never route to a model it did not offer.
+each answer of its question's type, a choice among the offered options, probabilities and
+confidences within 0..1, a noul within 0..1, a score within the rubric, and no answer to a
+question that was not asked — so, for instance, a router can never route to a model it did not
+offer. How it fails is 0.21's by default (lazy): an unusable answer is moved out of `answers`
+into `Decision.unanswered` with its reason, a missing one stays missing, and only reading that
+key raises — the other answers of the decision stay usable, and 0.21 code that evaluated
+questions a backend left unanswered keeps working until it reads them. `strict=True` raises the
+first problem from `evaluate` instead, before the caller sees any answer.
 
 Not here: sending anything (`systemone.py`), styles and metrics (`classifier.py`).
 """
@@ -18,7 +23,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping, Optional
+from dataclasses import replace
+from typing import Any, Mapping, Optional, cast
 
 from .models import (MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_SCORE_LEVELS, NEAR_UNIFORM_TOLERANCE, ChoiceAnswer,
                      ChoiceQuestion, ClassifierError, ClassifierUsage, Decision, DecisionAnswer, NoulAnswer,
@@ -196,40 +202,62 @@ def _unit(key: str, what: str, value: Any) -> None:
 _ANSWER_FOR = {NoulQuestion: NoulAnswer, ChoiceQuestion: ChoiceAnswer, ScoreQuestion: ScoreAnswer}
 
 
-def check_decision(decision: Any, questions: Mapping[str, Question]) -> Decision:
-    """`decision` itself when its answers fit `questions` (see the module docstring), else raise."""
+def _answer_problem(key: str, q: Question, a: Any) -> Optional[str]:
+    """Why answer `a` does not fit question `q`, or None."""
+    if not isinstance(a, _ANSWER_FOR[type(q)]):
+        actual = getattr(a, "type", type(a).__name__)
+        return f"classifier: answer {key!r} is a {actual} answer, but {key!r} is a {q.type} question"
+    answer = cast(DecisionAnswer, a)
+    try:
+        if isinstance(answer, NoulAnswer):
+            _unit(key, "noul", answer.noul)
+            return None
+        a = answer
+        _unit(key, "confidence", a.confidence)
+        for option, p in a.probabilities.items():
+            _unit(key, f"probability of {option!r}", p)
+    except ClassifierError as e:
+        return str(e)
+    if isinstance(a, ChoiceAnswer):
+        offered = list(q.criteria)  # type: ignore[arg-type]
+        if a.choice not in offered:
+            return (f"classifier: answer {key!r}: choice {a.choice!r} is not an offered option "
+                    f"({', '.join(map(repr, offered))})")
+        stray = [o for o in a.probabilities if o not in offered]
+        if stray:
+            return f"classifier: answer {key!r}: probability for {stray[0]!r}, which was not offered"
+        return None
+    top = len(q.criteria) - 1  # type: ignore[arg-type]
+    if not isinstance(a.score, (int, float)) or math.isnan(a.score) or not 0 <= a.score <= top:
+        return f"classifier: answer {key!r}: score {a.score!r} is outside the rubric 0..{top}"
+    return None
+
+
+def check_decision(decision: Any, questions: Mapping[str, Question], *, strict: bool = True) -> Decision:
+    """`decision` held to `questions` (see the module docstring): with `strict`, itself when every
+    question has a fitting answer and there is no other, else raise; otherwise a copy whose unusable
+    answers moved to `unanswered` (`decision` itself when there are none)."""
     if not isinstance(decision, Decision):
         raise ClassifierError(f"classifier: expected a Decision, got {type(decision).__name__}")
     if not isinstance(decision.answers, Mapping):
         raise ClassifierError(f"classifier: decision answers must be a dict, got {type(decision.answers).__name__}")
+    problems: dict[str, str] = {}
     for key in decision.answers:
         if key not in questions:
-            raise ClassifierError(f"classifier: answer {key!r} answers no question that was asked")
+            problems[key] = f"classifier: answer {key!r} answers no question that was asked"
+            if strict:
+                raise ClassifierError(problems[key])
     for key in sorted(questions):
-        q = questions[key]
         if key not in decision.answers:
-            raise ClassifierError(f"classifier: question {key!r} has no answer in the response")
-        a = decision.answers[key]
-        wanted = _ANSWER_FOR[type(q)]
-        if not isinstance(a, wanted):
-            actual = getattr(a, "type", type(a).__name__)
-            raise ClassifierError(f"classifier: answer {key!r} is a {actual} answer, but {key!r} is a {q.type} question")
-        if isinstance(a, NoulAnswer):
-            _unit(key, "noul", a.noul)
+            if strict:
+                raise ClassifierError(f"classifier: question {key!r} has no answer in the response")
             continue
-        _unit(key, "confidence", a.confidence)
-        for option, p in a.probabilities.items():
-            _unit(key, f"probability of {option!r}", p)
-        if isinstance(a, ChoiceAnswer):
-            offered = list(q.criteria)  # type: ignore[arg-type]
-            if a.choice not in offered:
-                raise ClassifierError(f"classifier: answer {key!r}: choice {a.choice!r} is not an offered option "
-                                      f"({', '.join(map(repr, offered))})")
-            stray = [o for o in a.probabilities if o not in offered]
-            if stray:
-                raise ClassifierError(f"classifier: answer {key!r}: probability for {stray[0]!r}, which was not offered")
-        else:
-            top = len(q.criteria) - 1  # type: ignore[arg-type]
-            if not isinstance(a.score, (int, float)) or math.isnan(a.score) or not 0 <= a.score <= top:
-                raise ClassifierError(f"classifier: answer {key!r}: score {a.score!r} is outside the rubric 0..{top}")
-    return decision
+        problem = _answer_problem(key, questions[key], decision.answers[key])
+        if problem is not None:
+            if strict:
+                raise ClassifierError(problem)
+            problems[key] = problem
+    if not problems:
+        return decision
+    return replace(decision, answers={k: a for k, a in decision.answers.items() if k not in problems},
+                   unanswered={**decision.unanswered, **problems})

@@ -12,11 +12,18 @@ Exit codes: 0 success / help / version / clean stop; 1 runtime failure (toolkit 
 required flag or key, nothing to serve, unsafe exposure); 3 a `--once` run (or an answered
 durable run) that ended `pending` or `incomplete`; 4 `answer` of a request already answered;
 130 interrupted (Ctrl-C in `run`).
+
+An unknown command close to a real one (`toolnexus runn`) gets one line naming it — `unknown
+command "runn"; did you mean "run"?` — and a pointer to `--help`, not the whole usage text, which
+would scroll the one line that matters off the screen; one that resembles nothing keeps the
+pinned 0.21 output (`unknown command "x"`, an empty line, the usage on stdout). `-V` is
+`--version`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import sys
 from types import ModuleType
 from typing import Optional
@@ -57,7 +64,7 @@ def command_help(module: ModuleType) -> str:
 
 def usage() -> str:
     """The top-level usage text: every subcommand and its flags, and the API-key variables."""
-    lines = ["usage: toolnexus <command> [flags]", "       toolnexus --help | --version", "", "commands:"]
+    lines = ["usage: toolnexus <command> [flags]", "       toolnexus --help | --version (-V)", "", "commands:"]
     width = max(len(name) for name in COMMANDS)
     lines += [f"  {name.ljust(width)}  {m.SUMMARY}" for name, m in COMMANDS.items()]
     shared = {f.name for f in TOOLKIT_FLAGS + MODEL_FLAGS}
@@ -70,7 +77,10 @@ def usage() -> str:
         "",
         "Flags take --flag value or --flag=value; -flag works too; repeatable flags add up.",
         "API key: --api-key KEY, else " + API_KEY_ENV[0] + ", then " + API_KEY_ENV[1] + " (--style openai) or "
-        + API_KEY_ENV[2] + " (--style anthropic), then the other of the two. It is never printed.",
+        + API_KEY_ENV[2] + " (--style anthropic), then the other of the two. It is never printed; a loopback",
+        "--base-url (127.0.0.1, ::1, localhost) needs none.",
+        "Model: --base-url / --style / --model, else the --config file's llm block, else OPENAI_BASE_URL",
+        "(ANTHROPIC_BASE_URL with --style anthropic) and TOOLNEXUS_MODEL.",
         'Run "toolnexus <command> --help" for one command.',
     ]
     return "\n".join(lines)
@@ -111,11 +121,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     if head in ("--help", "-h", "-help", "help"):
         console.out(usage())
         return 0
-    if head in ("--version", "-version"):
+    if head in ("--version", "-version", "-V"):
         console.out(f"toolnexus {_version()}")
         return 0
     module = COMMANDS.get(head)
     if module is None:
+        near = difflib.get_close_matches(head.lower(), list(COMMANDS), n=1, cutoff=0.6)
+        if near:
+            console.err(f'unknown command "{head}"; did you mean "{near[0]}"?')
+            console.err('run "toolnexus --help" to see every command')
+            return EXIT_USAGE
         console.err(f'unknown command "{head}"')
         console.err()
         console.out(usage())

@@ -6,7 +6,9 @@ The run is restored from the store in this process with the agent definitions `-
 state), the answer is applied exactly once, and the run goes on until it finishes or waits again.
 `--data JSON` is the answer's data (an object; e.g. `{"amount": 40}`); `--reason` the reason of
 a decline. The model flags say where the agents' LLM is (`--model` is what agents without a
-model of their own use).
+model of their own use); like `run`, they fall back on the `--config` file's `llm` block and then
+the environment (`OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`, `TOOLNEXUS_MODEL`), so a shell that
+exported them once answers with `--store`, `--id`, `--ok` and `--agents` alone.
 
 stdout: the entry agent's final text (`--json`: `{"status", "text", "run_id", "turns",
 "total_tokens", "pending"}`). Exit 0 when the run finished; 3 when it now waits on another
@@ -22,7 +24,7 @@ import dataclasses
 import json
 from typing import Any
 
-from .common import Console, CliExit, load_object, require_key
+from .common import Console, CliExit, apply_model_settings, load_config, load_object, require_key
 from .flags import Flag
 from .inbox import EXIT_ALREADY_ANSWERED, EXIT_WAITING, RUN_STORE_FLAG, open_run_store
 
@@ -37,10 +39,12 @@ FLAGS = [
     Flag("reason", "TEXT", "with --decline: declined (default), cancelled or expired",
          choices=("declined", "cancelled", "expired")),
     Flag("agents", "MODULE:ATTR", "the agent definitions the run was started with"),
-    Flag("base-url", "URL", "the LLM endpoint's base URL"),
-    Flag("style", "openai|anthropic", "the endpoint's API style (default openai)", choices=("openai", "anthropic"),
-         default="openai"),
-    Flag("model", "ID", "the model for agents that do not name their own"),
+    Flag("base-url", "URL", "the LLM endpoint's base URL (else the config's llm block, then OPENAI_BASE_URL or "
+         "ANTHROPIC_BASE_URL by style)"),
+    Flag("style", "openai|anthropic", "the endpoint's API style (default openai)", choices=("openai", "anthropic")),
+    Flag("model", "ID", "the model for agents that do not name their own (else the config's llm block, then "
+         "TOOLNEXUS_MODEL)"),
+    Flag("config", "PATH", "a JSON config file whose llm block gives the model settings"),
     Flag("api-key", "KEY", "API key; else OPENROUTER_API_KEY, then OPENAI_API_KEY or ANTHROPIC_API_KEY by style"),
     Flag("json", None, "print the result as one JSON object"),
 ]
@@ -76,9 +80,11 @@ def _agents(opts: dict[str, Any]) -> Any:
         raise CliExit(2, "error: " + str(exc).replace("--tools-from", "--agents")) from None
 
 
-def _llm(opts: dict[str, Any], console: Console) -> dict[str, Any]:
+async def _llm(opts: dict[str, Any], console: Console) -> dict[str, Any]:
+    apply_model_settings(opts, await load_config(opts))
     if not opts.get("base_url"):
-        raise CliExit(2, "error: --base-url is required (where the agents' LLM is)")
+        raise CliExit(2, "error: --base-url is required (where the agents' LLM is; or set OPENAI_BASE_URL, or "
+                         "give --config an llm block)")
     llm = {"base_url": opts["base_url"], "style": opts.get("style") or "openai", "api_key": require_key(opts, console)}
     if opts.get("model"):
         llm["model"] = opts["model"]
@@ -91,9 +97,9 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     from ..durable import AnswerAlreadyApplied, RequestWithdrawn
 
     answer = _answer(opts)
+    store = open_run_store(opts)  # first: a store that does not exist is the likeliest slip, and is never created
     agents = _agents(opts)
-    llm = _llm(opts, console)
-    store = open_run_store(opts)
+    llm = await _llm(opts, console)
     try:
         async with store:
             final = await resume(store, answer, agents=agents, llm=llm)

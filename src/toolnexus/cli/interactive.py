@@ -3,9 +3,10 @@
 - `LineReader` reads stdin lines on a daemon thread and hands them to the loop, so waiting for
   input never blocks the event loop and Ctrl-C never waits for a pending `readline`. The REPL and
   the suspension prompts share it, so no line is read twice or lost.
-- `Progress` shows `⠋ waiting for the model… 3s` on stderr while a model call is in flight, and
-  only when stderr is a terminal (a redirected stderr stays clean for scripts). It is driven by
-  the client's `before_llm` / `after_llm` hooks and always cleared before anything is printed.
+- `Progress` shows `⠋ waiting for the model… 3s` on stderr while a model call is in flight (and
+  `⠋ running lookup… 1s` while a tool runs, see `cli._activity`), and only when stderr is a
+  terminal (a redirected stderr stays clean for scripts). It is driven by the client's hooks and
+  always cleared before anything is printed.
 - `TtyAnswerer` is the client's `wait_for` in an interactive REPL: it shows a suspended tool's
   request on stderr and reads the answer. `approval` takes y/n; `authorization` shows the link
   and waits for Enter; anything else (`input`, `question`, …) takes one line of text, sent as
@@ -80,15 +81,25 @@ class Progress:
             tty = False
         self.enabled = tty if enabled is None else enabled
         self._task: Optional[asyncio.Task[None]] = None
+        self.label = "waiting for the model"
+        self._since = time.monotonic()
 
     def hooks(self) -> dict[str, Any]:
         if not self.enabled:
             return {}
         return {"before_llm": lambda _event: self.start(), "after_llm": lambda _event: self.stop()}
 
-    def start(self) -> None:
+    def start(self, label: str = "waiting for the model") -> None:
+        if label != self.label or self._task is None:
+            self.label, self._since = label, time.monotonic()
         if self.enabled and self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._spin())
+
+    def line(self, text: str) -> None:
+        """Print `text` on stderr as a line of its own (the spinner, if any, redraws below it)."""
+        if self._task is not None:
+            self._console.stderr.write("\r\033[K")
+        self._console.err(text)
 
     def stop(self) -> None:
         task, self._task = self._task, None
@@ -98,11 +109,10 @@ class Progress:
             self._console.stderr.flush()
 
     async def _spin(self) -> None:
-        started = time.monotonic()
         i = 0
         while True:
-            elapsed = int(time.monotonic() - started)
-            self._console.stderr.write(f"\r{_FRAMES[i % len(_FRAMES)]} waiting for the model… {elapsed}s")
+            elapsed = int(time.monotonic() - self._since)
+            self._console.stderr.write(f"\r\033[K{_FRAMES[i % len(_FRAMES)]} {self.label}… {elapsed}s")
             self._console.stderr.flush()
             i += 1
             await asyncio.sleep(0.1)

@@ -7,20 +7,32 @@ its text, then `status: <status>` on stderr (exit 3). `--json` prints one JSON o
 or null). An empty `--once ""` starts the REPL.
 
 The REPL keeps one conversation (`client.ask` with a session id) until `/reset` starts a new one;
-`exit`, `quit` or end of input leaves (exit 0), Ctrl-C leaves with 130. When stdin and stderr are
-a terminal, a tool that suspends asks its question right there (see `cli.interactive`) and the
-run goes on; otherwise the run stops `pending`, its text is printed and `status: pending` noted.
-An error prints `error: <message>` and the REPL continues. The toolkit is always closed.
+`exit`, `quit` or end of input (Ctrl-D) leaves (exit 0). When stdin is a terminal, Ctrl-C while
+a turn runs cancels that turn — its prompt and whatever it did so far are dropped, the
+conversation before it is kept — and the prompt comes back; Ctrl-C at an idle prompt says how to
+leave, and a second one in a row leaves (exit 130). With `--once`, or with input from a pipe,
+Ctrl-C leaves at once (exit 130). When stdin and stderr are a
+terminal, a tool that suspends asks its question right there (see `cli.interactive`) and the run
+goes on; otherwise the run stops `pending`, its text is printed and `status: pending` noted. An
+error prints `error: <message>` and the REPL continues. The toolkit is always closed.
+
+`--verbose` prints a line on stderr as each tool call starts and ends (see `cli._activity`); on
+a terminal the spinner names the tool running.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import signal
+import sys
 import uuid
-from typing import Any
+from typing import Any, Optional
 
-from .common import MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console, build_toolkit, make_client, require_key, require_model
+from ._activity import Activity
+from .common import (MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console, apply_model_settings, build_toolkit, load_config,
+                     make_client, require_key, require_model)
 from .flags import Flag
 from .interactive import LineReader, Progress, TtyAnswerer, is_interactive
 
@@ -31,10 +43,14 @@ FLAGS = [
     *MODEL_FLAGS,
     Flag("once", "PROMPT", "run this one prompt and exit (an empty prompt starts the interactive session)"),
     Flag("json", None, "with --once: print the result as one JSON object"),
+    Flag("verbose", None, "print a line on stderr as each tool call starts and ends"),
 ]
 
 BANNER = "toolnexus agent ready. Type a prompt (Ctrl-D or 'exit' to quit)."
 EXIT_PENDING = 3
+EXIT_INTERRUPTED = 130
+CANCELLED = "(cancelled — the conversation so far is kept)"
+LEAVE_HINT = "(Ctrl-C again or Ctrl-D to leave)"
 
 
 def _result_json(result: Any) -> str:
@@ -50,18 +66,20 @@ def _result_json(result: Any) -> str:
 
 
 async def execute(opts: dict[str, Any], console: Console) -> int:
+    config = await load_config(opts)
+    apply_model_settings(opts, config)
     require_model(opts)
     require_key(opts, console)
     once = opts.get("once")
     if once:
-        return await _once(opts, console, once)
-    return await _repl(opts, console)
+        return await _once(opts, console, once, config)
+    return await _repl(opts, console, config)
 
 
-async def _once(opts: dict[str, Any], console: Console, prompt: str) -> int:
-    toolkit = await build_toolkit(opts)
+async def _once(opts: dict[str, Any], console: Console, prompt: str, config: Optional[dict[str, Any]]) -> int:
+    toolkit = await build_toolkit(opts, config=config)
     progress = Progress(console)
-    client = make_client(opts, hooks=progress.hooks())
+    client = make_client(opts, hooks=Activity(console, progress, bool(opts.get("verbose"))).hooks())
     try:
         try:
             result = await client.run(prompt, toolkit)
@@ -83,18 +101,79 @@ async def _once(opts: dict[str, Any], console: Console, prompt: str) -> int:
         await toolkit.close()
 
 
-async def _repl(opts: dict[str, Any], console: Console) -> int:
+def _stdin_is_a_terminal() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Interrupts:
+    """Ctrl-C in the REPL: cancel the running turn, else arm, else leave (see the module docstring)."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self.turn: Optional[asyncio.Future[Any]] = None
+        self.armed = False
+        self.leave = asyncio.Event()
+
+    def install(self) -> bool:
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._fire)
+        except (NotImplementedError, RuntimeError, ValueError):  # no signal handlers here: Ctrl-C stays fatal
+            return False
+        return True
+
+    @staticmethod
+    def remove() -> None:
+        try:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+
+    def _fire(self) -> None:
+        if self.turn is not None and not self.turn.done():
+            self.turn.cancel()
+        elif self.armed:
+            self.leave.set()
+        else:
+            self.armed = True
+            self._console.err()
+            self._console.err(LEAVE_HINT)
+            self._console.err("> ", end="")
+
+    async def readline(self, lines: LineReader) -> Optional[str]:
+        """The next line, or None at end of input; raises `CliExit(130)` on a second idle Ctrl-C."""
+        reading = asyncio.ensure_future(lines.readline())
+        leaving = asyncio.ensure_future(self.leave.wait())
+        try:
+            await asyncio.wait({reading, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            leaving.cancel()
+            if not reading.done():
+                reading.cancel()
+        if not reading.done() or reading.cancelled():
+            self._console.err()
+            raise CliExit(EXIT_INTERRUPTED)
+        self.armed = False
+        return reading.result()
+
+
+async def _repl(opts: dict[str, Any], console: Console, config: Optional[dict[str, Any]]) -> int:
     lines = LineReader()
     progress = Progress(console)
     wait_for = TtyAnswerer(console, lines, progress) if is_interactive() else None
-    toolkit = await build_toolkit(opts, wait_for=wait_for)
-    client = make_client(opts, hooks=progress.hooks(), wait_for=wait_for)
+    toolkit = await build_toolkit(opts, config=config, wait_for=wait_for)
+    client = make_client(opts, hooks=Activity(console, progress, bool(opts.get("verbose"))).hooks(),
+                         wait_for=wait_for)
     session = str(uuid.uuid4())
+    interrupts = _Interrupts(console)
+    installed = _stdin_is_a_terminal() and interrupts.install()  # piped input keeps the plain exit 130
     try:
         console.err(BANNER)
         while True:
             console.err("> ", end="")
-            line = await lines.readline()
+            line = await interrupts.readline(lines)
             if line is None:
                 console.err()
                 return 0
@@ -107,17 +186,25 @@ async def _repl(opts: dict[str, Any], console: Console) -> int:
                 session = str(uuid.uuid4())
                 console.err("(new conversation)")
                 continue
+            turn = interrupts.turn = asyncio.ensure_future(client.ask(line, toolkit, id=session))
             try:
-                result = await client.ask(line, toolkit, id=session)
-            except Exception as exc:  # noqa: BLE001 - report and keep the session going
+                await asyncio.wait({turn})
+            finally:
+                interrupts.turn = None
                 progress.stop()
-                console.err(f"error: {exc}")
+            if turn.cancelled():
+                console.err(CANCELLED)
                 continue
-            progress.stop()
+            if turn.exception() is not None:  # report and keep the session going
+                console.err(f"error: {turn.exception()}")
+                continue
+            result = turn.result()
             console.out(result.text)
             if result.status != "done":
                 console.err(f"status: {result.status}")
     finally:
+        if installed:
+            interrupts.remove()
         progress.stop()
         await client.aclose()
         await toolkit.close()

@@ -32,6 +32,7 @@ from .common import (
     TOOLKIT_FLAGS,
     CliExit,
     Console,
+    apply_model_settings,
     build_toolkit,
     load_config,
     make_client,
@@ -132,6 +133,7 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     if a2a is None and mcp is None:
         raise CliExit(2, NOTHING)
     if a2a is not None:
+        apply_model_settings(opts, config)
         require_model(opts)
         require_key(opts, console)
         if opts.get("store"):

@@ -30,7 +30,7 @@ import signal
 import sys
 from typing import Any
 
-from .common import MODEL_FLAGS, CliExit, Console, load_object, resolve_key
+from .common import MODEL_FLAGS, CliExit, Console, apply_model_settings, load_object, resolve_key
 from .flags import Flag
 
 NAME = "worker"
@@ -129,6 +129,7 @@ async def _execute(opts: dict[str, Any], console: Console) -> int:
     for spec in specs:
         found = _load(spec, "agents")
         agents.extend(found if isinstance(found, (list, tuple)) else [found])
+    apply_model_settings(opts)  # the environment's OPENAI_BASE_URL / TOOLNEXUS_MODEL where no flag is given
     llm = {k: opts[k] for k in ("base_url", "model") if opts.get(k)}
     llm["style"] = opts.get("style") or "openai"
     key = resolve_key(opts)

@@ -6,7 +6,8 @@ each call (so changing `client.model` or `client.hooks` between runs takes effec
 what a call needs beyond them: the transport behind the async seam, the metrics registry, and the
 client's identity for once-only warnings. What it does for a call:
 
-- the wire (`dialect`), the API key (`api_key`: explicit, then the environment), the run's abort
+- the wire (`dialect`), the API key (`api_key`: explicit, then the environment, then — for a loopback
+  base URL only — the placeholder a local server ignores), the run's abort
   conditions (`abort`, `call_abort`: a deadline and a cancel event);
 - the body's last shaping (`shape_body`: `request_params`, then `body_transform`);
 - sending with retries (`send`, `open` for a stream), scrubbing secrets from provider errors, and
@@ -29,6 +30,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from .._diag import warn_once
+from .._loopback import LOOPBACK_PLACEHOLDER_KEY, is_loopback_url
 from .._redact import credential_values
 from ..errors import ToolnexusError, ToolnexusRuntimeError
 from .errors import (PLACEHOLDER_KEYS, ProviderError, ProviderResponseError, RunCancelled, RunTimeout, endpoint_of,
@@ -130,6 +132,8 @@ class Provider:
         found = api_key_from_env(dialect.env_key)
         if found:
             return found
+        if is_loopback_url(c.base_url):  # a local server takes no key: the agent runtime's placeholder
+            return LOOPBACK_PLACEHOLDER_KEY
         raise ToolnexusRuntimeError("No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY")
 
     def abort(self, cancel: Optional[asyncio.Event]) -> Abort:

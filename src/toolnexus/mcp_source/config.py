@@ -12,6 +12,16 @@ config files are shared between MCP hosts, and failing on a key another host und
 break them. A key that applies only to the other kind of server (`headers` on a local one) is
 warned about the same way. Durations are milliseconds; a non-positive one falls back to the
 default with a warning, and one under `SUSPICIOUS_MS` (100) warns that it looks like seconds.
+
+Top-level keys (`config_key_problems`): beside the server map (`mcpServers`, `servers`, `mcp`) a
+config holds `builtins`, `agents`, `a2a`, `mcpServer` (the MCP *serve* profile) and `llm` (the
+`toolnexus` command's model settings). A key that is none of these, next to a server map, is
+ignored with a warning that names the nearest known key; so is `mcpServer` holding server entries
+(`{"mcpServer": {"github": {"command": …}}}` — a typo of `mcpServers` that would otherwise serve
+nothing and connect nothing). Without a server map every other key is a server, as in 0.21, and
+only a key that is a near miss of a reserved one (`agnets`) and does not look like a server entry
+is reported. `create_toolkit` warns (0.21 read such files without a word, and must keep reading
+them); the `toolnexus` command refuses the near misses (`ConfigKeyProblem.typo`).
 """
 
 from __future__ import annotations
@@ -33,11 +43,14 @@ from ..errors import ConfigError
 __all__ = [
     "DEFAULT_TIMEOUT",
     "SERVER_KEYS",
+    "TOP_LEVEL_KEYS",
+    "ConfigKeyProblem",
     "SUSPICIOUS_MS",
     "McpConfig",
     "ServerConfig",
     "ServerSpec",
     "apply_tools_filter",
+    "config_key_problems",
     "expand_env_headers",
     "is_enabled",
     "is_remote",
@@ -45,6 +58,7 @@ __all__ = [
     "read_config_file",
     "read_toolkit_config",
     "server_spec",
+    "warn_config_keys",
 ]
 
 DEFAULT_TIMEOUT = 30.0
@@ -59,7 +73,9 @@ SERVER_KEYS: dict[str, str] = {
 _TYPES = ("local", "remote", "stdio", "http", "sse", "streamable-http", "streamableHttp")
 ServerConfig = dict[str, Any]
 McpConfig = dict[str, ServerConfig]
-_RESERVED = ("builtins", "agents", "a2a", "mcpServer")
+_RESERVED = ("builtins", "agents", "a2a", "mcpServer", "llm")
+_SERVER_MAPS = ("mcpServers", "servers", "mcp")
+TOP_LEVEL_KEYS = (*_SERVER_MAPS, *_RESERVED)
 _COMMENTS = re.compile(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*.*?\*/', re.S)
 # What a stdio child always gets when `inheritEnv` narrows its environment (the SDK's own
 # "safe to inherit" set on POSIX): enough to find executables and a home directory.
@@ -81,21 +97,83 @@ def read_config_file(path: str) -> dict[str, Any]:
     return data
 
 
+@dataclass(frozen=True)
+class ConfigKeyProblem:
+    """A top-level config key we do not read: `typo` when it is a near miss of one we do."""
+
+    key: str
+    message: str
+    typo: bool
+
+
+def _looks_like_server(value: Any) -> bool:
+    return isinstance(value, dict) and any(k in value for k in ("command", "url"))
+
+
+def _nearest(key: str, known: tuple[str, ...]) -> Optional[str]:
+    by_fold = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(key.lower(), list(by_fold), n=1, cutoff=0.75)
+    return by_fold[close[0]] if close else None
+
+
+def config_key_problems(config: Any) -> list[ConfigKeyProblem]:
+    """The top-level keys of `config` that will be ignored or misread (see the module docstring)."""
+    if not isinstance(config, dict):
+        return []
+    problems: list[ConfigKeyProblem] = []
+    serve_profile = config.get("mcpServer")
+    if isinstance(serve_profile, dict):
+        entries = [k for k, v in serve_profile.items() if _looks_like_server(v)]
+        if entries:
+            message = (f'"mcpServer" is the MCP serve profile, but "{entries[0]}" in it is an MCP server entry: '
+                       'did you mean "mcpServers"?')
+            problems.append(ConfigKeyProblem("mcpServer", message, True))
+    has_map = any(k in config for k in _SERVER_MAPS)
+    for key, value in config.items():
+        name = str(key)
+        if name in TOP_LEVEL_KEYS:
+            continue
+        near = _nearest(name, TOP_LEVEL_KEYS)
+        if not has_map:  # a bare server map: every other key is a server, unless it is plainly a typo of ours
+            if near is not None and near in _RESERVED and not _looks_like_server(value):
+                problems.append(ConfigKeyProblem(name, f'unknown top-level key "{name}" (did you mean "{near}"?) — it '
+                                                       "would be read as an MCP server", True))
+            continue
+        if near is not None:
+            problems.append(ConfigKeyProblem(name, f'unknown top-level key "{name}" ignored (did you mean "{near}"?)',
+                                             True))
+        else:
+            problems.append(ConfigKeyProblem(name, f'unknown top-level key "{name}" ignored (known: '
+                                                   f'{", ".join(TOP_LEVEL_KEYS)})', False))
+    return problems
+
+
+def warn_config_keys(config: Any) -> None:
+    """Warn once per key about `config_key_problems` (the library never refuses a 0.21 config)."""
+    for problem in config_key_problems(config):
+        warn_once(f"config-key:{problem.key}", f"[toolnexus] config: {problem.message}")
+
+
 async def read_toolkit_config(mcp_config: Union[str, dict[str, Any], None]) -> Optional[dict[str, Any]]:
     """`create_toolkit`'s `mcp_config` as a dict: a path is read (in a thread: it is file I/O),
-    a dict is copied, `None` stays `None`. The reserved keys ride along for the other sources."""
+    a dict is copied, `None` stays `None`. The reserved keys ride along for the other sources;
+    top-level keys nobody reads are warned about."""
     if isinstance(mcp_config, str):
-        return await asyncio.to_thread(read_config_file, mcp_config)
-    return dict(mcp_config) if isinstance(mcp_config, dict) else None
+        config: Optional[dict[str, Any]] = await asyncio.to_thread(read_config_file, mcp_config)
+    else:
+        config = dict(mcp_config) if isinstance(mcp_config, dict) else None
+    warn_config_keys(config)
+    return config
 
 
 def parse_mcp_config(input: Union[str, dict[str, Any]]) -> McpConfig:  # noqa: A002 - pinned name
     """The server map of a config: the first of `mcpServers`/`servers`/`mcp`, else the bare map."""
     data = read_config_file(input) if isinstance(input, str) else dict(input)
-    for key in ("mcpServers", "servers", "mcp"):
+    for key in _SERVER_MAPS:
         if key in data:
             return data[key]
-    return {k: v for k, v in data.items() if k not in _RESERVED}
+    # `llm` joined the reserved keys after 0.21: a server of that name (it has a command or url) still counts
+    return {k: v for k, v in data.items() if k not in _RESERVED or (k == "llm" and _looks_like_server(v))}
 
 
 def is_enabled(cfg: ServerConfig) -> bool:

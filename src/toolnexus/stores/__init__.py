@@ -9,10 +9,18 @@ suite; they are async context managers and never block the event loop.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..durable import (DEFAULT_LEASE_TTL, AnswerAlreadyApplied, LeaseLost, PendingRun, RequestWithdrawn,
                        RestoreError, RunChanged, RunExists, RunInProgress, RunNotFound, RunStore, RunSummary, StoreConflict,
                        StoreError, StoreUnavailable, StoreVersionError, is_run_store)
 from .url import open_store
+
+if TYPE_CHECKING:  # the backends below load on first use; spelled out for type checkers and the API reference
+    from .file import FileStore as FileStore
+    from .memory import MemoryStore as MemoryStore
+    from .postgres import PostgresStore as PostgresStore
+    from .sqlite import SqliteStore as SqliteStore
 
 __all__ = [
     "open_store",

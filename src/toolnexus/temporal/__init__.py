@@ -25,7 +25,7 @@ Importing this package needs `temporalio`; without it the import fails with the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (AnswerRejected, LLMCallFailed, PayloadTooLarge, TemporalNotInstalled, TemporalRunError,
                      TemporalUnavailable)
@@ -45,6 +45,15 @@ __all__ = [
     "TemporalRunError", "TemporalUnavailable", "TemporalNotInstalled", "AnswerRejected", "PayloadTooLarge",
     "LLMCallFailed", "DEFAULT_TASK_QUEUE", "SEARCH_ATTRIBUTES",
 ]
+
+if TYPE_CHECKING:  # what `_LAZY` resolves to, spelled out for type checkers and the API reference
+    from .activities import AgentActivities as AgentActivities
+    from .clock import WorkflowClock as WorkflowClock
+    from .host import TemporalHost as TemporalHost
+    from .payloads import ExternalPayloadCodec as ExternalPayloadCodec
+    from .worker import (AgentWorker as AgentWorker, connect as connect, create_worker as create_worker,
+                         ensure_search_attributes as ensure_search_attributes, run_worker as run_worker)
+    from .workflow import AgentWorkflow as AgentWorkflow
 
 _LAZY = {
     "TemporalHost": ".host", "AgentWorker": ".worker", "create_worker": ".worker", "run_worker": ".worker",
