@@ -8,6 +8,10 @@ the profiles are the config blocks with the flags laid over them field by field 
 `--addr 127.0.0.1:0` and read it), and stderr `a2a: <url>/.well-known/agent-card.json` and/or
 `mcp: <url>/mcp`. SIGINT/SIGTERM stop the server, close the toolkit and exit 0.
 
+Served tools ask before they run as `toolnexus run`'s do (`--approve` / `--no-approve`; `bash`,
+`write`, `edit` and `apply_patch` by default): an MCP caller that can answer elicitation is asked
+there, an A2A task waits `input-required` for a reply (`approve`, `reject: why`, ...).
+
 Serving refuses shell and file built-ins without a token (see `toolnexus.serve.safety`): pass
 `--auth-token`, `--no-builtins` / `--disable-tool NAME`, or `--allow-unauthenticated-builtins`.
 That refusal is a usage error (exit 2); a bind failure is exit 1.
@@ -37,6 +41,7 @@ from .common import (
     require_key,
     require_model,
 )
+from .approvals import APPROVAL_FLAGS, cli_policy
 from .flags import Flag
 
 NAME = "serve"
@@ -61,6 +66,7 @@ FLAGS = [
     Flag("mcp-name", "NAME", "MCP server name"),
     Flag("auth-token", "TOKEN", f"require 'Authorization: Bearer TOKEN' on every route (else ${TOKEN_ENV})"),
     Flag("allow-unauthenticated-builtins", None, "serve shell/file built-ins without a token (logged as a warning)"),
+    *APPROVAL_FLAGS,
 ]
 
 NOTHING = "error: nothing to serve: pass --a2a and/or --mcp"
@@ -124,7 +130,7 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
         require_key(opts, console)
         if opts.get("store"):
             a2a["store"] = open_store(opts["store"])
-    toolkit = await build_toolkit(opts, config=config)
+    toolkit = await build_toolkit(opts, config=config, approvals=cli_policy(opts))
     client = None
     store = a2a.get("store") if a2a is not None else None
     try:
@@ -188,7 +194,7 @@ async def _stdio(opts: dict[str, Any], console: Console) -> int:
         check_config(profile, where='config "mcpServer"')
     except (TypeError, ValueError) as exc:
         raise CliExit(2, f"error: {exc}") from None
-    toolkit = await build_toolkit(opts, config=config)
+    toolkit = await build_toolkit(opts, config=config, approvals=cli_policy(opts))
     try:
         serving = asyncio.ensure_future(serve_mcp_stdio(toolkit.tools, profile))
         stop = _stop_event()
