@@ -22,8 +22,8 @@ async def _noop(args=None, ctx=None) -> ToolResult:
 
 
 def _tool(name: str, source: str = "native", origin: str | None = None) -> Tool:
-    return Tool(name, f"The {name} tool.", {"type": "object", "properties": {}}, source, _noop,  # type: ignore[arg-type]
-                origin=origin)
+    schema = {"type": "object", "properties": {}}
+    return Tool(name, f"The {name} tool.", schema, source, _noop, origin=origin)  # type: ignore[arg-type]
 
 
 def test_answer_fields_are_checked_and_round_trip_as_plain_json() -> None:
@@ -140,7 +140,8 @@ def test_decisions_two_person_rule_and_escalation() -> None:
 
 @pytest.mark.parametrize("text, ok, extra", [
     ("yes", True, {}), ("approve", True, {}), ("always", True, {"always": True}),
-    ("no", False, {}), ("reject: too big", False, {"message": "too big"}), ("No, too big", False, {"message": "too big"}),
+    ("no", False, {}), ("reject: too big", False, {"message": "too big"}),
+    ("No, too big", False, {"message": "too big"}),
     ('edit {"n": 2}', True, {"arguments": {"n": 2}}), ('{"approve": false, "message": "m"}', False, {"message": "m"}),
     ("maybe later", False, {"message": "maybe later"}),  # unclear: declines, carrying the text
 ])

@@ -6,7 +6,7 @@ outcome, on every path (in process, durable resume, agent replay, MCP, A2A, Temp
 | answer | outcome |
 |---|---|
 | `None`, or `ok=False` | `decline`: the model receives `declined/expired: <prompt>` and the message, if any |
-| expired (`reason="expired"`), the rule escalates | `reask`: the same approval, asked of the escalation group under a new id |
+| expired, and the rule escalates | `reask`: the same approval, asked of the escalation group (new id) |
 | `ok`, fewer approvals than required so far | `reask`: the same approval with this approver counted, under a new id |
 | `ok`, refused by `answer_problem` | `invalid`: nothing runs |
 | `ok`, enough approvals | `run`, with `answer.arguments` when the approver edited them |

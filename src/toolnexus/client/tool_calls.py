@@ -17,7 +17,9 @@ one more approval still needed (N-of-M) or an expiry that escalates ⇒ the resu
 approval request, a suspension the loop asks (or halts on) again; otherwise the re-run, in which
 the gate runs the body (with edited arguments, if any). A re-run that suspends on the body's
 own request after its approval is a new suspension too, not `unresolved`. An answer with
-`always` is remembered in the runner's `ApprovalMemory` (sticky for the rest of the run). Two answer checks come first: an `ok` answer that arrives
+`always` is remembered in the runner's `ApprovalMemory` (sticky for the rest of the run).
+
+Two answer checks come first: an `ok` answer that arrives
 when the request's `expiresAt` is not after `client.clock()` is treated as expired
 (`declined/expired: <prompt>`), and an `ok` answer whose `data` does not match the request's flat
 `data["schema"]` gives the error result `invalid answer for <prompt>: <detail>` — in both cases the

@@ -59,7 +59,8 @@ APPROVAL_FORM: dict[str, Any] = {
     "properties": {
         "decision": {"type": "string", "title": "Decision", "enum": ["approve", "reject"]},
         "message": {"type": "string", "title": "Message", "description": "why (sent to the agent)"},
-        "always": {"type": "boolean", "title": "Always", "description": "the same for this tool for the rest of the run"},
+        "always": {"type": "boolean", "title": "Always",
+                   "description": "the same for this tool for the rest of the run"},
         "arguments": {"type": "string", "title": "Edited arguments",
                       "description": "optional: the call's arguments as a JSON object, to run with instead"},
     },
