@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Optional
 
 from .approvals import RUN_RECORD, RUN_RECORD_KEYS, answerer, cli_policy
 from .common import Console, CliExit, build_toolkit, load_object, make_client, require_key, require_model
@@ -86,11 +86,13 @@ def _answer(opts: dict[str, Any]) -> Any:
     data = _json_object(opts, "data")
     arguments = _json_object(opts, "edit")
     ok = decision in ("approve", "edit", "ok")
-    common = {"message": opts.get("message") or None, "always": bool(opts.get("always")),
-              "by": opts.get("by") or answerer(), "via": "cli"}
+    message: Optional[str] = opts.get("message") or None
+    always, by = bool(opts.get("always")), str(opts.get("by") or answerer())
     if ok:
-        return Answer(id=opts["id"], ok=True, data=data, arguments=arguments, **common)
-    return Answer(id=opts["id"], ok=False, data=data, reason=opts.get("reason") or "declined", **common)
+        return Answer(id=opts["id"], ok=True, data=data, arguments=arguments, message=message, always=always, by=by,
+                      via="cli")
+    return Answer(id=opts["id"], ok=False, data=data, reason=opts.get("reason") or "declined", message=message,
+                  always=always, by=by, via="cli")
 
 
 def _agents(opts: dict[str, Any]) -> Any:
