@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any, Optional
 
 from .._schema import schema_error
+from ..errors import ToolnexusValueError
 from ..types import Answer, Request, declined_text
 from .requests import approval_of, iso, redact_arguments, reissued
 
@@ -117,7 +118,7 @@ _NO = {"n", "no", "reject", "rejected", "decline", "declined", "deny", "denied"}
 def _from_object(request: Request, obj: dict[str, Any], by: Optional[str], via: Optional[str]) -> Answer:
     ok = obj.get("approve", obj.get("ok"))
     if not isinstance(ok, bool):
-        raise ValueError('an answer object needs "approve": true or false')
+        raise ToolnexusValueError('an answer object needs "approve": true or false')
     return Answer(id=request.id, ok=ok, reason=None if ok else "declined", message=obj.get("message"),
                   arguments=obj.get("arguments"), always=bool(obj.get("always", False)),
                   by=obj.get("by") if isinstance(obj.get("by"), str) else by, via=via)

@@ -156,7 +156,7 @@ def stamp(request: Request, call_id: Optional[str], agent_path: Optional[list[st
     if a is None:
         return
     first = a.get("call_id") is None
-    if first and call_id:
+    if call_id:  # a re-asked request in a replayed turn belongs to the call the model made this time
         a["call_id"] = call_id
     if agent_path and not a.get("agent_path"):
         a["agent_path"] = list(agent_path)
