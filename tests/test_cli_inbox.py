@@ -125,7 +125,7 @@ async def test_unknown_requests_and_missing_flags(tmp_path: Path) -> None:
     cases = {
         ("answer", "--id", "x", "--ok", *base): "error: --store URL is required",
         ("answer", "--store", url, "--ok", *base): "error: --id REQUEST_ID is required",
-        ("answer", "--store", url, "--id", "x", *base): "error: pass exactly one of --ok and --decline",
+        ("answer", "--store", url, "--id", "x", *base): "error: pass exactly one of --approve, --reject, --edit JSON",
         ("answer", "--store", url, "--id", "x", "--ok", "--data", "[1]", *base): "error: --data must be a JSON object",
         ("answer", "--store", url, "--id", "x", "--ok", "--base-url", "http://h", "--api-key", KEY):
             "error: --agents MODULE:ATTR is required",

@@ -202,8 +202,10 @@ def test_readme_taste_runs_verbatim_and_prints_the_final_text(model: DocModelSer
     mine = model.requests[seen:]
     assert mine and all(r["headers"]["authorization"] == f"Bearer {KEYS['openai']}" for r in mine)
     final_text = model.replies[-1][1]["choices"][0]["message"]["content"]
-    assert final_text == "approved and deployed"  # the tool's output, reported by the model
-    assert result.stdout.splitlines()[-1] == f"done {final_text}", describe(result)
+    assert final_text == "deploy the latest build deployed"  # the tool's output, reported by the model
+    assert result.stdout.splitlines() == [  # the approval it was asked: tool, arguments, agent, in one line
+        'asked: Approve deploy {"service": "deploy the latest build"}? (native, agent root/approver.1) '
+        "Deploy a service to production.", f"done {final_text}"], describe(result)
 
 
 def test_readme_taste_is_refused_with_any_other_key(model: DocModelServer, tmp_path: Path):

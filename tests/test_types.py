@@ -33,12 +33,17 @@ def test_dataclass_field_order_is_positional_contract():
     positional = [f.name for f in dataclasses.fields(Tool) if not f.kw_only]
     assert positional == ["name", "description", "input_schema", "source", "execute"]
     # ours, keyword-only so the positional contract is untouched: declared safe to re-run after a crash
-    assert [(f.name, f.default) for f in dataclasses.fields(Tool) if f.kw_only] == [("idempotent", False)]
+    # and (approvals) whether its calls wait for a human, and where inside its source it comes from
+    assert [(f.name, f.default) for f in dataclasses.fields(Tool) if f.kw_only] == [
+        ("idempotent", False), ("needs_approval", False), ("origin", None)]
     assert [f.name for f in dataclasses.fields(ToolResult)] == ["output", "is_error", "metadata", "parts"]
-    assert [f.name for f in dataclasses.fields(ToolContext) if not f.kw_only] == ["signal", "timeout", "answer"]
+    # pinned fields first, then ours (additive, defaulted): the request a retry answers; the MCP caller keyword-only
+    assert [f.name for f in dataclasses.fields(ToolContext) if not f.kw_only] == ["signal", "timeout", "answer", "request"]
     assert [(f.name, f.default) for f in dataclasses.fields(ToolContext) if f.kw_only] == [("caller", None)]
     assert [f.name for f in dataclasses.fields(Request)] == ["id", "kind", "prompt", "url", "data", "expiresAt"]
-    assert [f.name for f in dataclasses.fields(Answer)] == ["id", "ok", "data", "reason"]
+    # pinned fields first, then the additive approval fields (all defaulted)
+    assert [f.name for f in dataclasses.fields(Answer)] == ["id", "ok", "data", "reason", "message", "arguments",
+                                                            "always", "by", "via"]
     assert ToolResult("x", False, {"a": 1}).metadata == {"a": 1}
 
 
@@ -48,8 +53,12 @@ def test_request_and_answer_round_trip_through_asdict_and_json_with_pinned_keys(
     assert list(json.loads(wire)) == ["id", "kind", "prompt", "url", "data", "expiresAt"]
     assert Request(**json.loads(wire)) == req
     ans = Answer(id="pnd-1", ok=False, reason="declined")
-    assert list(json.loads(json.dumps(dataclasses.asdict(ans)))) == ["id", "ok", "data", "reason"]
+    assert list(json.loads(json.dumps(dataclasses.asdict(ans))))[:4] == ["id", "ok", "data", "reason"]
     assert Answer(**json.loads(json.dumps(dataclasses.asdict(ans)))) == ans
+    # the additive fields round-trip as plain JSON too, and a 0.21 payload (pinned keys only) still reads
+    full = Answer(id="pnd-1", ok=True, message="fine", arguments={"n": 2}, always=True, by="alice", via="cli")
+    assert Answer.from_dict(json.loads(json.dumps(dataclasses.asdict(full)))) == full
+    assert Answer.from_dict({"id": "pnd-1", "ok": False, "data": None, "reason": "declined"}) == ans
     # payloads that omit absent keys, and from_dict ignoring unknown keys
     assert Request(**{"id": "a", "kind": "k", "prompt": "p"}) == Request("a", "k", "p")
     assert Request.from_dict({"id": "a", "kind": "k", "prompt": "p", "extra": 1}) == Request("a", "k", "p")

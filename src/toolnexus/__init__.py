@@ -28,6 +28,7 @@ from .types import (
     answer_declined,
     answer_output,
     auth_required,
+    declined_text,
     pending,
     pending_of,
     sanitize,
@@ -98,6 +99,8 @@ _register(
     "RelevanceVerdict FilterVerdict CompleteVerdict AgentVerdict ContentVerdict ModelVerdict ContentGuardBlocked "
     "latest_user_text",
 )
+_register(".approvals", "ApprovalPolicy ApprovalRule Escalate ApprovalMemory ApprovalScope DEFAULT_APPROVAL_TOOLS "
+          "answer_from_text approval_of is_approval_request")
 _register(".acp", "ACPClient ACPError ACPOptions ACPPermissionTimeoutError load_acp")
 _register(
     ".content",
@@ -294,6 +297,17 @@ if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out 
         ContentGuardBlocked as ContentGuardBlocked,
         latest_user_text as latest_user_text,
     )
+    from .approvals import (
+        ApprovalPolicy as ApprovalPolicy,
+        ApprovalRule as ApprovalRule,
+        Escalate as Escalate,
+        ApprovalMemory as ApprovalMemory,
+        ApprovalScope as ApprovalScope,
+        DEFAULT_APPROVAL_TOOLS as DEFAULT_APPROVAL_TOOLS,
+        answer_from_text as answer_from_text,
+        approval_of as approval_of,
+        is_approval_request as is_approval_request,
+    )
     from .acp import (
         ACPClient as ACPClient,
         ACPError as ACPError,
@@ -331,6 +345,7 @@ __all__ = [
     "answer_declined",
     "answer_output",
     "auth_required",
+    "declined_text",
     "pending",
     "pending_of",
     "sanitize",

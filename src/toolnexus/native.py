@@ -37,6 +37,10 @@ Choices beyond the plain 0.21 behaviour, all deliberate:
   whoever debugs it: the type and traceback are logged on the `toolnexus` logger at DEBUG, and
   the result's `metadata["error_type"]` names the class (`"KeyError"`). Running out of
   `ctx.timeout` is not the tool's exception: that result has no `error_type`.
+- `needs_approval=True | predicate | ApprovalRule` (ours) makes the tool wait for a human's
+  approval before its body runs (`toolnexus.approvals`): the returned tool is already gated, so
+  even a direct `tool.execute(args)` asks first. The predicate gets the arguments and the context
+  and may be async (approve a refund under $100 silently, ask above).
 - Sync functions run in a worker thread; an awaitable they return (or an object with an
   `async __call__`) is awaited. A `ctx.timeout` is enforced with `asyncio.timeout`; a sync
   function that times out keeps running in its thread (Python cannot kill a thread), its result
@@ -58,6 +62,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Optional, Union, get_args, get_origin, overload
 
 from . import _write_ahead
+from .approvals import enforce, rule_of
 from ._diag import tool_raised
 from ._schema import schema_error
 from ._typed import Adapter, ArgumentProblems, involves_model, involves_pydantic, json_default, pydantic_schema
@@ -278,6 +283,7 @@ def _build(
     idempotent: bool = False,
     localns: Optional[dict[str, Any]] = None,
     int_schema: IntSchema = "number",
+    needs_approval: Any = False,
 ) -> Tool:
     if name is None:
         name = getattr(fn, "__name__", None)
@@ -364,8 +370,11 @@ def _build(
 
     if not awaits:
         _write_ahead.taking(execute)
-    return Tool(name=name, description=description, input_schema=input_schema, source=source,  # type: ignore[arg-type]
-                execute=execute, idempotent=bool(idempotent))
+    rule_of(needs_approval, f"define_tool({name!r}) needs_approval")  # a wrong type fails here, by name
+    built = Tool(name=name, description=description, input_schema=input_schema, source=source,  # type: ignore[arg-type]
+                 execute=execute, idempotent=bool(idempotent), needs_approval=needs_approval)
+    # an approval is asked only for a call whose arguments pass the schema check
+    return enforce(built, precheck=(lambda a: schema_error(schema, a)) if validate else None)
 
 
 def _is_execute_args(p: inspect.Parameter) -> bool:
@@ -410,13 +419,15 @@ def _inferred_schema(name: str, fn: Callable[..., Any], kept: list[inspect.Param
 @overload
 def define_tool(fn: Callable[..., Any], *, name: Optional[str] = ..., description: Optional[str] = ...,
             input_schema: Optional[JSONSchema] = ..., source: str = ..., validate: bool = ..., idempotent: bool = ...,
-            int_schema: IntSchema = ...) -> Tool: ...
+            int_schema: IntSchema = ...,
+            needs_approval: Any = ...) -> Tool: ...
 
 
 @overload
 def define_tool(fn: None = ..., *, name: Optional[str] = ..., description: Optional[str] = ...,
             input_schema: Optional[JSONSchema] = ..., source: str = ..., validate: bool = ...,
-            idempotent: bool = ..., int_schema: IntSchema = ...) -> Callable[[Callable[..., Any]], Tool]: ...
+            idempotent: bool = ..., int_schema: IntSchema = ...,
+            needs_approval: Any = ...) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def define_tool(
@@ -429,37 +440,45 @@ def define_tool(
     validate: bool = True,
     idempotent: bool = False,
     int_schema: IntSchema = "number",
+    needs_approval: Any = False,
 ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
     """Make a `Tool` from `fn`, or return a decorator that does (`@define_tool(name=...)`).
 
     `idempotent=True` declares that running the tool twice with the same arguments is harmless:
     a durable run that crashed while the tool ran re-runs it, instead of asking the host.
     `int_schema="integer"` writes `int` hints as JSON Schema `integer` instead of 0.21's `number`.
+    `needs_approval=True` (or a predicate `(args, ctx) -> bool`, sync or async, or an
+    `ApprovalRule`) makes every call (or the calls the predicate picks) wait for a human's
+    approval before the function runs; the function itself holds no approval logic.
     """
-    return _define(fn, name, description, input_schema, source, validate, idempotent, _check_int_schema(int_schema))
+    return _define(fn, name, description, input_schema, source, validate, idempotent, _check_int_schema(int_schema),
+                   needs_approval)
 
 
 def _define(fn: Optional[Callable[..., Any]], name: Optional[str], description: Optional[str],
             input_schema: Optional[JSONSchema], source: str, validate: bool,
-            idempotent: bool, int_schema: IntSchema) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
+            idempotent: bool, int_schema: IntSchema,
+            needs_approval: Any = False) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
     """`define_tool` / `tool`; the frame two levels up is the scope that defines the tool."""
     if fn is None:
         return lambda f: _build(f, name, description, input_schema, source, validate, idempotent,
-                                _caller_locals(f, 1), int_schema)
+                                _caller_locals(f, 1), int_schema, needs_approval)
     return _build(fn, name, description, input_schema, source, validate, idempotent, _caller_locals(fn, 2),
-                  int_schema)
+                  int_schema, needs_approval)
 
 
 @overload
 def tool(fn: Callable[..., Any], *, name: Optional[str] = ..., description: Optional[str] = ...,
             input_schema: Optional[JSONSchema] = ..., validate: bool = ..., idempotent: bool = ...,
-            int_schema: IntSchema = ...) -> Tool: ...
+            int_schema: IntSchema = ...,
+            needs_approval: Any = ...) -> Tool: ...
 
 
 @overload
 def tool(fn: None = ..., *, name: Optional[str] = ..., description: Optional[str] = ...,
             input_schema: Optional[JSONSchema] = ..., validate: bool = ...,
-            idempotent: bool = ..., int_schema: IntSchema = ...) -> Callable[[Callable[..., Any]], Tool]: ...
+            idempotent: bool = ..., int_schema: IntSchema = ...,
+            needs_approval: Any = ...) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
@@ -471,6 +490,8 @@ def tool(
     validate: bool = True,
     idempotent: bool = False,
     int_schema: IntSchema = "number",
+    needs_approval: Any = False,
 ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
-    """`define_tool` with `source="native"`: `@tool`, `@tool(...)` or `tool(fn)`."""
-    return _define(fn, name, description, input_schema, "native", validate, idempotent, _check_int_schema(int_schema))
+    """`define_tool` with `source="native"`: `@tool`, `@tool(...)` or `tool(fn)` (`needs_approval` as there)."""
+    return _define(fn, name, description, input_schema, "native", validate, idempotent, _check_int_schema(int_schema),
+                   needs_approval)

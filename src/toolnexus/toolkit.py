@@ -16,6 +16,11 @@ Deliberate choices beyond the pinned baseline:
 - When `mcp_config` is a file path, its reserved keys (`builtins`, `agents`, `a2a`, `mcpServer`, `llm`)
   are honoured exactly as for a dict config.
 - `mcp_reasons()` sits next to the pinned `mcp_status()`: `{server: reason}` for each failed server.
+- `approvals=` (a `toolnexus.approvals.ApprovalPolicy`, a mapping of names / globs / `source:`
+  globs, or a list of names) gates the tools it names, on any source; a tool that declares
+  `needs_approval` itself (a native tool, an MCP server's `requireApproval`) is gated whatever the
+  policy says. The table holds the gated tools, so everything that runs or serves them asks first;
+  a policy name that matches no tool is warned about once.
 - `refresh()` refreshes every source (MCP re-lists its servers' tools) and re-assembles the table.
 - After `close()` the toolkit lists no tools and `execute` answers `toolkit closed`; `close()` is
   idempotent and closes every source, even when one of them fails to close.
@@ -33,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import adapters
 from ._diag import tool_raised, warn, warn_once
+from .approvals import ApprovalPolicy, enforce
 from .tool_source import SkillCatalog, StatusReporting, ToolList, ToolSource, as_mcp_source, as_skill_source
 from .types import McpStatus, Tool, ToolContext, ToolResult
 from .errors import ConfigError
@@ -69,6 +75,7 @@ class Toolkit:
         a2a_config: Optional[dict[str, Any]] = None,
         mcp_server_config: Optional[dict[str, Any]] = None,
         disable_tools: Optional[list[str]] = None,
+        approvals: Any = None,
     ) -> None:
         sources: list[ToolSource] = []
         if mcp is not None:
@@ -76,7 +83,7 @@ class Toolkit:
         if skill is not None:
             sources.append(as_skill_source(skill))
         sources += [ToolList("builtin", builtins), ToolList("a2a", agents), extra_source(extra_tools)]
-        self._setup(sources, a2a_config, mcp_server_config, disable_tools)
+        self._setup(sources, a2a_config, mcp_server_config, disable_tools, approvals)
 
     @classmethod
     def from_sources(
@@ -86,10 +93,11 @@ class Toolkit:
         disable_tools: Optional[list[str]] = None,
         a2a_config: Optional[dict[str, Any]] = None,
         mcp_server_config: Optional[dict[str, Any]] = None,
+        approvals: Any = None,
     ) -> "Toolkit":
         """A toolkit over `sources`, assembled in the order given (the first to claim a name keeps it).
 
-        The toolkit owns the sources from here: `close()` closes them.
+        The toolkit owns the sources from here: `close()` closes them. `approvals`: see the module docstring.
         """
         listed = list(sources)
         for source in listed:
@@ -99,12 +107,15 @@ class Toolkit:
                     "list_tools(), async refresh() and async close() (toolnexus.tool_source.ToolSource)"
                 )
         kit = cls.__new__(cls)
-        kit._setup(listed, a2a_config, mcp_server_config, disable_tools)
+        kit._setup(listed, a2a_config, mcp_server_config, disable_tools, approvals)
         return kit
 
     def _setup(self, sources: list[ToolSource], a2a_config: Optional[dict[str, Any]],
-               mcp_server_config: Optional[dict[str, Any]], disable_tools: Optional[list[str]]) -> None:
+               mcp_server_config: Optional[dict[str, Any]], disable_tools: Optional[list[str]],
+               approvals: Any = None) -> None:
         self._sources = sources
+        self.approvals: Optional[ApprovalPolicy] = ApprovalPolicy.of(approvals)
+        self._gated: dict[int, tuple[Tool, Tool]] = {}  # id(tool) -> (tool, its gated copy): stable identities
         # capabilities, found once (a runtime protocol check is slow, and these are read every run)
         self._catalog_source: Optional[SkillCatalog] = next(
             (s for s in sources if type(s) is not ToolList and isinstance(s, SkillCatalog)), None)
@@ -140,13 +151,30 @@ class Toolkit:
         self._by_name = {}
         for t in candidates:
             if t.name not in self._disabled:
-                self._add(t)
+                self._add(self._approved(t))
         for t in self._registered:
             self._by_name.setdefault(t.name, t)
         if warn_unknown_disabled:  # disabled names that matched nothing: likely a typo
             # (a tool that was shadowed shares its shadow's name, so candidates cover it)
             for name in sorted(self._disabled - {t.name for t in candidates}):
                 warn_once(f"disable_tools:{name}", f'[toolnexus] disable_tools name "{name}" matched no tool')
+            if self.approvals:
+                for pattern in self.approvals.unmatched(candidates):
+                    warn_once(f"approvals:{pattern}", f'[toolnexus] approvals name "{pattern}" matched no tool')
+        if self._gated:  # forget the gated copies of tools no source lists any more
+            live = {id(t) for t in self._by_name.values()}
+            self._gated = {k: v for k, v in self._gated.items() if id(v[1]) in live}
+
+    def _approved(self, t: Tool) -> Tool:
+        """`t` gated as its own declaration or the toolkit's policy asks (the same copy every time)."""
+        if not self.approvals and not t.needs_approval:
+            return t
+        held = self._gated.get(id(t))
+        if held is not None and held[0] is t:
+            return held[1]
+        gated = enforce(t, self.approvals)
+        self._gated[id(t)] = (t, gated)
+        return gated
 
     def _add(self, t: Tool) -> bool:
         if t.name in self._by_name:
@@ -234,6 +262,7 @@ class Toolkit:
         for t in tools:
             if t.name in self._disabled:
                 continue
+            t = self._approved(t)
             if self._add(t):
                 self._registered.append(t)
         return self
@@ -360,13 +389,16 @@ async def create_toolkit(
     disable_tools: Optional[list[str]] = None,
     disable_skills: Optional[list[str]] = None,
     cancel: Optional[asyncio.Event] = None,
+    approvals: Any = None,
 ) -> Toolkit:
     """Load every configured source and assemble a `Toolkit`.
 
     Composition only: each source package reads its own options and config block. MCP loads
     first (a fired `cancel` aborts it with `asyncio.CancelledError`); if a later source fails,
-    the servers already connected are closed before the error propagates.
+    the servers already connected are closed before the error propagates. `approvals` names the
+    tools whose calls wait for a human's approval (`toolnexus.approvals.ApprovalPolicy`).
     """
+    policy = ApprovalPolicy.of(approvals)  # a malformed policy fails before anything connects
     extras = extra_source(extra_tools or [])
     _check_relay_names(extras.list_tools())  # the toolkit checks too; here it fails before MCP connects
 
@@ -400,6 +432,7 @@ async def create_toolkit(
             disable_tools=disable_tools,
             a2a_config=(config or {}).get("a2a"),
             mcp_server_config=(config or {}).get("mcpServer"),
+            approvals=policy,
         )
     except BaseException:
         await asyncio.gather(*(s.close() for s in sources), return_exceptions=True)

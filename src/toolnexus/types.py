@@ -12,7 +12,16 @@ rest of the package except the dependency-free `errors` (every other module impo
 JSON): `id` must be a `str`, `ok` a real `bool` (`"yes"`, `1` or `None` are refused, because the
 loop branches on `ok` alone and a truthy string must never approve anything), `data` a `dict` or
 None, and `reason` one of the three pinned words or None. A wrong type raises
-`ToolnexusTypeError`; a wrong `reason` raises the pinned `ValueError` text.
+`ToolnexusTypeError`; a wrong `reason` raises the pinned `ValueError` text. The additive fields
+(ours, all optional, all plain JSON) are checked the same way: `message` (the answerer's free
+text, e.g. why they declined: the model receives it after `declined/expired: <prompt>`),
+`arguments` (approve with edited tool arguments: an object), `always` (a real `bool`: the same
+decision for this tool for the rest of the run), `by` (who answered) and `via` (through what:
+`"api"`, `"cli"`, `"a2a"`, `"mcp"`, ...).
+
+`Tool.needs_approval` declares that a tool's calls wait for an approval (see
+`toolnexus.approvals`); `ToolContext.request` is the `Request` a retry answers, next to its
+`answer`.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ __all__ = [
     "pending_of",
     "answer_output",
     "answer_declined",
+    "declined_text",
     "sanitize",
     "new_request_id",
     "signal_fired",
@@ -71,6 +81,12 @@ class Tool:
     #: Safe to run twice with the same arguments. After a crash, a durable run re-runs an
     #: idempotent call whose result was never recorded; any other such call asks the host first.
     idempotent: bool = field(default=False, kw_only=True)
+    #: The tool's calls wait for a human's approval: `True`, a predicate `(args, ctx) -> bool` (may
+    #: be async), or a `toolnexus.approvals.ApprovalRule`. A toolkit enforces it (`toolnexus.approvals`).
+    needs_approval: Any = field(default=False, kw_only=True, repr=False)
+    #: Where the tool comes from inside its source, as `<server or agent>/<its own name>`
+    #: (`github/create_issue` for an MCP server's tool); approval policies match `<source>:<origin>`.
+    origin: Optional[str] = field(default=None, kw_only=True, repr=False)
 
 
 @dataclass
@@ -99,14 +115,27 @@ def _from_mapping(cls: type, m: Mapping[str, Any]) -> Any:
     return cls(**{k: v for k, v in m.items() if k in known})
 
 
+def _optional(value: Any, kind: type, name: str, what: str) -> None:
+    if value is not None and not isinstance(value, kind):
+        raise ToolnexusTypeError(f"toolnexus: Answer {name} must be {what} or None, got {type(value).__name__}")
+
+
 @dataclass
 class Answer:
-    """The host's reply to a `Request`; `id` echoes `Request.id`. The loop branches only on `ok`."""
+    """The host's reply to a `Request`; `id` echoes `Request.id`. The loop branches only on `ok`.
+
+    `message`, `arguments`, `always`, `by` and `via` are ours and optional (see the module docstring).
+    """
 
     id: str
     ok: bool
     data: Optional[dict[str, Any]] = None
     reason: Optional[Literal["declined", "cancelled", "expired"]] = None
+    message: Optional[str] = None
+    arguments: Optional[dict[str, Any]] = None
+    always: bool = False
+    by: Optional[str] = None
+    via: Optional[str] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str):
@@ -119,6 +148,13 @@ class Answer:
             raise ToolnexusTypeError(f"toolnexus: Answer data must be a dict or None, got {type(self.data).__name__}")
         if self.reason is not None and self.reason not in ANSWER_REASONS:
             raise _bad_reason(self.reason)
+        _optional(self.message, str, "message", "a str (free text)")
+        _optional(self.arguments, dict, "arguments", "a dict (the edited tool arguments)")
+        if not isinstance(self.always, bool):
+            raise ToolnexusTypeError(
+                f"toolnexus: Answer always must be True or False, got {type(self.always).__name__} {self.always!r}")
+        _optional(self.by, str, "by", "a str (who answered)")
+        _optional(self.via, str, "via", 'a str (e.g. "cli", "api")')
 
     @classmethod
     def from_dict(cls, m: Mapping[str, Any]) -> "Answer":
@@ -175,6 +211,7 @@ class ToolContext:
     signal: Optional[Any] = None
     timeout: Optional[float] = None  # seconds
     answer: Optional[Answer] = None
+    request: Optional[Request] = None  # ours: the Request `answer` answers, on a retry
     caller: Optional[ToolCaller] = field(default=None, kw_only=True)  # keyword-only: the positions are pinned
 
     async def log(self, level: str, message: Any, *, logger: Optional[str] = None) -> None:
@@ -271,6 +308,17 @@ def answer_declined(id: str, reason: str = "declined") -> Answer:  # noqa: A002 
     if reason not in ANSWER_REASONS:
         raise _bad_reason(reason)
     return Answer(id=id, ok=False, reason=reason)  # type: ignore[arg-type]
+
+
+def declined_text(prompt: str, answer: Optional[Answer] = None) -> str:
+    """What the model receives for a declined or expired request: the pinned
+    `declined/expired: <prompt>`, then the answerer's message on its own line when there is one."""
+    text = f"declined/expired: {prompt}"
+    message = answer.message if answer is not None else None
+    if message and message.strip():
+        who = f"message from {answer.by}" if answer is not None and answer.by else "message"
+        text += f"\n{who}: {message.strip()}"
+    return text
 
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")

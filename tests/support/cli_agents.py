@@ -2,7 +2,8 @@
 
 `payer` refunds an order after a human approves it; the approval's data must carry a numeric
 `amount` (a schema), and the refund is recorded in the file `CLI_EFFECTS` names. `asker` asks
-twice: a name, then a confirmation.
+twice: a name, then a confirmation. `releaser` releases a service under a two-person rule (two
+approvals from different people), recording it in `CLI_EFFECTS`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from toolnexus import ToolResult, define_tool, pending
+from toolnexus import ApprovalRule, ToolResult, define_tool, pending
 from toolnexus.agents import agent
 
 AMOUNT = {"type": "object", "properties": {"amount": {"type": "number"}}, "required": ["amount"]}
@@ -38,3 +39,14 @@ async def confirm(step: str, ctx: Any = None) -> ToolResult:
 
 PAYER = agent("payer", does="issues refunds", uses={"tools": [define_tool(refund)]})
 ASKER = agent("asker", does="asks twice", uses={"tools": [define_tool(confirm)]})
+
+
+def release(service: str) -> str:
+    """Release a service to production."""
+    with open(os.environ.get("CLI_EFFECTS", os.devnull), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"released": service}) + "\n")
+    return f"{service} released"
+
+
+RELEASER = agent("releaser", does="releases services",
+                 uses={"tools": [define_tool(release, needs_approval=ApprovalRule(approvals=2))]})

@@ -56,5 +56,6 @@ async def agent_tools(ag: Agent, *, clock: Optional[Clock] = None) -> list[Tool]
             input_schema=copy.deepcopy(INPUT_SCHEMA),
             source="a2a",
             execute=execute,
+            origin=f"{name}/{skill_id}",  # approval policies match a2a:<agent>/<skill>
         ))
     return tools

@@ -49,7 +49,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Optional
 
 from ..client import ResumeError
-from ..client.tool_calls import answer_schema_error, is_expired, utc_now
+from ..approvals import answer_problem
+from ..client.tool_calls import answer_schema_error, expired_answer, is_expired, utc_now
 from ..types import Answer, Request
 from .clock import wall_now
 from .defs import RESUME_CONTINUE
@@ -75,7 +76,10 @@ def checked_answer(request: Request, answer: Answer, now: Optional[datetime] = N
     if answer.id != request.id:
         raise ResumeError(_PREFIX + f"answer id {answer.id!r} does not match the pending request {request.id!r}")
     if answer.ok and is_expired(request, now if now is not None else utc_now()):
-        return Answer(id=answer.id, ok=False, reason="expired")
+        return expired_answer(answer)
+    refused = answer_problem(request, answer)
+    if refused is not None:
+        raise ResumeError(_PREFIX + f"the answer to {request.id!r} is refused: {refused}")
     problem = answer_schema_error(request, answer)
     if problem is not None:
         raise ResumeError(_PREFIX + f"the answer to {request.id!r} does not match the request's schema: {problem}")
@@ -99,6 +103,7 @@ async def apply_answer(core: "RuntimeCore", answer: Answer, *, claimed: bool = F
     leaf = route(core, answer)
     assert leaf.suspension is not None
     answer = checked_answer(leaf.suspension.request, answer, wall_now(core.clock))
+    core.approval_memory().remember(leaf.suspension.request, answer, wall_now(core.clock))  # `always`: sticky
     if durable is not None:
         await durable.claim(answer, ours_already=claimed)
     done: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
@@ -166,7 +171,7 @@ async def replay_and_cascade(core: "RuntimeCore", leaf: "Handle", answer: Answer
         result = await run_admitted(core, leaf, "", continuation=Continuation(held.request, answer, held))
     else:
         if held.origin == ORIGIN_TOOL and held.call is not None:
-            binding = ReplayBinding(answer, call={"name": held.call.name, "args": held.call.args})
+            binding = ReplayBinding(answer, call={"name": held.call.name, "args": held.call.args}, held=held.request)
         else:
             binding = ReplayBinding(answer, request=held.request)
         result = await run_admitted(core, leaf, held.input or "continue", binding=binding, replay=True)

@@ -28,6 +28,7 @@ import inspect
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from .._diag import warn
+from ..approvals import ApprovalMemory, ApprovalPolicy
 from .budget import canonical_limit, carve_pool, effective_limits, first_exhausted, merge_budgets
 from .clock import Clock
 from .defs import AgentDef
@@ -58,7 +59,7 @@ class RuntimeCore:
     def __init__(self, *, registry: dict[str, AgentDef], transport: Any, owns_transport: bool, llm: dict[str, Any],
                  store: Any, clock: Clock, gate: TurnGate, inbox_cap: int, shutdown_ms: float, hooks: Any,
                  on_metric: Any, on_budget: Any, on_transition: Any, resume_mode: str, trace_limit: Optional[int],
-                 durable: Optional["DurableRun"] = None) -> None:
+                 durable: Optional["DurableRun"] = None, approvals: Optional[ApprovalPolicy] = None) -> None:
         self.registry = registry
         self.transport = transport
         self.owns_transport = owns_transport
@@ -73,6 +74,7 @@ class RuntimeCore:
         self.on_budget = on_budget
         self.on_transition = on_transition
         self.resume_mode = resume_mode
+        self.approvals = approvals  # the runtime's approval policy (a def's own wins)
         self.durable = durable
         self.trace: TraceRing = TraceRing(trace_limit)
         self.events: TraceRing = TraceRing(trace_limit)
@@ -113,6 +115,19 @@ class RuntimeCore:
     def resume_mode_of(self, h: Handle) -> str:
         """How a durable suspension of `h` is resumed: `"replay"` or `"continue"` (def over runtime)."""
         return h.defn.resume_mode or self.resume_mode
+
+    def approvals_of(self, h: Handle) -> Optional[ApprovalPolicy]:
+        """The approval policy of `h`'s tools (def over runtime)."""
+        own = ApprovalPolicy.of(h.defn.approvals)
+        return own if own is not None else self.approvals
+
+    def approval_memory(self) -> ApprovalMemory:
+        """The run's sticky approval decisions, kept in the root's record (a change is committed)."""
+        memory = self.root.approvals
+        if memory is None:
+            memory = self.root.approvals = ApprovalMemory()
+        memory.on_change = lambda: self.changed(self.root)
+        return memory
 
     def run_status(self) -> str:
         """The run's status as a store lists it: the entry handle's state or settled status."""

@@ -13,6 +13,9 @@ Fields beyond the baseline shape, all optional and defaulting to "off" (def over
 - `resume_mode`: how a durable suspension of this def's handles is resumed — `"replay"` (the
   baseline: the transcript is rewound and the turn replayed) or `"continue"` (the halted turn is
   kept and continued; see `resume.py`). `None` takes the runtime's `resume_mode`.
+- `approvals`: which of this def's tools (its `tools` and its `task` tool) wait for a human's
+  approval before they run — an `ApprovalPolicy` or its mapping / list form
+  (`toolnexus.approvals`); `None` takes the runtime's. A tool's own `needs_approval` applies anyway.
 - `output_type` / `output_retries`: every turn must end with a validated value of this type
   (structured output, `toolnexus.client.structured`); the turn's `TaskResult.output` carries it
   and `TaskResult.text` its JSON. A turn that runs out of retries ends as an `error` result.
@@ -74,3 +77,4 @@ class AgentDef:
     resume_mode: Optional[str] = None
     output_type: Any = None
     output_retries: int = 2
+    approvals: Any = None

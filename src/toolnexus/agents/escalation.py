@@ -7,7 +7,11 @@
 - *Binding* (ours): on a durable resume the
   `Answer` applies only to the call that halted — the same tool with the same arguments, once —
   instead of to whatever suspends first in the replay. Other suspensions in the replay escalate
-  or halt durably as usual, each with its own `Request`.
+  or halt durably as usual, each with its own `Request`. The bound call is answered *without*
+  running its first branch again: the tool runs once more, with `ctx.answer` (and `ctx.request`,
+  the request the human saw) — so a tool that asks runs exactly twice over the whole
+  suspend-and-resume (it ran three times before: the replay re-ran its asking branch first). An
+  approval gate's request is decided by `toolnexus.approvals.decide`, as on every other path.
 
 This module builds callables; the runtime decides when to use them and owns every transition.
 """
@@ -17,10 +21,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from .._write_ahead import takes_write_ahead, taking
-from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
+from ..approvals import DECLINE, INVALID, REASK, ApprovalMemory, decide, is_approval_request, suspended_on
+from ..types import Answer, Request, Tool, ToolContext, ToolResult, declined_text, pending_of
+from ..client.tool_calls import utc_now
 from .handle import lineage, result_of
 from .vocab import HandleState, TASK_STATUS_PENDING
 
@@ -85,14 +92,16 @@ class ReplayBinding:
     """The `Answer` of a durable resume and the call it answers; it can be used once.
 
     `call` is `{"name", "args"}` of the halted call when the suspension came from a tool (the
-    binding then resolves inside the toolkit); for a suspension minted by a `before_tool` hook,
-    `request` is the original question and the binding resolves through the client's `wait_for`.
+    binding then resolves inside the toolkit, `held` being the request the host answered); for a
+    suspension minted by a `before_tool` hook, `request` is the original question and the binding
+    resolves through the client's `wait_for`.
     """
 
     answer: Answer
     call: Optional[dict[str, Any]] = None
     request: Optional[Request] = None
     used: bool = False
+    held: Optional[Request] = None
 
     def claims_call(self, name: str, args: Any) -> bool:
         if self.used or self.call is None:
@@ -133,29 +142,48 @@ def make_escalator(
     return escalate
 
 
-def watch_tools(tools: list[Tool], turn: "TurnState") -> list[Tool]:
+def watch_tools(tools: list[Tool], turn: "TurnState", *, now: Callable[[], datetime] = utc_now,
+                memory: Optional[ApprovalMemory] = None) -> list[Tool]:
     """Wrap a turn's tools so the runtime learns which requests tools minted, and so a bound
-    durable-resume `Answer` resolves exactly the halted call (same tool, same args, once)."""
+    durable-resume `Answer` resolves exactly the halted call (same tool, same args, once).
+
+    `now` is the runtime's wall clock (what an approval's expiry and escalation are judged by);
+    `memory` the run's sticky approval decisions (an `always` answer applied here is kept)."""
+
+    async def bound(tool: Tool, inner: Any, args: Any, ctx: Optional[ToolContext], binding: ReplayBinding) -> Any:
+        answer, held = binding.answer, binding.held
+        if held is not None and is_approval_request(held):
+            decision = decide(held, answer, now())
+            if decision.kind != INVALID and memory is not None:
+                memory.remember(held, answer, now())
+            if decision.kind in (DECLINE, INVALID):
+                return ToolResult(output=decision.text, is_error=True)
+            if decision.kind == REASK:
+                assert decision.request is not None
+                turn.tool_minted.add(decision.request.id)
+                return suspended_on(decision.request)
+        elif not answer.ok:  # declined (or expired): the tool does not run again
+            prompt = held.prompt if held is not None else tool.name
+            return ToolResult(output=declined_text(prompt, answer), is_error=True)
+        result = await inner(args, ToolContext(signal=getattr(ctx, "signal", None), answer=answer, request=held))
+        again = pending_of(result)
+        if again is not None:
+            turn.tool_minted.add(again.id)
+        return result
 
     def wrap(tool: Tool) -> Tool:
         inner = tool.execute
 
         async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> Any:
-            result = await inner(args, ctx)
-            req = pending_of(result)
-            if req is None:
-                return result
-            turn.tool_minted.add(req.id)
             binding = turn.binding
             first_run = ctx is None or getattr(ctx, "answer", None) is None
             if binding is not None and first_run and binding.claims_call(tool.name, args):
-                binding.used = True
-                if not binding.answer.ok:  # declined (or expired): the tool does not run again
-                    return ToolResult(output=f"declined/expired: {req.prompt}", is_error=True)
-                result = await inner(args, ToolContext(signal=getattr(ctx, "signal", None), answer=binding.answer))
-                again = pending_of(result)
-                if again is not None:
-                    turn.tool_minted.add(again.id)
+                binding.used = True  # the halted call: answered now, its asking branch not run again
+                return await bound(tool, inner, args, ctx, binding)
+            result = await inner(args, ctx)
+            req = pending_of(result)
+            if req is not None:
+                turn.tool_minted.add(req.id)
             return result
 
         if takes_write_ahead(tool):  # nothing runs before `inner`, which writes the call's start itself

@@ -25,6 +25,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
+from ..approvals import ApprovalMemory
 from ..types import Request
 from .budget import Budget, Pool, effective_limits
 from .suspension import HaltedCall, Suspension
@@ -193,6 +194,8 @@ class Handle:
         # turn is resumed or recovered), and the arrival order of this handle's children's queued wakes.
         self.task_children: dict[str, list[str]] = {}
         self.wake_fifo: list[str] = []
+        # The run's sticky approval decisions (`always`): held by the root only, stored with the run.
+        self.approvals: Optional[ApprovalMemory] = None
         # Runtime-private live objects.
         self._waiters: list[Any] = []
         self._turn: Any = None
@@ -248,6 +251,7 @@ class Handle:
             "task_children": {k: list(v) for k, v in self.task_children.items()},
             "children": [c.id for c in self.children],
             "last_result": self.last_result.to_record() if self.last_result is not None else None,
+            "approvals": self.approvals.to_record() if self.approvals is not None else None,
         }
 
     @classmethod
@@ -279,6 +283,8 @@ class Handle:
         h.task_children = {k: list(v) for k, v in rec.get("task_children", {}).items()}
         last = rec.get("last_result")
         h.last_result = TaskResult.from_record(last) if last else None
+        if isinstance(rec.get("approvals"), dict):
+            h.approvals = ApprovalMemory.from_record(rec["approvals"])
         return h
 
 

@@ -30,6 +30,8 @@ Choices of ours (each tested):
 - With neither `transport` nor `in_process`, the wire is the client's pooled default transport
   (one keep-alive pool for every handle, closed by `close(root)` or `aclose()`).
 - `on_budget(handle, limit)` (def over runtime) is notified whenever a limit stops work.
+- `approvals=` (def over runtime): the tools that wait for a human's approval
+  (`toolnexus.approvals`); sticky `always` decisions are stored with the run (the root's record).
 - `resume_mode="continue"` (def over runtime) keeps a halted transcript and continues it; the
   default is `"replay"` without a store and `"continue"` with one.
 - Every per-turn client gets the runtime's clock as its `timer`.
@@ -51,6 +53,7 @@ from ..client import InMemoryConversationStore, InProcessTransport
 from ..client.http11 import default_transport
 from .._redact import REDACTED
 from ..client.client import api_key_from_env
+from ..approvals import ApprovalPolicy
 from ..durable import DEFAULT_LEASE_TTL, RunStore, is_run_store
 from ..durable.model import new_run_id
 from ..types import Answer, Request
@@ -133,6 +136,7 @@ class AgentRuntime:
         resume_mode: Optional[str] = None,
         run_id: Optional[str] = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        approvals: Any = None,
     ) -> None:
         if transport is not None and in_process is not None:
             raise ToolnexusValueError(_TRANSPORT_AND_IN_PROCESS)
@@ -168,7 +172,7 @@ class AgentRuntime:
             registry=registry, transport=wire, owns_transport=owns_transport, llm=llm, store=conversations,
             clock=the_clock, gate=TurnGate(max_concurrent_turns), inbox_cap=inbox_cap, shutdown_ms=shutdown_ms,
             hooks=hooks, on_metric=on_metric, on_budget=on_budget, on_transition=on_transition, resume_mode=mode,
-            trace_limit=check_trace_limit(trace_limit), durable=durable)
+            trace_limit=check_trace_limit(trace_limit), durable=durable, approvals=ApprovalPolicy.of(approvals))
         if durable is not None:
             durable.bind(self._core)
 

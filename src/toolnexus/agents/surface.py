@@ -12,7 +12,8 @@ Choices of ours, each deliberate:
   `in_process` is accepted; so are `on_budget`, `on_transition`, `resume_mode` (see
   `defs.py`) and `trace_limit` (`trace.py`; through `rt_opts` `None` means the default bound, so
   pass `math.inf` for an unbounded trace).
-- `Agent(on_transition=..., resume_mode=...)` set the def-level values (def over runtime).
+- `Agent(on_transition=..., resume_mode=..., approvals=...)` set the def-level values (def over
+  runtime); `approvals` (`toolnexus.approvals`) names the agent's tools that wait for a human.
 - `soul_file` is read on a worker thread by `run` / `as_tool`, never on the event loop.
 - `as_tool` surfaces a suspension: a pending run returns an error `ToolResult` with
   `metadata["pending"]`, so the outer loop escalates or halts; the suspended runtime stays
@@ -34,6 +35,7 @@ import inspect
 from collections import OrderedDict
 from typing import Any, Callable, Concatenate, Optional, ParamSpec
 
+from ..approvals import ApprovalPolicy
 from ..client.structured import DEFAULT_OUTPUT_RETRIES, output_spec
 from ..types import Tool, ToolContext, ToolResult
 from . import persona as _persona  # for its __all__
@@ -82,6 +84,7 @@ RT_OPTS = (
     "resume_mode",
     "run_id",
     "lease_ttl",
+    "approvals",
 )
 MAX_PARKED_RUNS = 64
 
@@ -131,6 +134,7 @@ class Agent:
         resume_mode: Optional[str] = None,
         output_type: Any = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
+        approvals: Any = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ToolnexusValueError(f"toolnexus.agents: an agent needs a non-empty name, got {name!r}")
@@ -165,6 +169,7 @@ class Agent:
             output_spec(output_type, output_retries)  # an unusable type fails here, not in the first turn
         self.output_type = output_type
         self.output_retries = output_retries
+        self.approvals = ApprovalPolicy.of(approvals)  # a malformed policy fails here, naming the agent
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r})"
@@ -193,6 +198,7 @@ class Agent:
             resume_mode=self.resume_mode,
             output_type=self.output_type,
             output_retries=self.output_retries,
+            approvals=self.approvals,
         )
         for member in self.team:
             member.registry(acc)

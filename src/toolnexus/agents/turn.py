@@ -39,13 +39,15 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .._diag import warn
+from .._diag import warn, warn_once
+from ..approvals import ApprovalPolicy, ApprovalScope, enforce
 from ..client import ResumeError, create_client
 from ..client.structured import with_output
 from ..client.tracing import resume_context
 from ..toolkit import create_toolkit
-from ..types import Answer, Request
+from ..types import Answer, Request, Tool
 from .budget import canonical_limit
+from .clock import wall_now
 from .defs import RESUME_CONTINUE, RESUME_REPLAY
 from .durable import TurnJournal, TurnStore
 from .escalation import ReplayBinding, make_escalator, pending_result, stamp_path, watch_tools
@@ -237,7 +239,10 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         tools = list(defn.tools or [])
         if defn.task_targets:
             tools.append(make_task_tool(core, h, turn))
-        toolkit = await create_toolkit(builtins=False, extra_tools=watch_tools(tools, turn))
+        tools = _gated(tools, core.approvals_of(h), defn.name)
+        memory = core.approval_memory()
+        wall = lambda: wall_now(core.clock)  # noqa: E731 - expiry and escalation follow the runtime's clock
+        toolkit = await create_toolkit(builtins=False, extra_tools=watch_tools(tools, turn, now=wall, memory=memory))
         toolkit = with_output(toolkit, defn.output_type, defn.output_retries)  # structured output, if any
         llm = core.llm
         hooks, on_metric = resolved_seams(core, h)
@@ -259,6 +264,7 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
             hooks=hooks,
             on_metric=on_metric,
             timer=core.clock,  # retry backoff and the run deadline follow the runtime's clock
+            approvals=ApprovalScope(memory, h.id.split("/")),  # the run's sticky decisions; who asks
         )
         utc_now = getattr(core.clock, "utc_now", None)
         if callable(utc_now):
@@ -297,6 +303,17 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
             except Exception as exc:
                 warn(f"[toolnexus] agents: closing the toolkit of {h.id} failed: {exc}")
         _finished(core, h, turn)
+
+
+def _gated(tools: list[Tool], policy: Optional[ApprovalPolicy], agent: str) -> list[Tool]:
+    """The def's tools, gated by their own `needs_approval` or the agent's policy (before the replay
+    binding wraps them, so a bound answer reaches the gate); a policy name that matches none of
+    them is warned about once."""
+    if policy:
+        for pattern in policy.unmatched(tools):
+            warn_once(f"agent-approvals:{agent}:{pattern}",
+                      f'[toolnexus] agent "{agent}": approvals name "{pattern}" matched no tool')
+    return [enforce(t, policy) for t in tools]
 
 
 def _holder(turn: TurnState) -> Callable[[list[dict[str, Any]]], None]:

@@ -275,11 +275,13 @@ async def load_config(opts: dict[str, Any]) -> Optional[dict[str, Any]]:
 
 
 async def build_toolkit(opts: dict[str, Any], *, config: Optional[dict[str, Any]] = None,
-                        wait_for: Optional[Callable[..., Any]] = None, served: Optional[list[Any]] = None) -> Any:
+                        wait_for: Optional[Callable[..., Any]] = None, served: Optional[list[Any]] = None,
+                        approvals: Any = None) -> Any:
     """The toolkit the flags describe; any failure is `CliExit(1, "error: <message>")`.
 
     `config` is the already-read `--config` file; without it the file is read here. `served`
     (for `toolnexus serve`) collects the `@resource` / `@prompt` items of `--tools-from`.
+    `approvals`: the approval policy (`cli.approvals.cli_policy`), for the commands that run tools.
     """
     from ..toolkit import create_toolkit
 
@@ -294,6 +296,7 @@ async def build_toolkit(opts: dict[str, Any], *, config: Optional[dict[str, Any]
             disable_tools=list(opts.get("disable_tool") or []) or None,
             extra_tools=extra,
             wait_for=wait_for,
+            approvals=approvals,
         )
     except Exception as exc:  # noqa: BLE001 - any build failure is exit 1 with its message
         raise CliExit(1, f"error: {exc}") from None

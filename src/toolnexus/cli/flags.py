@@ -5,6 +5,7 @@ A subcommand declares its flags as `Flag`s; `parse` turns argv into a dict keyed
 `-flag value` / `-flag=value`. A flag without a metavar is a switch (`--a2a`); a repeatable flag
 collects every occurrence in order; a flag with `choices` rejects other values. Anything else —
 an unknown flag, a missing value, a stray positional argument — raises `UsageError` naming it,
+(a flag declared `positional` also takes one bare argument: `toolnexus answer ID` is `--id ID`),
 which the dispatcher turns into exit code 2. argparse is not used: its error text and exit
 behaviour are not ours to pin, and it would accept abbreviations. `--help` / `-h` anywhere in
 flag position sets the `help` key.
@@ -33,6 +34,7 @@ class Flag:
     repeat: bool = False
     choices: Optional[tuple[str, ...]] = None
     default: Any = None
+    positional: bool = False
 
     @property
     def dest(self) -> str:
@@ -69,7 +71,12 @@ def parse(flags: Sequence[Flag], argv: Sequence[str], *, command: str) -> dict[s
         arg = args[i]
         name, inline = _split(arg)
         if name is None:
-            raise UsageError(f'unexpected argument "{arg}" for {command}')
+            bare = next((f for f in flags if f.positional and out[f.dest] in (None, [])), None)
+            if bare is None:
+                raise UsageError(f'unexpected argument "{arg}" for {command}')
+            out[bare.dest] = arg
+            i += 1
+            continue
         flag = by_name.get(name)
         if flag is None and name in ("help", "h") and inline is None:
             out["help"] = True

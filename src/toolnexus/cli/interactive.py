@@ -12,6 +12,8 @@
   and waits for Enter; anything else (`input`, `question`, …) takes one line of text, sent as
   `{"text": ...}` (or under the schema's single property name when the request has a one-field
   schema). `/decline` declines any request. Never used when stdin or stderr is not a terminal.
+  An approval gate's request (`toolnexus.approvals`) gets the approval prompt instead: tool,
+  source, agent and arguments, then `approve? [y/N/e(dit)/a(lways)]` (`cli.approvals`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import threading
 import time
 from typing import Any, Optional
 
+from ..approvals import is_approval_request
 from ..types import Answer, Request
+from .approvals import approval_prompt
 from .common import Console
 
 __all__ = ["LineReader", "Progress", "TtyAnswerer", "is_interactive"]
@@ -133,6 +137,8 @@ class TtyAnswerer:
     async def __call__(self, req: Request) -> Optional[Answer]:
         if self._progress is not None:
             self._progress.stop()
+        if is_approval_request(req):
+            return await approval_prompt(self._console, self._lines, req)
         c = self._console
         c.err(f"? {req.prompt}")
         if req.url:

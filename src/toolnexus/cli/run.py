@@ -18,6 +18,13 @@ error prints `error: <message>` and the REPL continues. The toolkit is always cl
 
 `--verbose` prints a line on stderr as each tool call starts and ends (see `cli._activity`); on
 a terminal the spinner names the tool running.
+
+Approvals (`cli.approvals`): `bash`, `write`, `edit` and `apply_patch` ask before they run unless
+`--no-approve` says otherwise (`--approve TOOL` asks about more). On a terminal the question is
+asked right there (`--once` too); without one, `--once` stops `pending` (exit 3) with nothing
+run, and with `--store URL` (or `$TOOLNEXUS_STORE`) the run is parked in that durable store,
+where `toolnexus pending` lists it and `toolnexus answer ID --approve` (or `--reject`) resumes it
+with the same flags; stderr then says so after `status: pending`.
 """
 
 from __future__ import annotations
@@ -25,15 +32,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import signal
 import sys
 import uuid
 from typing import Any, Optional
 
 from ._activity import Activity
+from .approvals import APPROVAL_FLAGS, RUN_RECORD, RUN_RECORD_KEYS, cli_policy
 from .common import (MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console, apply_model_settings, build_toolkit, load_config,
                      make_client, require_key, require_model)
 from .flags import Flag
+from .inbox import STORE_ENV, open_run_store
 from .interactive import LineReader, Progress, TtyAnswerer, is_interactive
 
 NAME = "run"
@@ -44,6 +54,9 @@ FLAGS = [
     Flag("once", "PROMPT", "run this one prompt and exit (an empty prompt starts the interactive session)"),
     Flag("json", None, "with --once: print the result as one JSON object"),
     Flag("verbose", None, "print a line on stderr as each tool call starts and ends"),
+    *APPROVAL_FLAGS,
+    Flag("store", "URL", "with --once and no terminal: park a run that waits for an answer in this durable store "
+         f"(sqlite:///runs.db, ...; else ${STORE_ENV}) for toolnexus answer"),
 ]
 
 BANNER = "toolnexus agent ready. Type a prompt (Ctrl-D or 'exit' to quit)."
@@ -77,12 +90,23 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
 
 
 async def _once(opts: dict[str, Any], console: Console, prompt: str, config: Optional[dict[str, Any]]) -> int:
-    toolkit = await build_toolkit(opts, config=config)
+    policy = cli_policy(opts)
+    interactive = is_interactive()
     progress = Progress(console)
-    client = make_client(opts, hooks=Activity(console, progress, bool(opts.get("verbose"))).hooks())
+    wait_for = TtyAnswerer(console, LineReader(), progress) if interactive else None
+    toolkit = await build_toolkit(opts, config=config, approvals=policy)
+    store = open_run_store(opts) if not interactive and (opts.get("store") or os.environ.get(STORE_ENV)) else None
+    client = make_client(opts, hooks=Activity(console, progress, bool(opts.get("verbose"))).hooks(), wait_for=wait_for,
+                         **({"store": store} if store is not None else {}))
     try:
         try:
-            result = await client.run(prompt, toolkit)
+            if store is not None:
+                await store.open()
+                result = await _parked_run(client, toolkit, store, opts, prompt)
+            else:
+                result = await client.run(prompt, toolkit)
+        except CliExit:
+            raise
         except Exception as exc:  # noqa: BLE001 - the pinned one-line error, no traceback
             raise CliExit(1, f"error: {exc}") from None
         finally:
@@ -94,11 +118,25 @@ async def _once(opts: dict[str, Any], console: Console, prompt: str, config: Opt
         if result.status in ("pending", "incomplete"):
             if not opts.get("json"):
                 console.err(f"status: {result.status}")
+                if store is not None and result.pending is not None:
+                    console.err(f"waiting in the store: toolnexus answer {result.pending.id} --approve "
+                                "(or --reject --message TEXT); toolnexus pending lists it")
             return EXIT_PENDING
         return 0
     finally:
         await client.aclose()
         await toolkit.close()
+        if store is not None:
+            await store.aclose()
+
+
+async def _parked_run(client: Any, toolkit: Any, store: Any, opts: dict[str, Any], prompt: str) -> Any:
+    """`--once` on a durable store: one conversation, kept with the flags `toolnexus answer` needs."""
+    conversation = f"run-{uuid.uuid4()}"
+    result = await client.ask(prompt, toolkit, id=conversation)
+    if result.status == "pending":
+        await store.put_record(RUN_RECORD, conversation, {k: opts.get(k) for k in RUN_RECORD_KEYS})
+    return result
 
 
 def _stdin_is_a_terminal() -> bool:
@@ -163,7 +201,7 @@ async def _repl(opts: dict[str, Any], console: Console, config: Optional[dict[st
     lines = LineReader()
     progress = Progress(console)
     wait_for = TtyAnswerer(console, lines, progress) if is_interactive() else None
-    toolkit = await build_toolkit(opts, config=config, wait_for=wait_for)
+    toolkit = await build_toolkit(opts, config=config, wait_for=wait_for, approvals=cli_policy(opts))
     client = make_client(opts, hooks=Activity(console, progress, bool(opts.get("verbose"))).hooks(),
                          wait_for=wait_for)
     session = str(uuid.uuid4())

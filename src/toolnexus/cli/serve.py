@@ -8,6 +8,10 @@ the profiles are the config blocks with the flags laid over them field by field 
 `--addr 127.0.0.1:0` and read it), and stderr `a2a: <url>/.well-known/agent-card.json` and/or
 `mcp: <url>/mcp`. SIGINT/SIGTERM stop the server, close the toolkit and exit 0.
 
+Served tools ask before they run as `toolnexus run`'s do (`--approve` / `--no-approve`; `bash`,
+`write`, `edit` and `apply_patch` by default): an MCP caller that can answer elicitation is asked
+there, an A2A task waits `input-required` for a reply (`approve`, `reject: why`, ...).
+
 Serving refuses shell and file built-ins without a token (see `toolnexus.serve.safety`): pass
 `--auth-token`, `--no-builtins` / `--disable-tool NAME`, or `--allow-unauthenticated-builtins`.
 That refusal is a usage error (exit 2); a bind failure is exit 1.
@@ -40,6 +44,7 @@ from .common import (
     require_key,
     require_model,
 )
+from .approvals import APPROVAL_FLAGS, cli_policy
 from .flags import Flag
 
 NAME = "serve"
@@ -64,6 +69,7 @@ FLAGS = [
     Flag("mcp-name", "NAME", "MCP server name"),
     Flag("auth-token", "TOKEN", f"require 'Authorization: Bearer TOKEN' on every route (else ${TOKEN_ENV})"),
     Flag("allow-unauthenticated-builtins", None, "serve shell/file built-ins without a token (logged as a warning)"),
+    *APPROVAL_FLAGS,
 ]
 
 NOTHING = "error: nothing to serve: pass --a2a and/or --mcp"
@@ -139,7 +145,7 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
         if opts.get("store"):
             a2a["store"] = open_store(opts["store"])
     served: list[Any] = []
-    toolkit = await build_toolkit(opts, config=config, served=served)
+    toolkit = await build_toolkit(opts, config=config, served=served, approvals=cli_policy(opts))
     if mcp is not None:
         _add_served(mcp, served)
     elif served:
@@ -209,7 +215,7 @@ async def _stdio(opts: dict[str, Any], console: Console) -> int:
     except (TypeError, ValueError) as exc:
         raise CliExit(2, f"error: {exc}") from None
     served: list[Any] = []
-    toolkit = await build_toolkit(opts, config=config, served=served)
+    toolkit = await build_toolkit(opts, config=config, served=served, approvals=cli_policy(opts))
     try:
         _add_served(profile, served)
         resources, prompts = toolkit_catalog(toolkit.tools, toolkit.skill_infos, toolkit.sources, profile)

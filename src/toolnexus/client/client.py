@@ -21,6 +21,9 @@ Choices beyond the contract (all opt-in or invisible to the wire):
   checked against, in-process and on resume.
 - `chain_responses` (opt-in, `style="responses"` only): each request sends `previous_response_id`
   and only the items after the last reply, the provider keeping the rest (wire/responses.py).
+- `approvals` (optional, a `toolnexus.approvals.ApprovalScope`): the sticky approval decisions
+  and the agent path of the runs this client makes (an agent runtime gives each turn's client
+  its run's); without it, sticky decisions are kept per conversation id (keeper.py).
 - `agent_name` (optional): the agent this client runs for; it only names the run's trace span
   (`toolnexus.otel`). The agent runtime sets it on every turn's client.
 - `timer` (opt-in): monotonic time for retries — `now()` and `async sleep(s)`, e.g. an agent
@@ -61,6 +64,7 @@ import math
 from contextlib import aclosing, nullcontext
 from typing import Any, AsyncGenerator, Callable, Concatenate, Iterable, Optional, ParamSpec, Union
 
+from ..approvals import ApprovalScope
 from .keeper import Keeper
 from .loop import RunLoop, drain
 from .memory import Conversation, ConversationStore, InMemoryConversationStore
@@ -99,7 +103,8 @@ class Client:
                  on_unsupported_part: Optional[str] = None, max_part_bytes: Optional[int] = None,
                  max_retry_after_ms: Optional[int] = None, race_tools: bool = False,
                  resolve_concurrently: bool = False, timer: Optional[Timer] = None,
-                 agent_name: Optional[str] = None, chain_responses: bool = False) -> None:
+                 agent_name: Optional[str] = None, chain_responses: bool = False,
+                 approvals: Optional[ApprovalScope] = None) -> None:
         self.base_url = base_url
         self.style = style
         self.model = model
@@ -126,6 +131,7 @@ class Client:
         self.timer = check_timer(timer)
         self.agent_name = agent_name
         self.chain_responses = chain_responses
+        self.approvals = approvals
         self.call_timeout_ms: Optional[float] = DEFAULT_CALL_TIMEOUT_MS
         self.max_response_bytes: Optional[int] = MAX_RESPONSE_BYTES
         self._owns_transport = http_transport is None
@@ -172,7 +178,8 @@ class Client:
             return await self.run(prompt, toolkit, cancel=cancel)
         async with self.keeper.lock(id):
             history = await self.store.get(id) or []
-            loop = RunLoop(self, toolkit, cancel, streaming=False, journal=self.keeper.journal(id))
+            loop = RunLoop(self, toolkit, cancel, streaming=False, journal=self.keeper.journal(id),
+                           approvals=self.keeper.scope(id))
             loop.conversation_id = id
             result = await drain(loop.start(normalize_prompt(prompt), history).events())
             await self.keeper.save(id, result)
@@ -190,7 +197,8 @@ class Client:
         toolkit = with_output(toolkit, output_type, output_retries)
         async with self.keeper.lock(id) if id else nullcontext():
             history = (await self.store.get(id) or []) if id else None
-            loop = RunLoop(self, toolkit, cancel, streaming=True, journal=self.keeper.journal(id) if id else None)
+            loop = RunLoop(self, toolkit, cancel, streaming=True, journal=self.keeper.journal(id) if id else None,
+                           approvals=self.keeper.scope(id))
             loop.conversation_id = id
             async with aclosing(loop.start(normalize_prompt(prompt), history).events()) as events:
                 async for event in events:

@@ -9,14 +9,20 @@ One per client (`client.keeper`), shared by `ask`/`stream` with an `id`, durable
 - `save(id, result)`: the transcript after a run; with a durable store a halt also opens its
   request in the store's answer ledger;
 - `answers`: this client's ledger of answers applied (a second answer to one request is refused);
-  `holder`: who this client is in a durable store's ledger (one identity per client).
+  `holder`: who this client is in a durable store's ledger (one identity per client);
+- `scope(id)`: the approval scope of a run on conversation `id` — the client's own
+  `approvals` when it was given one (an agent turn's: the agent run's memory and path), else
+  the sticky approval decisions kept per conversation (the last `SCOPES_KEPT` conversations;
+  a run with no id gets a fresh one).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
+from ..approvals import ApprovalMemory, ApprovalScope
 from ..durable import is_run_store
 from .memory import IdLocks
 from .resume import AnswerLedger
@@ -25,7 +31,9 @@ if TYPE_CHECKING:
     from .client import Client
     from .result import RunResult
 
-__all__ = ["Keeper"]
+__all__ = ["Keeper", "SCOPES_KEPT"]
+
+SCOPES_KEPT = 4096
 
 
 class Keeper:
@@ -36,6 +44,22 @@ class Keeper:
         self._locks = IdLocks()
         self.answers = AnswerLedger()
         self._holder: Any = None
+        self._memories: OrderedDict[str, ApprovalMemory] = OrderedDict()
+
+    def scope(self, id: Optional[str]) -> ApprovalScope:  # noqa: A002
+        """The approval scope of a run on conversation `id` (see the module docstring)."""
+        given = self._client.approvals
+        if given is not None:
+            return given
+        if not id:
+            return ApprovalScope()
+        memory = self._memories.get(id)
+        if memory is None:
+            memory = self._memories[id] = ApprovalMemory()
+            while len(self._memories) > SCOPES_KEPT:
+                self._memories.popitem(last=False)
+        self._memories.move_to_end(id)
+        return ApprovalScope(memory)
 
     def lock(self, id: str) -> Any:  # noqa: A002
         lock = getattr(self._client.store, "lock", None)

@@ -24,6 +24,13 @@ get a `not run` error result so the transcript stays balanced. A paused reply (A
 of the same run (bounded by `max_turns`); the run's text is the paused turns' text and the final
 turn's, joined.
 
+Approvals (`toolnexus.approvals`): before anyone sees a gate's approval request, the loop stamps
+it with the call id, the agent path (`client.approvals`) and its `expiresAt` by `client.clock`. A
+request the run's `ApprovalMemory` already decides (`always`) is answered from it at once, with
+or without `wait_for` (it never halts the run). An answer that yields a new suspension (one more
+approval of N, an escalation, the approved body's own question) is asked again in process, or
+halts the run on the new request.
+
 `Client(resolve_concurrently=True)` (opt-in) emits all of a turn's `pending` events first and
 runs their `wait_for`s concurrently (a host collecting N relay calls before answering cannot
 deadlock); results are still recorded in call order. `Client(race_tools=True)` (opt-in) lets the deadline and `cancel` also interrupt tool execution and
@@ -45,8 +52,9 @@ import time
 from contextlib import aclosing
 from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping, Optional
 
+from ..approvals import ApprovalScope, stamp as stamp_approval
 from ..relay import no_result_text
-from ..types import Answer, Request, ToolResult
+from ..types import Answer, Request, ToolResult, pending_of
 from .errors import RunCancelled
 from .journal import IN_DOUBT_KIND, not_run_text
 from .parts import media_parts_summary
@@ -98,9 +106,11 @@ async def drain(events: AsyncGenerator[dict[str, Any], None],
 class RunLoop:
     """State and turn loop of one run (see module docstring)."""
 
-    def __init__(self, client: Any, toolkit: Any, cancel: Any, *, streaming: bool, journal: Any = None) -> None:
+    def __init__(self, client: Any, toolkit: Any, cancel: Any, *, streaming: bool, journal: Any = None,
+                 approvals: Optional[ApprovalScope] = None) -> None:
         self.client = client
         self.journal = journal
+        self.approvals = approvals if approvals is not None else client.keeper.scope(None)
         self.toolkit = toolkit
         self.streaming = streaming
         self.provider = client.provider
@@ -343,6 +353,7 @@ class RunLoop:
         for o in outcomes:
             if o.request is not None:
                 stamp_relay_call(o.request, o.call)
+                self._stamp(o)
         async for event in self._settle(runner, outcomes, write, halt_write):
             yield event
 
@@ -350,9 +361,21 @@ class RunLoop:
         """The tool runner of one turn (with the run's journal, if any)."""
         if self.span is not None:
             return tracing.TracedRunner(self.span, self.client, self.toolkit, turn_index, self.model, self.journal,
-                                        lambda: self.messages, abort=self.abort)
+                                        lambda: self.messages, abort=self.abort, memory=self.approvals.memory)
         return ToolRunner(self.client, self.toolkit, turn_index, self.model, self.journal, lambda: self.messages,
-                          abort=self.abort)
+                          abort=self.abort, memory=self.approvals.memory)
+
+    def _stamp(self, o: CallOutcome) -> None:
+        """An approval request learns its call, its agent and its expiry before anyone sees it."""
+        if o.request is not None:
+            stamp_approval(o.request, o.call.id, self.approvals.agent_path, self.client.clock())
+
+    def _followed(self, o: CallOutcome, result: ToolResult) -> CallOutcome:
+        """`o` resolved to `result`: settled, or suspended again on a new request (see module docstring)."""
+        again = pending_of(result)
+        followed = CallOutcome(o.call, o.args, result, again)
+        self._stamp(followed)
+        return followed
 
     def _journaled(self, write: Callable[[list[ResultEntry]], None]) -> Callable[[list[ResultEntry]], None]:
         """`write`, then tell the journal those calls' results are in the transcript."""
@@ -367,32 +390,36 @@ class RunLoop:
                       halt_write: Callable[[list[ResultEntry]], None]) -> AsyncGenerator[dict[str, Any], None]:
         """Write outcomes back in call order: resolve suspensions with `wait_for`, or halt durably."""
         durable = self.client.wait_for is None or self.toolkit is None
+        memory = self.approvals.memory
         resolved: dict[int, Any] = {}
         if not durable and self.client.resolve_concurrently:
-            suspended = [i for i, o in enumerate(outcomes) if o.request is not None]
+            suspended = [i for i, o in enumerate(outcomes)
+                         if o.request is not None and memory.answer_for(o.request) is None]
             for i in suspended:
                 yield {"type": "pending", "request": outcomes[i].request}
             results = await gather_in_order([self._resolve(runner, outcomes[i]) for i in suspended])
             resolved = dict(zip(suspended, results))
         entries: list[ResultEntry] = []
         for position, o in enumerate(outcomes):
-            result = o.result
             if position in resolved:
-                result = resolved[position]
-            elif o.request is not None:
-                if durable:
+                o = self._followed(o, resolved[position])
+            while o.request is not None:
+                remembered = memory.answer_for(o.request)  # decided `always` earlier in this run
+                if remembered is None and durable:
                     async for event in self._halt(o, outcomes[position + 1 :], entries, halt_write):
                         yield event
                     return
-                yield {"type": "pending", "request": o.request}
-                result = await self._resolve(runner, o)
+                if remembered is None:
+                    yield {"type": "pending", "request": o.request}
+                o = self._followed(o, await self._resolve(runner, o, remembered))
+            result = o.result
             self._record(o, result.output, bool(result.is_error), result.metadata)
             entries.append(ResultEntry.of(o.call, result))
             yield self._result_event(entries[-1])
         write(entries)
 
-    async def _resolve(self, runner: ToolRunner, o: CallOutcome) -> Any:
-        """`wait_for` then the resolution rule for one suspended call.
+    async def _resolve(self, runner: ToolRunner, o: CallOutcome, remembered: Optional[Answer] = None) -> Any:
+        """`wait_for` (or the run's remembered answer) then the resolution rule for one suspended call.
 
         A call in doubt (recovered after a crash) is not retried with the answer: ok runs it again
         as a new call (which may itself suspend), declined tells the model it was not run."""
@@ -403,7 +430,8 @@ class RunLoop:
             o = await self._bounded(runner.run_one(o.call))
             if o.request is None:
                 return o.result
-        answer = await self._wait_for(o.request)  # type: ignore[arg-type]
+            self._stamp(o)
+        answer = remembered if remembered is not None else await self._wait_for(o.request)  # type: ignore[arg-type]
         return await self._bounded(resolve_with_answer(runner, o, answer))
 
     def _record(self, o: CallOutcome, output: str, is_error: bool, metadata: Any) -> None:

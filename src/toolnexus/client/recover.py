@@ -124,7 +124,8 @@ async def continue_run(client: Any, toolkit: Any, id: str, calls: dict[str, dict
         history = await client.store.get(id) or []
         if on_history is not None:
             on_history(history)
-        loop = RunLoop(client, toolkit, cancel, streaming=False, journal=client.keeper.journal(id)).continue_from(history)
+        loop = RunLoop(client, toolkit, cancel, streaming=False, journal=client.keeper.journal(id),
+                       approvals=client.keeper.scope(id)).continue_from(history)
         turn = open_turn(loop.dialect, history, calls)
         result = await drain(loop.events(prelude=_prelude(turn, calls) if turn is not None else None))
         await client.keeper.save(id, result)

@@ -54,19 +54,21 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, AsyncGenerator, Iterator, Optional, Union
 
+from ..approvals import RUN, answer_problem, decide, is_approval_request
 from ..durable import DEFAULT_LEASE_TTL, is_run_store
 from ..durable.model import CONVERSATION_PREFIX, epoch
 from ..durable.rules import check_claim
 from ..relay import is_relay_request, relay_calls_of, relay_declined_text, relay_output_of
-from ..types import Answer, Request, ToolResult
+from ..types import Answer, Request, ToolResult, pending_of
 from .errors import ResumeError
 from .journal import IN_DOUBT_KIND, not_run_text
 from .loop import Prelude, RunLoop, drain
 from .result import RunResult
-from .tool_calls import CallOutcome, ToolRunner, answer_schema_error, is_expired, resolve_with_answer
+from .tool_calls import (CallOutcome, ToolRunner, answer_schema_error, expired_answer, is_expired,
+                         resolve_with_answer)
 from .wire.base import ResultEntry, ToolCall
 from ..errors import ToolnexusValueError
 
@@ -133,7 +135,8 @@ def _coerce(value: Any, cls: type, what: str) -> Any:
     if isinstance(value, cls):
         return value
     if isinstance(value, Mapping):
-        missing = [f.name for f in fields(cls) if f.default is not None and f.name not in value]
+        missing = [f.name for f in fields(cls)
+                   if f.default is MISSING and f.default_factory is MISSING and f.name not in value]
         if missing:
             raise _fail(f"the {what} mapping has no {', '.join(repr(m) for m in missing)}")
         return cls.from_dict(value)  # type: ignore[attr-defined]
@@ -262,7 +265,10 @@ def _prepare(client: Any, toolkit: Any, history: Any, pending: RequestLike, answ
     if not is_run_store(client.store):  # a durable store's ledger is checked when the answer is claimed
         client.keeper.answers.check(request.id)
     if reply.ok and is_expired(request, client.clock()):
-        reply = Answer(id=request.id, ok=False, reason="expired")
+        reply = expired_answer(reply)
+    refused = answer_problem(request, reply)
+    if refused is not None:
+        raise _fail(f"the answer to {request.id!r} is refused: {refused}")
     problem = answer_schema_error(request, reply)
     if problem is not None:
         raise _fail(f"the answer to {request.id!r} does not match the request's schema: {problem}")
@@ -300,15 +306,24 @@ async def _answered(loop: RunLoop, plan: _Plan) -> dict[int, CallOutcome]:
         out[0] = CallOutcome(call, call.args, ToolResult(not_run_text(call.name), True))
     else:
         call = open_calls[0]
-        if journal is not None and plan.answer.ok:
+        if journal is not None and plan.answer.ok and _runs(loop, pending, plan.answer):
             await journal.call_queued(loop.messages, call, pending, plan.answer)
         halted = CallOutcome(call, call.args, ToolResult(pending.prompt, True, {"pending": pending}), pending)
         result = await loop._bounded(resolve_with_answer(loop.runner(0), halted, plan.answer))
+        if pending_of(result) is not None:  # asked again (N-of-M, escalation, the body's own question)
+            if journal is not None:
+                await journal.call_finished(call, result)
+            return {0: CallOutcome(call, call.args, result, pending_of(result))}
         return {0: CallOutcome(call, call.args, result)}
     if journal is not None:  # decided without running anything: recorded so a crash keeps them
         for outcome in out.values():
             await journal.call_finished(outcome.call, outcome.result)
     return out
+
+
+def _runs(loop: RunLoop, pending: Request, answer: Answer) -> bool:
+    """Whether this answer runs the halted tool (an approval may decline or ask again instead)."""
+    return not is_approval_request(pending) or decide(pending, answer, loop.client.clock()).kind == RUN
 
 
 def _prelude(plan: _Plan) -> Prelude:
@@ -334,8 +349,9 @@ def _prelude(plan: _Plan) -> Prelude:
 
 
 async def _resume(client: Any, toolkit: Any, plan: _Plan, cancel: Optional[asyncio.Event],
-                  journal: Any = None) -> RunResult:
-    loop = RunLoop(client, toolkit, cancel, streaming=False, journal=journal).continue_from(plan.history)
+                  journal: Any = None, conversation: Optional[str] = None) -> RunResult:
+    loop = RunLoop(client, toolkit, cancel, streaming=False, journal=journal,
+                   approvals=client.keeper.scope(conversation)).continue_from(plan.history)
     return await drain(loop.events(prelude=_prelude(plan)))
 
 
@@ -393,7 +409,7 @@ async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLi
             await store.claim(plan.pending.id, holder, asdict(plan.answer), ttl=DEFAULT_LEASE_TTL,
                               run_id=CONVERSATION_PREFIX + id)
             try:
-                result = await _resume(client, toolkit, plan, cancel)
+                result = await _resume(client, toolkit, plan, cancel, conversation=id)
                 again = asdict(result.pending) if result.pending is not None else None
                 await store.save_applied(id, result.messages, plan.pending.id, holder, new_request=again)
             except BaseException:
@@ -401,7 +417,7 @@ async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLi
                 raise
             return result
         with client.keeper.answers.claim(plan.pending.id):
-            result = await _resume(client, toolkit, plan, cancel, client.keeper.journal(id))
+            result = await _resume(client, toolkit, plan, cancel, client.keeper.journal(id), conversation=id)
             await client.store.save(id, result.messages)
             client.keeper.answers.record(plan.pending.id)
     return result

@@ -8,9 +8,18 @@ naming the tool and the JSON problem, so the model can send the call again. A to
 the siblings (none keeps running unobserved) and the original exception is re-raised unchanged.
 
 `resolve_with_answer` applies a host's answer to one suspended call, reusable by the in-process
-`wait_for` path and by durable resume: declined ⇒ `declined/expired: <prompt>`; ok ⇒ one re-run with
-`ToolContext(answer=…)` (no `before_tool`; `after_tool` and a metric yes), still pending ⇒
-`unresolved: <prompt>`. Two answer checks come first: an `ok` answer that arrives
+`wait_for` path and by durable resume: declined ⇒ `declined/expired: <prompt>` (then the answer's
+`message` on its own line, when it has one); ok ⇒ one re-run with `ToolContext(answer=…, request=…)`
+(no `before_tool`; `after_tool` and a metric yes), still pending ⇒ `unresolved: <prompt>`. An
+approval request (an approval gate's, `toolnexus.approvals`) is decided by `approvals.decide`:
+declined as above; an answer `answer_problem` refuses ⇒ `invalid answer for <prompt>: <why>`;
+one more approval still needed (N-of-M) or an expiry that escalates ⇒ the result is the *new*
+approval request, a suspension the loop asks (or halts on) again; otherwise the re-run, in which
+the gate runs the body (with edited arguments, if any). A re-run that suspends on the body's
+own request after its approval is a new suspension too, not `unresolved`. An answer with
+`always` is remembered in the runner's `ApprovalMemory` (sticky for the rest of the run).
+
+Two answer checks come first: an `ok` answer that arrives
 when the request's `expiresAt` is not after `client.clock()` is treated as expired
 (`declined/expired: <prompt>`), and an `ok` answer whose `data` does not match the request's flat
 `data["schema"]` gives the error result `invalid answer for <prompt>: <detail>` — in both cases the
@@ -36,14 +45,15 @@ from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from .._schema import schema_error
 from .._write_ahead import WriteAhead, offered, takes_write_ahead
-from ..types import Answer, Request, ToolContext, ToolResult, pending_of
+from ..approvals import DECLINE, INVALID, REASK, ApprovalMemory, decide, is_approval_request, suspended_on
+from ..types import Answer, Request, ToolContext, ToolResult, declined_text, pending_of
 from .retry import Abort
 from .run_signal import RunSignal, takes_signal
 from .wire.base import ToolCall, arguments_error_text
 from ..errors import ToolnexusTypeError
 
 __all__ = ["CallOutcome", "ToolRunner", "resolve_with_answer", "gather_in_order", "first_leaf", "utc_now",
-           "expires_at", "is_expired", "answer_schema_error"]
+           "expires_at", "is_expired", "answer_schema_error", "expired_answer"]
 
 T = TypeVar("T")
 
@@ -77,8 +87,9 @@ class ToolRunner:
 
     def __init__(self, client: Any, toolkit: Any, turn: int, model: Optional[str] = None, journal: Any = None,
                  transcript: Optional[Callable[[], list[dict[str, Any]]]] = None, *,
-                 abort: Optional[Abort] = None) -> None:
+                 abort: Optional[Abort] = None, memory: Optional[ApprovalMemory] = None) -> None:
         self.client = client
+        self.memory = memory  # the run's sticky approval decisions
         self.abort = abort  # the run's cancel event and deadline, which each call's `ctx.signal` follows
         self.toolkit = toolkit
         self.turn = turn
@@ -196,21 +207,43 @@ async def gather_in_order(coros: list[Awaitable[T]]) -> list[T]:
     return [t.result() for t in tasks]
 
 
+def expired_answer(answer: Answer) -> Answer:
+    """`answer` turned into the decline its lateness makes it (who answered, and how, are kept)."""
+    return Answer(id=answer.id, ok=False, reason="expired", by=answer.by, via=answer.via)
+
+
 async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: Optional[Answer]) -> ToolResult:
     """Apply `answer` to one suspended call (see module docstring)."""
     request = outcome.request
     assert request is not None
-    if answer is None or not answer.ok or is_expired(request, runner.client.clock()):
-        return ToolResult(output=f"declined/expired: {request.prompt}", is_error=True)
+    now = runner.client.clock()
+    if answer is not None and answer.ok and is_expired(request, now):
+        answer = expired_answer(answer)
+    approval = is_approval_request(request)
+    if approval:
+        decision = decide(request, answer, now)
+        if decision.kind == INVALID:
+            return ToolResult(output=decision.text, is_error=True)
+        if runner.memory is not None:
+            runner.memory.remember(request, answer, now)
+        if decision.kind == DECLINE:
+            return ToolResult(output=decision.text, is_error=True)
+        if decision.kind == REASK:
+            assert decision.request is not None
+            return suspended_on(decision.request)
+    elif answer is None or not answer.ok:
+        return ToolResult(output=declined_text(request.prompt, answer), is_error=True)
+    assert answer is not None
     problem = answer_schema_error(request, answer)
     if problem is not None:
         return ToolResult(output=f"invalid answer for {request.prompt}: {problem}", is_error=True)
     started = time.monotonic()
-    result = await runner.execute_call(outcome.call, outcome.args, ToolContext(answer=answer))
+    result = await runner.execute_call(outcome.call, outcome.args, ToolContext(answer=answer, request=request))
     result = await runner.after_tool(outcome.call, outcome.args, result)
     await runner.end(outcome.call, result)
     runner.emit_tool(outcome.call.name, result, started)
-    if pending_of(result) is not None:
+    again = pending_of(result)
+    if again is not None and not (approval or is_approval_request(again)):
         return ToolResult(output=f"unresolved: {request.prompt}", is_error=True)
     return result
 

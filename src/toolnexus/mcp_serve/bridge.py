@@ -11,11 +11,17 @@ instead of the suspension being flattened into error text. How depends on the co
 - handshake era with a back channel (stdio, in-memory, stateful HTTP): an `elicitation/create`
   request goes to the client mid-call; its reply resolves the suspension inline.
 
+An approval request (`kind: "approval"`, an approval gate's: `toolnexus.approvals`) is asked the
+same way, as a small form whose message is the request's one-line prompt: `decision`
+(approve / reject), an optional `message`, `always`, and `arguments` (the edited arguments as a
+JSON object, optional). Declining the form rejects; unreadable edited arguments reject too,
+saying why (an unclear answer never approves).
+
 Neither applies to handshake-era requests on our stateless HTTP endpoint (no back channel),
 clients that did not declare elicitation, other kinds, or a `data["schema"]` MCP cannot carry:
 there the suspension is flattened as before (prompt text, `isError`).
 Answers follow the loop rule: accept ⇒ `Answer(ok=True, data=content)` and one
-re-run; decline/cancel ⇒ `declined/expired: <prompt>`; a re-run that suspends again ⇒
+re-run; decline/cancel ⇒ `declined/expired: <prompt>` (and the answer's message, if any); a re-run that suspends again ⇒
 `unresolved: <prompt>`.
 """
 
@@ -32,7 +38,8 @@ from mcp_types import methods as wire_methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from ..types import Answer, Request, ToolResult
+from ..approvals import is_approval_request
+from ..types import Answer, Request, ToolResult, declined_text
 from ..errors import ToolnexusValueError
 
 __all__ = [
@@ -46,7 +53,19 @@ __all__ = [
     "unresolved_result",
 ]
 
-BRIDGED_KINDS = frozenset({"input"})
+BRIDGED_KINDS = frozenset({"input", "approval"})
+APPROVAL_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decision": {"type": "string", "title": "Decision", "enum": ["approve", "reject"]},
+        "message": {"type": "string", "title": "Message", "description": "why (sent to the agent)"},
+        "always": {"type": "boolean", "title": "Always",
+                   "description": "the same for this tool for the rest of the run"},
+        "arguments": {"type": "string", "title": "Edited arguments",
+                      "description": "optional: the call's arguments as a JSON object, to run with instead"},
+    },
+    "required": ["decision"],
+}
 _STATE_VERSION = 1
 _ELICIT_FORM = mtypes.ClientCapabilities(
     elicitation=mtypes.ElicitationCapability(form=mtypes.FormElicitationCapability())
@@ -55,8 +74,8 @@ _ELICIT_FORM = mtypes.ClientCapabilities(
 BridgeMode = Literal["input_required", "inline"]
 
 
-def declined_result(req: Request) -> ToolResult:
-    return ToolResult(output=f"declined/expired: {req.prompt}", is_error=True)
+def declined_result(req: Request, answer: Optional[Answer] = None) -> ToolResult:
+    return ToolResult(output=declined_text(req.prompt, answer), is_error=True)
 
 
 def unresolved_result(req: Request) -> ToolResult:
@@ -69,6 +88,8 @@ def elicitation_schema(req: Request) -> Optional[dict[str, Any]]:
     No schema ⇒ an empty form (the user can still accept or decline). A schema whose `type` is
     not `object`, or whose `properties` is not a mapping, cannot be an elicitation form ⇒ None.
     """
+    if is_approval_request(req):
+        return dict(APPROVAL_FORM)
     schema = (req.data or {}).get("schema") if isinstance(req.data, Mapping) else None
     if schema is None:
         return {"type": "object", "properties": {}}
@@ -123,8 +144,29 @@ def input_required(tool_name: str, req: Request, version: str) -> Optional[mtype
     return result
 
 
+def _approval_answer(req: Request, content: Mapping[str, Any]) -> Answer:
+    """An accepted approval form as an `Answer` (an unreadable edit rejects, saying why)."""
+    message = content.get("message") if isinstance(content.get("message"), str) and content.get("message") else None
+    always = content.get("always") is True
+    if content.get("decision") != "approve":
+        return Answer(id=req.id, ok=False, reason="declined", message=message, always=always, via="mcp")
+    raw = content.get("arguments")
+    arguments = None
+    if isinstance(raw, str) and raw.strip():
+        try:
+            arguments = json.loads(raw)
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            return Answer(id=req.id, ok=False, reason="declined", via="mcp",
+                          message="the edited arguments were not a JSON object, so the call was not approved")
+    return Answer(id=req.id, ok=True, message=message, arguments=arguments, always=always, via="mcp")
+
+
 def _answer(req: Request, response: Any) -> Answer:
     if isinstance(response, mtypes.ElicitResult) and response.action == "accept":
+        if is_approval_request(req):
+            return _approval_answer(req, dict(response.content or {}))
         return Answer(id=req.id, ok=True, data=dict(response.content or {}))
     declined = isinstance(response, mtypes.ElicitResult) and response.action == "decline"
     return Answer(id=req.id, ok=False, reason="declined" if declined else "cancelled")

@@ -148,8 +148,8 @@ class _Calls:
     ) -> mtypes.CallToolResult:
         """The loop rule: not ok ⇒ declined (no re-run); ok ⇒ one re-run with `ctx.answer`."""
         if not answer.ok:
-            return call_tool_result(bridge.declined_result(req))
-        result, ms = await _execute(tool, args, ToolContext(signal=signal, answer=answer, caller=caller))
+            return call_tool_result(bridge.declined_result(req, answer))
+        result, ms = await _execute(tool, args, ToolContext(signal=signal, answer=answer, request=req, caller=caller))
         if pending_of(result) is not None:
             result = bridge.unresolved_result(req)
         return await self._reply(tool, result, ms)

@@ -22,6 +22,11 @@ nothing and connect nothing). Without a server map every other key is a server, 
 only a key that is a near miss of a reserved one (`agnets`) and does not look like a server entry
 is reported. `create_toolkit` warns (0.21 read such files without a word, and must keep reading
 them); the `toolnexus` command refuses the near misses (`ConfigKeyProblem.typo`).
+
+`requireApproval` (ours, any server): `"always"` (every tool of the server waits for a human's
+approval), `"never"` (the default), or an object of the server's own tool names to `"always"` /
+`"never"` (or `true` / `false`); a tool it does not name needs none. A name that matches none of
+the server's tools is warned about once when the tools are listed.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ SUSPICIOUS_MS = 100
 # Every key of a server entry, and which kind of server it applies to.
 SERVER_KEYS: dict[str, str] = {
     "type": "any", "enabled": "any", "disabled": "any", "timeout": "any", "callTimeout": "any", "tools": "any",
+    "requireApproval": "any",
     "command": "local", "args": "local", "env": "local", "environment": "local", "inheritEnv": "local",
     "cwd": "local", "strictStdout": "local",
     "url": "remote", "headers": "remote",
@@ -251,6 +257,13 @@ class ServerSpec:
     cwd: Optional[str] = None
     tools_filter: Optional[dict[str, bool]] = None
     strict_stdout: bool = True
+    require_approval: Union[bool, dict[str, bool]] = False  # `requireApproval`: all, none, or by tool name
+
+    def needs_approval(self, tool: str) -> bool:
+        """Whether this server's tool `tool` (its own name) waits for an approval (`requireApproval`)."""
+        if isinstance(self.require_approval, dict):
+            return self.require_approval.get(tool, False)
+        return self.require_approval
 
     def __repr__(self) -> str:
         fields = [f"name={self.name!r}", f"remote={self.remote}", f"timeout={self.timeout}",
@@ -262,6 +275,8 @@ class ServerSpec:
                        f"env=<{len(self.env)} variables>", f"cwd={self.cwd!r}"]
         if self.tools_filter is not None:
             fields.append(f"tools_filter={self.tools_filter!r}")
+        if self.require_approval:
+            fields.append(f"require_approval={self.require_approval!r}")
         return f"ServerSpec({', '.join(fields)})"
 
 
@@ -343,6 +358,27 @@ def _child_env(cfg: ServerConfig) -> dict[str, str]:
     return {**base, **{str(k): _env_value(v) for k, v in extra.items()}}
 
 
+_APPROVAL_WORDS = {"always": True, "never": False, True: True, False: False}
+
+
+def _require_approval(cfg: ServerConfig) -> Union[bool, dict[str, bool]]:
+    """`requireApproval`: "always" | "never" | {tool: "always" | "never" | true | false}."""
+    value = cfg.get("requireApproval")
+    if value is None:
+        return False
+    if isinstance(value, str) and value in ("always", "never"):
+        return value == "always"
+    if isinstance(value, dict):
+        out: dict[str, bool] = {}
+        for tool, word in value.items():
+            if not isinstance(word, (str, bool)) or word not in _APPROVAL_WORDS:
+                raise ConfigError(f'"requireApproval" maps tool names to "always" or "never", got {_kind(word)} '
+                                  f'for "{tool}"')
+            out[str(tool)] = _APPROVAL_WORDS[word]
+        return out
+    raise _bad("requireApproval", '"always", "never" or an object of tool name -> "always"/"never"', value)
+
+
 def _warn_unknown_keys(name: str, cfg: ServerConfig, remote: bool) -> None:
     """Warn once per server and key about keys we do not read (see the module docstring)."""
     kind = "remote" if remote else "local"
@@ -390,7 +426,8 @@ def server_spec(name: str, cfg: Any) -> ServerSpec:
         got = _kind(tools_filter) if not isinstance(tools_filter, dict) else "an object holding " + next(
             _kind(v) for v in tools_filter.values() if not isinstance(v, bool))
         raise ConfigError(f'"tools" must be an object of tool name -> true/false, got {got}')
-    spec = ServerSpec(name, remote, timeout, call_timeout, tools_filter=tools_filter or None)
+    spec = ServerSpec(name, remote, timeout, call_timeout, tools_filter=tools_filter or None,
+                      require_approval=_require_approval(cfg))
     if spec.remote:
         url = cfg.get("url")
         if not isinstance(url, str) or not url:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from .._abort import Aborted, unless_aborted
-from .._diag import warn
+from .._diag import warn, warn_once
 from ..types import JSONSchema, McpStatus, Tool, ToolContext, ToolResult, sanitize
 from .config import apply_tools_filter, is_enabled, parse_mcp_config, server_spec
 from .connection import ServerConnection, describe_error
@@ -106,11 +106,18 @@ def _mcp_tool(server: ServerConnection, d: dict[str, Any]) -> Tool:
         return call_result_to_tool_result(result, label)
 
     name = sanitize(label) + "_" + sanitize(original)
-    return Tool(name, d.get("description") or "", build_input_schema(d), "mcp", execute)
+    return Tool(name, d.get("description") or "", build_input_schema(d), "mcp", execute,
+                needs_approval=server.spec.needs_approval(original), origin=f"{label}/{original}")
 
 
 def _server_tools(server: ServerConnection, defs: list[dict[str, Any]]) -> list[Tool]:
     kept = apply_tools_filter(server.spec.name, defs, server.spec.tools_filter)
+    named = server.spec.require_approval
+    if isinstance(named, dict):  # a `requireApproval` name that matches none of the server's tools: a typo
+        listed = {str(d.get("name", "")) for d in defs}
+        for tool in sorted(set(named) - listed):
+            warn_once(f"mcp-approval:{server.spec.name}:{tool}",
+                      f'[toolnexus] MCP server "{server.spec.name}" requireApproval name "{tool}" matched no tool')
     return [_mcp_tool(server, d) for d in kept]
 
 

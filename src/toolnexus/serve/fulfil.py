@@ -16,7 +16,10 @@ conversation from any poll):
 
 A later message on an `input-required`/`auth-required` task answers it: with a `resume_task`
 (the toolkit's is `client.ask_with_answer`) the halted run resumes with
-`Answer(ok=True, data={"text": <message text>})`; without one the text is sent as the next prompt
+`Answer(ok=True, data={"text": <message text>})` — or, for an approval request (its whole
+`data["approval"]` is in the task's `metadata.pending`), the reply read as a decision by
+`toolnexus.approvals.answer_from_text` (`approve`, `always`, `reject: <why>`, `edit {json}`;
+anything else rejects, carrying the text); without one the text is sent as the next prompt
 of the same conversation. A message on a task that is still running, or already finished, is
 refused (`TaskBusy` / `TaskFinished`), as two answers to one question would race — except in the
 moment after the question is saved while its run is still finishing up (the `on_task` observer):
@@ -37,6 +40,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Optional, Union
 
 from .._diag import logger
+from ..approvals import answer_from_text, is_approval_request
 from ..types import Answer, Request
 from .tasks import FINISHED_STATES, TaskStore
 from ..errors import ToolnexusError
@@ -173,7 +177,8 @@ class Fulfiller:
         if self._resume_task is not None and isinstance(raw, Mapping):
             try:
                 req = Request.from_dict(dict(raw))
-                resume = (req, Answer(id=req.id, ok=True, data={"text": text}))
+                resume = (req, answer_from_text(req, text, via="a2a") if is_approval_request(req)
+                          else Answer(id=req.id, ok=True, data={"text": text}))
             except (TypeError, ValueError):
                 resume = None
         ready = asyncio.Event()

@@ -34,7 +34,7 @@ from ..client.errors import ProviderError, ProviderResponseError
 from ..client.journal import result_record
 from ..client.retry import RETRYABLE_STATUSES
 from ..client.transport import as_async_transport
-from ..types import Answer, ToolContext, ToolResult
+from ..types import Answer, Request, ToolContext, ToolResult
 from .errors import PayloadTooLarge
 from .names import KEY_PLACEHOLDER, LLM_ACTIVITY, TOOL_ACTIVITY
 from .options import TemporalOptions
@@ -115,8 +115,10 @@ class AgentActivities:
             raise ApplicationError(
                 f"this worker has no tool {name!r} for agent {agent!r} (it has: {known}) — run the same agent "
                 "definitions on every worker of the task queue", type=TOOL_MISSING, non_retryable=True)
-        answer = call.get("answer")
-        ctx = ToolContext(answer=Answer.from_dict(answer)) if isinstance(answer, dict) else None
+        answer, request = call.get("answer"), call.get("request")
+        ctx = ToolContext(answer=Answer.from_dict(answer),
+                          request=Request.from_dict(request) if isinstance(request, dict) else None
+                          ) if isinstance(answer, dict) else None
         args = as_dict(call.get("args"))
         async with _heartbeating():
             try:

@@ -6,8 +6,12 @@ A workflow class is static, but the agents it runs are the worker's: `create_wor
 runs on. This module is imported by workflow code through the sandbox's pass-through, so the
 record is the worker's own object, not a copy re-imported inside the sandbox.
 
-`workflow_registry` builds the definitions a workflow runs: the same `AgentDef`s with each tool
-replaced by a proxy that runs it as an activity (`proxies.py`). Everything else in a definition
+`gated_registry` applies each definition's approval policy (`toolnexus.approvals`) to its tools
+once, for the worker: the gate then runs inside the tool-call activity, where the approval
+request is minted (its id in history, never minted again by a replay). `workflow_registry` builds
+the definitions a workflow runs: the same `AgentDef`s with each tool replaced by a proxy that
+runs it as an activity (`proxies.py`); a proxy keeps its tool's `needs_approval`, so the
+workflow does not gate it a second time. Everything else in a definition
 — soul, model, budget, team, `wait_for`, hooks, completion gates — runs inside the workflow and
 must be deterministic (no I/O, no clocks, no randomness of its own).
 """
@@ -22,7 +26,7 @@ from ..agents.defs import AgentDef
 from .options import TemporalOptions
 from ..errors import ToolnexusRuntimeError
 
-__all__ = ["Hosted", "host", "hosted_for", "unhost", "workflow_registry"]
+__all__ = ["Hosted", "host", "hosted_for", "unhost", "workflow_registry", "gated_registry"]
 
 
 @dataclass
@@ -53,6 +57,14 @@ def hosted_for(task_queue: str) -> Hosted:
                           f"(hosted: {', '.join(sorted(_HOSTED)) or 'none'}) — start the worker with "
                           "toolnexus.temporal.create_worker")
     return found
+
+
+def gated_registry(registry: dict[str, AgentDef]) -> dict[str, AgentDef]:
+    """The definitions with each def's tools gated by their own `needs_approval` or the def's policy."""
+    from ..approvals import ApprovalPolicy, enforce
+
+    return {name: dataclasses.replace(defn, tools=[enforce(t, ApprovalPolicy.of(defn.approvals)) for t in defn.tools])
+            if defn.tools else defn for name, defn in registry.items()}
 
 
 def workflow_registry(registry: dict[str, AgentDef], options: TemporalOptions) -> dict[str, AgentDef]:

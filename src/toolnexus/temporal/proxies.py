@@ -119,8 +119,10 @@ def proxy_tool(agent: str, tool: Tool, options: TemporalOptions) -> Tool:
     async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult:
         answer = getattr(ctx, "answer", None)
         arguments: dict[str, Any] = args if isinstance(args, dict) else {}
+        request = getattr(ctx, "request", None)
         call = {"agent": agent, "tool": tool.name, "args": arguments,
-                "answer": dataclasses.asdict(answer) if answer is not None else None}
+                "answer": dataclasses.asdict(answer) if answer is not None else None,
+                "request": dataclasses.asdict(request) if request is not None else None}
         check_payload(call, f"the arguments of tool {tool.name}", options.max_payload_bytes)
         attempts = options.tool_attempts if tool.idempotent else 1
         try:

@@ -31,7 +31,7 @@ from .._diag import warn
 from ..agents.restore import registry_of
 from ..agents.runtime import LLM_KEYS
 from .activities import AgentActivities
-from .hosting import Hosted, host, unhost, workflow_registry
+from .hosting import Hosted, gated_registry, host, unhost, workflow_registry
 from .names import DEFAULT_TASK_QUEUE, KEY_PLACEHOLDER, SEARCH_ATTRIBUTES
 from .options import TemporalOptions
 from .workflow import AgentWorkflow
@@ -142,6 +142,7 @@ async def create_worker(client: Client, *, agents: Any, llm: Optional[dict[str, 
         except Exception as exc:  # noqa: BLE001 - a cluster may not allow it; runs then fail loudly at upsert
             warn(f"[toolnexus] temporal: could not register the search attributes {', '.join(SEARCH_ATTRIBUTES)} "
                  f"({type(exc).__name__}: {exc}); create them on the namespace, or pending() cannot list runs")
+    registry = gated_registry(registry)  # approvals are asked inside the tool-call activity
     hosted = Hosted(workflow_registry(registry, options), public, options)
     host(task_queue, hosted)
     acts = AgentActivities(registry, transport, api_key, options)

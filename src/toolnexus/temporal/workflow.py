@@ -47,6 +47,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ..agents.answering import parked_handles
+    from ..approvals import answer_problem
     from ..agents.escalation import pending_result, stamp_path
     from ..agents.handle import SpawnError, TaskResult, is_parked, subtree
     from ..agents.runtime import AgentRuntime
@@ -284,6 +285,9 @@ class AgentWorkflow:
         if when is not None and when <= workflow.now():
             raise _reject(f"toolnexus: request {rid!r} of run {run_id!r} expired at {request.expiresAt}; it is "
                           "declined, this answer was not applied", REJECT_EXPIRED)
+        refused = answer_problem(request, parsed)  # an approval's edit, a repeated or unnamed approver
+        if refused is not None:
+            raise _reject(f"toolnexus: cannot resume — the answer to {rid!r} is refused: {refused}", REJECT_SCHEMA)
         problem = answer_schema_error(request, parsed)
         if problem is not None:
             raise _reject(f"toolnexus: cannot resume — the answer to {rid!r} does not match the request's schema: "

@@ -1,0 +1,63 @@
+"""Approvals: a policy instead of hand-written checks, on any tool, on every path.
+
+Declare it once — on a tool (`define_tool(fn, needs_approval=True | predicate | ApprovalRule)`),
+on a toolkit or an agent (`approvals={"bash": True, "mcp:github/*": True}`), on an MCP server
+(`"requireApproval"` in the config) or on the command line (`--approve TOOL`) — and the tool's
+body never runs before a human said yes. The human sees an approval request that says which
+tool, from where, with which arguments (secrets redacted), for which agent; they approve, approve
+with edited arguments, reject with a message, or decide `always` for the rest of the run. A rule
+can also ask N distinct people (the two-person rule) and escalate an expired request to another
+group; both are request state, so they survive a restart.
+
+- `rules.py`: `ApprovalRule`, `Escalate`, `ApprovalPolicy` (names, globs, sources, predicates).
+- `requests.py`: the approval request's shape and its one-line prompt; redaction.
+- `decisions.py`: `decide` (run / decline / reask / invalid), `answer_problem`, typed replies.
+- `gate.py`: the gate that wraps a tool's `execute`.
+- `memory.py`: sticky decisions (`ApprovalMemory`) and what a client knows (`ApprovalScope`).
+
+See docs/approvals.md for the whole picture and the comparison with other libraries.
+"""
+
+from .decisions import DECLINE, INVALID, REASK, RUN, Decision, answer_from_text, answer_problem, decide, edited_note
+from .gate import APPROVED_AS, Enforced, enforce, gate_tool, is_gated, suspended_on
+from .memory import ApprovalMemory, ApprovalScope
+from .requests import (APPROVAL_KIND, approval_of, approval_request, is_approval_request, redact_arguments,
+                       reissued, render_prompt, restore_redacted, stamp)
+from .rules import (DEFAULT_APPROVAL_TOOLS, ApprovalPolicy, ApprovalRule, Escalate, NeedsApproval, qualified_name,
+                    rule_of)
+
+__all__ = [
+    "APPROVAL_KIND",
+    "APPROVED_AS",
+    "DEFAULT_APPROVAL_TOOLS",
+    "ApprovalMemory",
+    "ApprovalPolicy",
+    "ApprovalRule",
+    "ApprovalScope",
+    "DECLINE",
+    "Decision",
+    "Enforced",
+    "Escalate",
+    "INVALID",
+    "NeedsApproval",
+    "REASK",
+    "RUN",
+    "answer_from_text",
+    "answer_problem",
+    "approval_of",
+    "approval_request",
+    "decide",
+    "edited_note",
+    "enforce",
+    "gate_tool",
+    "is_approval_request",
+    "is_gated",
+    "qualified_name",
+    "redact_arguments",
+    "reissued",
+    "render_prompt",
+    "restore_redacted",
+    "rule_of",
+    "stamp",
+    "suspended_on",
+]

@@ -1,0 +1,198 @@
+"""Approvals from a shell, with the INSTALLED `toolnexus` against a scripted model on loopback.
+
+Safe by default: a model's `bash` call does not run under `toolnexus run --once` without a
+human. On a terminal the question is asked right there (`approve? [y/N/e(dit)/a(lways)]`);
+without one the run stops `pending` (exit 3), and with `--store` it is parked where `toolnexus
+pending` lists it (tool, arguments, agent) and `toolnexus answer ID --approve | --reject
+--message TEXT` resumes it in another process. A two-person rule takes two different people,
+each in a process of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from support.cli_run import SUPPORT, TOOLNEXUS, cli_env, run_cli
+from support.llm_server import Json, LlmServer, openai_calls, openai_text
+from test_cli_run import Terminal
+from toolnexus.cli import main
+from toolnexus.stores import open_store
+
+from support.cli_agents import RELEASER
+
+KEY = "sk-test-APPROVE-KEY-0123456789"
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the built-in bash needs a shell")
+
+
+@pytest.fixture
+def llm() -> Iterator[LlmServer]:
+    with LlmServer() as server:
+        yield server
+
+
+def _model(llm: LlmServer) -> list[str]:
+    return ["--base-url", llm.base_url + "/v1", "--model", "m-cli"]
+
+
+def _pwn(llm: LlmServer, target: Path, then: bool = True) -> None:
+    """The model runs `echo pwned > target` in bash, then (once it hears back) says "all done"."""
+    llm.add(Json(openai_calls(("c1", "bash", {"command": f"echo pwned > {target}"}))))
+    if then:
+        llm.add(Json(openai_text("all done")))
+
+
+def _sent_back(llm: LlmServer) -> str:
+    """What the model was sent as the bash call's result."""
+    return llm.requests[-1].json["messages"][-1]["content"]
+
+
+def _in_process(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """A command in this process (listing, refusals): `main(argv)`, its exit code, stdout, stderr."""
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_once_without_a_terminal_runs_nothing_and_exits_3(llm: LlmServer, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "pwned.txt"
+    _pwn(llm, target, then=False)
+    done = run_cli("run", *_model(llm), "--once", "go", env=cli_env(OPENAI_API_KEY=KEY))
+    assert done.returncode == 3 and done.stderr == "status: pending\n"
+    assert done.stdout.startswith("Approve bash {\"command\": \"echo pwned > ") and not target.exists()
+    # told otherwise, it runs
+    _pwn(llm, target)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("TOOLNEXUS_STORE", raising=False)
+    code, out, _ = _in_process(capsys, "run", *_model(llm), "--no-approve", "bash", "--once", "go")
+    assert (code, out) == (0, "all done\n") and target.read_text() == "pwned\n"
+
+
+def test_a_parked_run_is_listed_and_answered_from_another_process(llm: LlmServer, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    target, url = tmp_path / "pwned.txt", f"sqlite:///{tmp_path / 'runs.db'}"
+    env = cli_env(OPENAI_API_KEY=KEY, TOOLNEXUS_STORE=url)
+    monkeypatch.setenv("TOOLNEXUS_STORE", url)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    _pwn(llm, target, then=False)
+    parked = run_cli("run", *_model(llm), "--once", "go", env=env)
+    assert parked.returncode == 3 and not target.exists()
+    assert parked.stderr.startswith("status: pending\nwaiting in the store: toolnexus answer ")
+    _, listed, _ = _in_process(capsys, "pending", "--json")
+    [item] = json.loads(listed)
+    assert (item["tool"], item["arguments"], item["agent_path"]) == ("bash", {"command": f"echo pwned > {target}"},
+                                                                     None)
+    _, line, _ = _in_process(capsys, "pending")
+    assert line.split("\t")[0] == item["id"] and line.rstrip("\n").split("\t")[4] == item["prompt"]
+
+    # an edit the tool's schema refuses: exit 2, nothing applied, still waiting
+    code, _, err = _in_process(capsys, "answer", item["id"], "--edit", '{"command": 5}')
+    assert code == 2 and "the edited arguments do not match the tool's input schema" in err
+    # approved in another process, with the flags the run was started with (kept in the store, not the key)
+    llm.add(Json(openai_text("all done")))
+    answered = run_cli("answer", item["id"], "--approve", env=env)
+    assert (answered.returncode, answered.stdout, answered.stderr) == (0, "all done\n", "")
+    assert target.read_text() == "pwned\n" and llm.requests[-1].json["messages"][-1]["content"] == ""
+    code, _, err = _in_process(capsys, "answer", item["id"], "--approve")
+    assert code == 4 and "already answered" in err
+    assert _in_process(capsys, "pending")[1] == ""
+
+    # rejected with a message: the tool does not run, the model is told why
+    target.unlink()
+    _pwn(llm, target, then=False)
+    assert _in_process(capsys, "run", *_model(llm), "--once", "go")[0] == 3
+    [item] = json.loads(_in_process(capsys, "pending", "--json")[1])
+    llm.add(Json(openai_text("all done")))
+    code, out, err = _in_process(capsys, "answer", item["id"], "--reject", "--message", "no pwning", "--by", "sam")
+    assert (code, out) == (0, "all done\n") and not target.exists()
+    assert _sent_back(llm) == f"declined/expired: {item['prompt']}\nmessage from sam: no pwning"
+    for text in (parked.stdout, parked.stderr, answered.stdout, answered.stderr, out, err):
+        assert KEY not in text
+
+
+@pytest.mark.parametrize("reply", ["e", "n too risky"])
+def test_the_interactive_prompt(reply: str, llm: LlmServer, tmp_path: Path) -> None:
+    target = tmp_path / "pwned.txt"
+    _pwn(llm, target)
+    term = Terminal([TOOLNEXUS, "run", *_model(llm), "--api-key", KEY, "--once", "go"])
+    try:
+        term.expect("tool: bash   source: builtin   agent: -")
+        term.expect("approve? [y/N/e(dit)/a(lways)] ")
+        assert not target.exists()
+        if reply == "e":
+            term.send("e")
+            term.expect("> ")
+            term.send('{"command": 5}')
+            term.expect("refused: ")  # an invalid edit is asked again
+            term.expect("approve? [y/N/e(dit)/a(lways)] ")
+            term.send("e")
+            term.expect("> ")
+            term.send(json.dumps({"command": f"echo edited > {target}"}))
+        else:
+            term.send(reply)
+        term.expect("all done")
+    finally:
+        code = term.close()
+    assert code == 0
+    if reply == "e":
+        assert target.read_text() == "edited\n" and _sent_back(llm).startswith("note: a human changed")
+    else:
+        sent = _sent_back(llm)  # the pinned text, then who rejected (the login name) and why
+        assert not target.exists() and sent.startswith("declined/expired: Approve bash ")
+        assert sent.split("\n")[1].startswith("message from ") and sent.endswith(": too risky")
+    assert KEY not in term.seen
+
+
+def test_two_approvals_take_two_people_each_in_their_own_process(llm: LlmServer, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    url, effects = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "effects.jsonl"
+    llm.add(Json(openai_calls(("c1", "release", {"service": "api"}))), Json(openai_text("released")))
+
+    async def park() -> str:
+        async with open_store(url) as store:
+            r = await RELEASER.run("release api", llm={"base_url": llm.base_url + "/v1", "style": "openai",
+                                                       "model": "m-cli", "api_key": KEY}, store=store, run_id="rel-1")
+            await r.runtime.aclose()
+            return r.pending.id
+
+    first_id = asyncio.run(park())
+    env = cli_env(OPENAI_API_KEY=KEY, TOOLNEXUS_STORE=url, CLI_EFFECTS=str(effects))
+    monkeypatch.setenv("TOOLNEXUS_STORE", url)
+    monkeypatch.syspath_prepend(SUPPORT)  # `--agents cli_agents:RELEASER` in this process too
+    base = ("--agents", "cli_agents:RELEASER", *_model(llm), "--api-key", KEY)
+    first = run_cli("answer", first_id, "--approve", "--by", "alice", *base, env=env)
+    assert first.returncode == 3 and "[1 of 2 approvals: alice]" in first.stdout and not effects.exists()
+    second_id = _in_process(capsys, "pending")[1].split("\t")[0]
+    assert second_id == first_id + ".a1"
+    code, _, err = _in_process(capsys, "answer", second_id, "--approve", "--by", "alice", *base)
+    assert code == 2 and "alice already approved this call" in err
+    done = run_cli("answer", second_id, "--approve", "--by", "bob", *base, env=env)
+    assert (done.returncode, done.stdout) == (0, "released\n")
+    assert [json.loads(x) for x in effects.read_text().splitlines()] == [{"released": "api"}]
+
+
+def test_the_answer_flags_make_the_answer() -> None:
+    from toolnexus.cli.answer import FLAGS, _answer
+    from toolnexus.cli.flags import parse
+
+    def answer(*argv: str) -> object:
+        return _answer(parse(FLAGS, list(argv), command="answer"))
+
+    edited = answer("pnd-1", "--edit", '{"command": "ls"}', "--always", "--by", "ann")
+    assert (edited.id, edited.ok, edited.arguments, edited.always, edited.by, edited.via) == (
+        "pnd-1", True, {"command": "ls"}, True, "ann", "cli")
+    rejected = answer("--id", "pnd-2", "--reject", "--message", "too much")
+    assert (rejected.ok, rejected.reason, rejected.message) == (False, "declined", "too much") and rejected.by
+    legacy = answer("--id", "pnd-3", "--ok", "--data", '{"amount": 40}')
+    assert (legacy.ok, legacy.data, legacy.arguments) == (True, {"amount": 40}, None)
