@@ -95,7 +95,8 @@ async def _once(opts: dict[str, Any], console: Console, prompt: str, config: Opt
     progress = Progress(console)
     wait_for = TtyAnswerer(console, LineReader(), progress) if interactive else None
     toolkit = await build_toolkit(opts, config=config, approvals=policy)
-    store = open_run_store(opts) if not interactive and (opts.get("store") or os.environ.get(STORE_ENV)) else None
+    parks = not interactive and (opts.get("store") or os.environ.get(STORE_ENV))
+    store = open_run_store(opts, existing=False) if parks else None  # a run may start a new store
     client = make_client(opts, hooks=Activity(console, progress, bool(opts.get("verbose"))).hooks(), wait_for=wait_for,
                          **({"store": store} if store is not None else {}))
     try:
