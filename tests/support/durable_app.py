@@ -66,11 +66,17 @@ KILL = {"app": "", "server": ""}  # `--kill-store-app`: whose store connections 
 
 
 def kill_backends() -> None:
+    """Terminate this process's store connections and wait until the server has ended them."""
+    import time
+
     import psycopg
 
+    mine = "FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()"
     with psycopg.connect(KILL["server"], autocommit=True) as conn:
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s "
-                     "AND pid <> pg_backend_pid()", (KILL["app"],))
+        conn.execute(f"SELECT pg_terminate_backend(pid) {mine}", (KILL["app"],))
+        deadline = time.monotonic() + 10
+        while conn.execute(f"SELECT count(*) {mine}", (KILL["app"],)).fetchone()[0] and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 async def gate(args: Any = None, ctx: Any = None) -> ToolResult:
