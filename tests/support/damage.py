@@ -46,11 +46,17 @@ def _name(value: str) -> str:
     return quote(value, safe="-_.")
 
 
+def _request_file(url: str, request_id: str) -> str:
+    """A file store's ledger file of `request_id`: in `requests/`, or where quarantine moved it."""
+    path = os.path.join(_file_dir(url), "requests", _name(request_id))
+    aside = os.path.join(_file_dir(url), "quarantine", "requests", _name(request_id))
+    return aside if os.path.exists(aside) else path
+
+
 def raw_request(url: str, request_id: str) -> Optional[str]:
     """The ledger row's stored request text (a file store: the whole request file)."""
     if url.startswith("file:"):
-        path = os.path.join(_file_dir(url), "requests", _name(request_id))
-        with open(path, encoding="utf-8") as fh:
+        with open(_request_file(url, request_id), encoding="utf-8") as fh:
             return fh.read()
     dialect, conn = _sql(url)
     try:
@@ -63,7 +69,7 @@ def raw_request(url: str, request_id: str) -> Optional[str]:
 def set_request_text(url: str, request_id: str, text: str) -> None:
     """Overwrite the stored request (a file store: the whole request file) with `text`."""
     if url.startswith("file:"):
-        with open(os.path.join(_file_dir(url), "requests", _name(request_id)), "w", encoding="utf-8") as fh:
+        with open(_request_file(url, request_id), "w", encoding="utf-8") as fh:
             fh.write(text)
         return
     dialect, conn = _sql(url)

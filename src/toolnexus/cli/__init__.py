@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Optional
 
 from . import answer as _answer
+from . import doctor as _doctor
 from . import pending as _pending
 from . import run as _run
 from . import serve as _serve
@@ -32,7 +33,7 @@ from .flags import Flag, UsageError, parse
 
 __all__ = ["COMMANDS", "main", "usage"]
 
-COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer, _worker)}
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer, _worker, _doctor)}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

@@ -4,8 +4,8 @@ waiting request and let its run continue.
 The run is restored from the store in this process with the agent definitions `--agents` names
 (an `Agent`, a list of them, `AgentDef`s or a registry dict: the code; the store holds only
 state), the answer is applied exactly once, and the run goes on until it finishes or waits again.
-`--data JSON` is the answer's data (an object; e.g. `{"amount": 40}`); `--reason` the reason of
-a decline. The model flags say where the agents' LLM is (`--model` is what agents without a
+`--data JSON` is the answer's data (an object; e.g. `{"amount": 40}`; `NaN` and `Infinity` are
+not JSON numbers and are refused); `--reason` the reason of a decline. The model flags say where the agents' LLM is (`--model` is what agents without a
 model of their own use).
 
 stdout: the entry agent's final text (`--json`: `{"status", "text", "run_id", "turns",
@@ -13,7 +13,8 @@ stdout: the entry agent's final text (`--json`: `{"status", "text", "run_id", "t
 request (its prompt is printed, `status: pending` on stderr) or ended incomplete; 4 when the
 request was already answered or withdrawn (nothing applied); 2 for a malformed flag or an answer
 the request refuses (its schema); 1 for anything else (an unknown request id, a store that is
-down, a run another live process holds).
+down, a run another live process holds, a run whose stored rows cannot be read — see `toolnexus
+doctor`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ FLAGS = [
 
 
 def _answer(opts: dict[str, Any]) -> Any:
+    from .._shapes import strict_loads
     from ..types import Answer
 
     if not opts.get("id"):
@@ -56,8 +58,8 @@ def _answer(opts: dict[str, Any]) -> Any:
     data = None
     if opts.get("data") is not None:
         try:
-            data = json.loads(opts["data"])
-        except ValueError as exc:
+            data = strict_loads(opts["data"])
+        except (ValueError, RecursionError) as exc:
             raise CliExit(2, f"error: --data is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise CliExit(2, f"error: --data must be a JSON object, got {type(data).__name__}")
@@ -88,7 +90,7 @@ def _llm(opts: dict[str, Any], console: Console) -> dict[str, Any]:
 async def execute(opts: dict[str, Any], console: Console) -> int:
     from ..agents import resume
     from ..client import ResumeError
-    from ..durable import AnswerAlreadyApplied, RequestWithdrawn
+    from ..durable import AnswerAlreadyApplied, RequestWithdrawn, RunDamaged
 
     answer = _answer(opts)
     agents = _agents(opts)
@@ -104,6 +106,9 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
         code = 2 if "schema" in str(exc) else 1
         console.err(f"error: {exc}")
         return code
+    except RunDamaged as exc:
+        console.err(f"error: {exc}")
+        return 1
     if opts.get("json"):
         console.out(json.dumps({"status": final.status, "text": final.text, "run_id": final.run_id,
                                 "turns": final.turns, "total_tokens": final.total_tokens,

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Optional, TextIO
 
+from .._text import printable
 from .flags import Flag
 from ..errors import ToolnexusError, ToolnexusValueError
 
@@ -103,11 +104,11 @@ class Console:
         return text
 
     def out(self, text: str = "", end: str = "\n") -> None:
-        self.stdout.write(self.scrub(text) + end)
+        self.stdout.write(printable(self.scrub(text)) + end)  # a model's lone surrogate must not crash the print
         self.stdout.flush()
 
     def err(self, text: str = "", end: str = "\n") -> None:
-        self.stderr.write(self.scrub(text) + end)
+        self.stderr.write(printable(self.scrub(text)) + end)
         self.stderr.flush()
 
 

@@ -19,7 +19,8 @@ from typing import Any, Optional, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..durable import StoreError, StoreUnavailable
-from .sql import Query, SqlStore, Steps, schema_statements, schema_steps
+from ._sql_check import SqlChecks
+from .sql import Query, Steps, schema_statements, schema_steps
 from ..errors import ToolnexusValueError
 
 __all__ = ["PostgresStore", "redact_url"]
@@ -37,7 +38,7 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(SqlChecks):
     """Runs in a PostgreSQL database, shared by any number of processes and hosts."""
 
     dialect = "postgres"

@@ -33,7 +33,8 @@ from typing import Any, Optional, TypeVar
 
 from .._diag import warn
 from ..durable import Changes, Holder, StoreError, StoreUnavailable
-from .sql import FlatCommit, Keys, Query, SqlStore, Steps, schema_statements, schema_steps
+from ._sql_check import SqlChecks
+from .sql import FlatCommit, Keys, Query, Steps, schema_statements, schema_steps
 
 __all__ = ["SqliteStore"]
 
@@ -63,7 +64,7 @@ def _checkpoint_due(path: str) -> bool:
     return next(counter) % CHECKPOINT_EVERY == 0
 
 
-class SqliteStore(SqlStore):
+class SqliteStore(SqlChecks):
     """Runs in one SQLite database file, shared safely by the processes of one machine."""
 
     dialect = "sqlite"
