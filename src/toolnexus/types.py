@@ -6,13 +6,16 @@ Everything that crosses a boundary in toolnexus is one of these plain dataclasse
 queue, and resume later in another process.
 
 This module holds data and small pure helpers only: no I/O, no event loop, no imports of the
-rest of the package except the dependency-free `errors` (every other module imports it).
+rest of the package except the dependency-free `errors` and `_shapes` (every other module imports
+it).
 
 `Answer` checks its fields when it is built, directly or through `from_dict` (a resume from
 JSON): `id` must be a `str`, `ok` a real `bool` (`"yes"`, `1` or `None` are refused, because the
 loop branches on `ok` alone and a truthy string must never approve anything), `data` a `dict` or
 None, and `reason` one of the three pinned words or None. A wrong type raises
-`ToolnexusTypeError`; a wrong `reason` raises the pinned `ValueError` text.
+`ToolnexusTypeError`; a wrong `reason` raises the pinned `ValueError` text. `from_dict` (an answer
+read from JSON) also refuses a non-finite number anywhere in it (NaN, ±Infinity: not JSON, though
+Python's `json` reads them) with a `ToolnexusValueError` naming where.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Awaitable, Callable, Literal, Optional
 
+from ._shapes import non_finite
 from .errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = [
@@ -120,8 +124,13 @@ class Answer:
 
     @classmethod
     def from_dict(cls, m: Mapping[str, Any]) -> "Answer":
-        """Rebuild from JSON, ignoring unknown keys (the fields are checked as in the constructor)."""
-        return _from_mapping(cls, m)
+        """Rebuild from JSON, ignoring unknown keys (the fields are checked as in the constructor,
+        and a non-finite number anywhere is refused: JSON has none)."""
+        answer = _from_mapping(cls, m)
+        found = non_finite(dict(m))
+        if found is not None:
+            raise ToolnexusValueError(f"toolnexus: an Answer holds a number JSON does not have: {found[0]}: {found[1]}")
+        return answer
 
 
 @dataclass
