@@ -165,3 +165,20 @@ async def test_toolnexus_pending_answer_and_doctor_around_a_damaged_run(tmp_path
     assert "victim-1" in fixed.stdout and "quarantined" in fixed.stdout
     again = run_cli("pending", "--store", url)
     assert (again.returncode, again.stderr) == (0, "") and again.stdout.startswith(healthy)
+
+
+async def test_bytes_that_are_not_utf8_damage_one_sqlite_row_not_the_read(tmp_path: Path, llm: LlmServer) -> None:
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    healthy, victim = await _park_two(url, llm)
+    conn = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
+    try:  # a bad sector's worth of bytes in the stored request (between its tokens)
+        conn.execute("UPDATE tn_pending SET request = CAST(substr(request, 1, 1) || X'FFFE' || substr(request, 2) "
+                     "AS TEXT) WHERE request_id = ?", (victim,))
+    finally:
+        conn.close()
+    async with open_store(url) as store:
+        assert [p.request.id for p in await store.pending()] == [healthy]  # before: StoreUnavailable for all
+        [damaged] = await store.check()
+        assert (damaged.run_id, damaged.rows[0].request_id) == ("victim-1", victim)

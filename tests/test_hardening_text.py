@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -31,9 +30,9 @@ from support.cli_agents import PAYER
 from support.cli_run import cli_env, run_cli
 from support.llm_server import Json, LlmServer, anthropic_calls, anthropic_text, openai_calls, openai_text
 from support.stores import store_url  # noqa: F401 - a fixture
+from support.strict_json import assert_strict_json
 
 KEY = "sk-test-TEXT-KEY-0123456789"
-_LONE = re.compile(r"[\ud800-\udfff]")
 
 
 @pytest.fixture
@@ -45,31 +44,6 @@ def llm() -> Iterator[LlmServer]:
 def _llm(server: LlmServer, style: str = "openai") -> dict:
     return {"base_url": server.base_url + ("/v1" if style == "openai" else ""), "style": style, "model": "m",
             "api_key": KEY}
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield k
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
-def assert_strict_json(body: bytes) -> Any:
-    """What a strict provider accepts: UTF-8, JSON without NaN/Infinity, no lone surrogate escape."""
-    text = body.decode("utf-8")
-
-    def refuse(name: str) -> None:
-        raise AssertionError(f"{name} in a request body")
-
-    value = json.loads(text, parse_constant=refuse)
-    lone = [s for s in _strings(value) if _LONE.search(s)]
-    assert not lone, f"lone surrogates sent to the provider: {lone!r}"
-    return value
 
 
 RAN: list[str] = []

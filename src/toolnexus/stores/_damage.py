@@ -21,10 +21,10 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from .._diag import warn
-from ..durable import DamagedRow, DamagedRun, RunDamaged
+from ..durable import DamagedRow, DamagedRun, RunDamaged, StoreError
 from ..durable.model import dumps, epoch
 
-__all__ = ["sift", "report", "QUARANTINE_NS", "quarantine_record", "record_rows", "group"]
+__all__ = ["sift", "report", "QUARANTINE_NS", "quarantine_record", "record_rows", "group", "unstorable"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -71,3 +71,11 @@ def record_rows(record: dict[str, Any]) -> tuple[DamagedRow, ...]:
 
 def quarantined(record: dict[str, Any]) -> DamagedRun:
     return DamagedRun(str(record.get("run_id") or ""), record_rows(record), True)
+
+
+def unstorable(url: str, exc: BaseException) -> StoreError:
+    """A text the database cannot hold: an id or name with a lone surrogate (PostgreSQL: or NUL).
+    Message and record texts never get here (they are JSON, escaped); ids are refused, not altered,
+    since an altered id would name another run."""
+    return StoreError(f"toolnexus: the store {url} cannot hold a text given to it as an id or name: {exc} — "
+                      "use ids and names that are valid Unicode without NUL characters; nothing was written")

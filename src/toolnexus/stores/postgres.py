@@ -19,6 +19,7 @@ from typing import Any, Optional, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..durable import StoreError, StoreUnavailable
+from ._damage import unstorable
 from ._sql_check import SqlChecks
 from .sql import Query, Steps, schema_statements, schema_steps
 from ..errors import ToolnexusValueError
@@ -133,6 +134,12 @@ class PostgresStore(SqlChecks):
                 raise self._unavailable(exc) from exc
             except StoreError:
                 raise
+            except UnicodeEncodeError as exc:
+                raise unstorable(self.url, exc) from None
+            except psycopg.DataError as exc:
+                if "NUL" not in str(exc):
+                    raise self._unavailable(exc) from exc
+                raise unstorable(self.url, exc) from None
             except (psycopg.Error, OSError) as exc:
                 raise self._unavailable(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
