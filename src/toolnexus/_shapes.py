@@ -19,6 +19,7 @@ import math
 from typing import Any, Optional
 
 from ._text import first_surrogate
+from .errors import ToolnexusValueError
 
 __all__ = ["as_dict", "as_list", "strict_loads", "non_finite", "non_finite_problem", "argument_problem",
            "json_number_name", "MAX_ARGUMENT_DEPTH"]
@@ -46,7 +47,7 @@ def json_number_name(value: float) -> str:
 
 
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+    raise ToolnexusValueError(f"{name} is not a JSON number")
 
 
 def strict_loads(text: "str | bytes") -> Any:
@@ -55,7 +56,7 @@ def strict_loads(text: "str | bytes") -> Any:
     value = json.loads(text, parse_constant=_refuse_constant)
     found = non_finite(value)
     if found is not None:
-        raise ValueError(_problem(*found))
+        raise ToolnexusValueError(_problem(*found))
     return value
 
 

@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from .._text import json_text
+from ..errors import ToolnexusValueError
 from ..types import Request
 from .errors import RunDamaged
 
@@ -119,7 +120,7 @@ def dumps(value: Any) -> str:
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number (a bare {name} is never written by toolnexus)")
+    raise ToolnexusValueError(f"{name} is not a JSON number (a bare {name} is never written by toolnexus)")
 
 
 _DECODER = json.JSONDecoder(object_hook=_decode_hook, parse_constant=_no_constant)

@@ -34,6 +34,7 @@ from typing import Any, AsyncIterator, Callable, Optional, TypeVar
 from .._fs import fsync_dir, write_atomic
 from ..durable import DamagedRow, RunDamaged, StoreUnavailable, StoreVersionError
 from ..durable.model import SCHEMA_VERSION, PendingRow, decoded, dumps
+from ..errors import ToolnexusTypeError
 from ._doc_check import CheckedDocumentStore
 from .document import TRACE_KEEP, Edits, RunDoc
 
@@ -326,7 +327,7 @@ class FileStore(CheckedDocumentStore):
             data = decoded(text, None, "request", request_id=request_id, store=self.url, shape=dict)
             row = PendingRow.from_dict(data)
             if not isinstance(row.request_id, str) or not isinstance(row.request, (dict, type(None))):
-                raise TypeError("the ledger row's request_id or request has the wrong type")
+                raise ToolnexusTypeError("the ledger row's request_id or request has the wrong type")
             return row
         except RunDamaged as exc:
             raise RunDamaged(_run_id_in(text), exc.part, exc.reason, request_id=request_id, store=self.url) from None
