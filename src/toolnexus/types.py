@@ -129,7 +129,8 @@ class Answer:
         answer = _from_mapping(cls, m)
         found = non_finite(dict(m))
         if found is not None:
-            raise ToolnexusValueError(f"toolnexus: an Answer holds a number JSON does not have: {found[0]}: {found[1]}")
+            raise ToolnexusValueError(f"toolnexus: an Answer holds a number JSON does not have: "
+                                      f"{found[0]}: {found[1]}")
         return answer
 
 

@@ -10,9 +10,10 @@ The verbs are the state machine: `spawn`, `post`, `wake`, `wait`, `interrupt`, `
 admission and the per-parent wake queue. Every state change goes through `transition`, which
 writes the pinned trace line and the structured event; with a store, each verb also stages what
 it changed and commits it: `wait` awaits that commit, so a result is reported only once it is
-durable (`AgentRuntime.close` and `resume` await theirs too); the synchronous ones (`spawn`, `post`, `wake`, `interrupt`,
-`dispatch_queued`) cannot, and schedule it on the running loop — with no running loop nothing could
-ever write it, so they refuse (`ToolnexusRuntimeError`) before changing anything.
+durable (`AgentRuntime.close` and `resume` await theirs too); the synchronous ones (`spawn`,
+`post`, `wake`, `interrupt`, `dispatch_queued`) cannot, and schedule it on the running loop —
+with no running loop nothing could ever write it, so they refuse (`ToolnexusRuntimeError`)
+before changing anything.
 
 Choices (ours, each tested): `interrupt()` settles a running handle synchronously (when it
 returns, the state is `idle`, the inbox intact and the waiters told); queued wakes dequeue in

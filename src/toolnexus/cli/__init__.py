@@ -8,10 +8,10 @@ which accept every selector `toolnexus.serve.resolve_store` knows). The dispatch
 traceback and no secret ever reaches the terminal.
 
 Exit codes: 0 success / help / version / clean stop; 1 runtime failure (toolkit build, bind, a
-`--once` run that raised; `doctor` found a damaged run in service); 2 usage (no or unknown subcommand, bad flag or value, missing
-required flag or key, nothing to serve, unsafe exposure); 3 a `--once` run (or an answered
-durable run) that ended `pending` or `incomplete`; 4 `answer` of a request already answered;
-130 interrupted (Ctrl-C in `run`).
+`--once` run that raised; `doctor` found a damaged run in service); 2 usage (no or unknown
+subcommand, bad flag or value, missing required flag or key, nothing to serve, unsafe exposure);
+3 a `--once` run (or an answered durable run) that ended `pending` or `incomplete`; 4 `answer` of
+a request already answered; 130 interrupted (Ctrl-C in `run`).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ The run is restored from the store in this process with the agent definitions `-
 (an `Agent`, a list of them, `AgentDef`s or a registry dict: the code; the store holds only
 state), the answer is applied exactly once, and the run goes on until it finishes or waits again.
 `--data JSON` is the answer's data (an object; e.g. `{"amount": 40}`; `NaN` and `Infinity` are
-not JSON numbers and are refused); `--reason` the reason of a decline. The model flags say where the agents' LLM is (`--model` is what agents without a
-model of their own use).
+not JSON numbers and are refused); `--reason` the reason of a decline. The model flags say where
+the agents' LLM is (`--model` is what agents without a model of their own use).
 
 stdout: the entry agent's final text (`--json`: `{"status", "text", "run_id", "turns",
 "total_tokens", "pending"}`). Exit 0 when the run finished; 3 when it now waits on another

@@ -5,8 +5,9 @@
 outcomes in CALL order. A call whose arguments could not be read (invalid or truncated JSON, not
 an object: `ToolCall.args_error`) — or that hold what no tool should run on: a non-finite number, a
 lone surrogate, nesting past `_shapes.MAX_ARGUMENT_DEPTH` — is never executed and no hook sees it:
-its result is an error naming the tool and the problem, so the model can send the call again. A tool (or hook) that raises fails the whole turn: the TaskGroup cancels
-the siblings (none keeps running unobserved) and the original exception is re-raised unchanged.
+its result is an error naming the tool and the problem, so the model can send the call again. A
+tool (or hook) that raises fails the whole turn: the TaskGroup cancels the siblings (none keeps
+running unobserved) and the original exception is re-raised unchanged.
 
 `resolve_with_answer` applies a host's answer to one suspended call, reusable by the in-process
 `wait_for` path and by durable resume: declined ⇒ `declined/expired: <prompt>`; ok ⇒ one re-run with
