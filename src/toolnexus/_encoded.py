@@ -3,16 +3,41 @@
 It sits below the toolkit and the client because both build these lists: the toolkit its tool
 declarations (encoded once per change), the client the transcript (each message encoded once).
 `client/body.py` says how the request body uses them.
+
+`dumps` is the one JSON writer of request bodies: strict JSON a provider accepts. A non-finite
+number (which only a model's own refused arguments can bring back into a transcript) is written as
+`null` instead of Python's non-JSON `NaN`; lone surrogates are made U+FFFD where the body is
+finished (`body.encode_payload`, see `toolnexus._text`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Iterable, Optional
 
-__all__ = ["EncodedList", "inner"]
+__all__ = ["EncodedList", "inner", "dumps"]
 
-_dumps = json.dumps
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    """`json.dumps(value)`, but strict JSON: a non-finite number is written as `null`."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False)
+
+
+_dumps = dumps
 
 
 class EncodedList(list):

@@ -1,12 +1,16 @@
 """Argument validation against a tool's JSON schema, with messages a model can act on.
 
 `jsonschema` (already required by `mcp`) is imported on first use only, so a process that never
-validates never pays for it.
+validates never pays for it. A non-finite number (NaN, ±Infinity: not JSON, though Python's
+`json` reads them) is a problem wherever a schema validates, whatever the schema says — JSON
+Schema's own keywords let NaN through `maximum` and `minimum`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
+
+from ._shapes import non_finite_problem
 
 __all__ = ["schema_error", "schema_problems"]
 
@@ -29,8 +33,9 @@ def _validator(schema: dict[str, Any]) -> Any:
 
 def schema_problems(schema: dict[str, Any], value: Any) -> list[str]:
     """Every way `value` violates `schema`, as `path: reason` lines (no path at the root), by path."""
+    found = non_finite_problem(value)
+    out = [found] if found is not None else []
     errors = sorted(_validator(schema).iter_errors(value), key=lambda e: list(e.path))
-    out = []
     for err in errors:
         where = "/".join(str(p) for p in err.absolute_path)
         out.append(f"{where}: {err.message}" if where else err.message)

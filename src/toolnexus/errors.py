@@ -64,7 +64,8 @@ them. The tree (each entry: where it is defined, what it means):
     │   ├── AnswerAlreadyApplied                    the request was answered already (or is being answered now)
     │   ├── RequestWithdrawn                        the request was cancelled by an interrupt
     │   ├── StoreConflict                           a client conversation changed under its writer
-    │   └── RestoreError                            a run cannot be restored with the definitions given (also ValueError)
+    │   ├── RestoreError                            a run cannot be restored with the definitions given (also ValueError)
+    │   └── RunDamaged                              a stored row of the run cannot be read, or the run is quarantined
     ├── TemporalRunError                temporal    base of the Temporal integration's errors (temporal/errors.py)
     │   ├── TemporalNotInstalled                    the temporalio SDK is missing (also ImportError)
     │   ├── TemporalUnavailable                     the Temporal server cannot be reached (also ConnectionError)

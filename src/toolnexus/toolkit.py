@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import adapters
 from ._diag import tool_raised, warn, warn_once
+from ._shapes import strict_loads
 from .approvals import ApprovalPolicy, enforce
 from .tool_source import SkillCatalog, StatusReporting, ToolList, ToolSource, as_mcp_source, as_skill_source
 from .types import McpStatus, Tool, ToolContext, ToolResult
@@ -296,8 +297,8 @@ class Toolkit:
             return ToolResult(output=f"Unknown tool: {name}{hint}", is_error=True)
         if isinstance(args, str):
             try:
-                args = json.loads(args) if args.strip() else {}
-            except (json.JSONDecodeError, RecursionError) as exc:
+                args = strict_loads(args) if args.strip() else {}
+            except (ValueError, RecursionError) as exc:  # NaN and Infinity are not JSON either
                 return ToolResult(output=f"invalid arguments for {name}: not valid JSON ({exc})", is_error=True)
             if not isinstance(args, dict):
                 return ToolResult(

@@ -6,7 +6,8 @@ Everything that crosses a boundary in toolnexus is one of these plain dataclasse
 queue, and resume later in another process.
 
 This module holds data and small pure helpers only: no I/O, no event loop, no imports of the
-rest of the package except the dependency-free `errors` (every other module imports it).
+rest of the package except the dependency-free `errors` and `_shapes` (every other module imports
+it).
 
 `Answer` checks its fields when it is built, directly or through `from_dict` (a resume from
 JSON): `id` must be a `str`, `ok` a real `bool` (`"yes"`, `1` or `None` are refused, because the
@@ -22,6 +23,10 @@ decision for this tool for the rest of the run), `by` (who answered) and `via` (
 `Tool.needs_approval` declares that a tool's calls wait for an approval (see
 `toolnexus.approvals`); `ToolContext.request` is the `Request` a retry answers, next to its
 `answer`.
+
+`Answer.from_dict` (an answer read from JSON) also refuses a non-finite number anywhere in it
+(NaN, ±Infinity: not JSON, though Python's `json` reads them) with a `ToolnexusValueError` naming
+where.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Awaitable, Callable, Literal, Optional, Protocol
 
+from ._shapes import non_finite
 from .errors import ToolnexusTypeError, ToolnexusValueError, UnsupportedOperation
 
 __all__ = [
@@ -158,8 +164,14 @@ class Answer:
 
     @classmethod
     def from_dict(cls, m: Mapping[str, Any]) -> "Answer":
-        """Rebuild from JSON, ignoring unknown keys (the fields are checked as in the constructor)."""
-        return _from_mapping(cls, m)
+        """Rebuild from JSON, ignoring unknown keys (the fields are checked as in the constructor,
+        and a non-finite number anywhere is refused: JSON has none)."""
+        answer = _from_mapping(cls, m)
+        found = non_finite(dict(m))
+        if found is not None:
+            raise ToolnexusValueError(f"toolnexus: an Answer holds a number JSON does not have: "
+                                      f"{found[0]}: {found[1]}")
+        return answer
 
 
 @dataclass

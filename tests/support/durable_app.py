@@ -8,7 +8,9 @@ The teams and their scripted models (stateless: the transcript decides the reply
 can serve any step):
 
 - `worker` — the founding example 3: one `gate` tool that asks for approval; replies 8 tokens for
-  a tool call, 4 for the final text.
+  a tool call, 4 for the final text. `--kill-store-app NAME` has the resumed gate terminate, right
+  after its side effect, every PostgreSQL backend whose `application_name` is NAME (this process's
+  store connections, when its `--store` URL sets `application_name=NAME`), as a failover would.
 - `top` → `mid` → `leaf` — three levels; the leaf's `check_secret` asks for approval.
 - `fan` — delegates to `left` and `right` in one turn; each child's `gate` asks for approval.
 - `payer` — one `refund` tool with a side effect (a line appended to `--effects`), which can
@@ -60,12 +62,29 @@ class SeedModel:
 
 
 EFFECTS = {"path": os.devnull}  # where the resumed gate records that it ran (`--effects`)
+KILL = {"app": "", "server": ""}  # `--kill-store-app`: whose store connections the resumed gate terminates
+
+
+def kill_backends() -> None:
+    """Terminate this process's store connections and wait until the server has ended them."""
+    import time
+
+    import psycopg
+
+    mine = "FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()"
+    with psycopg.connect(KILL["server"], autocommit=True) as conn:
+        conn.execute(f"SELECT pg_terminate_backend(pid) {mine}", (KILL["app"],))
+        deadline = time.monotonic() + 10
+        while conn.execute(f"SELECT count(*) {mine}", (KILL["app"],)).fetchone()[0] and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 async def gate(args: Any = None, ctx: Any = None) -> ToolResult:
     if ctx is not None and ctx.answer is not None and ctx.answer.ok:
         with open(EFFECTS["path"], "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"pid": os.getpid(), "gate": "opened"}) + "\n")
+        if KILL["app"]:
+            await asyncio.to_thread(kill_backends)
         return ToolResult(output="through the gate", is_error=False)
     return pending(kind="approval", prompt="let it through?")
 
@@ -176,6 +195,7 @@ def tree(rt: AgentRuntime) -> list[str]:
 
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
     EFFECTS["path"] = opts.effects
+    KILL.update(app=opts.kill_store_app, server=opts.store.split("?", 1)[0])
     team, transport, llm = setup(opts)
     options: dict[str, Any] = {"llm": llm}
     if transport is not None:
@@ -230,6 +250,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--idempotent", action="store_true")
     p.add_argument("--plain-function", action="store_true")  # the payer's tool is a plain function (a thread)
     p.add_argument("--base-url", default="http://127.0.0.1:9")
+    p.add_argument("--kill-store-app", default="")
     return p.parse_args(argv)
 
 

@@ -82,7 +82,9 @@ def checked_answer(request: Request, answer: Answer, now: Optional[datetime] = N
         raise ResumeError(_PREFIX + f"the answer to {request.id!r} is refused: {refused}")
     problem = answer_schema_error(request, answer)
     if problem is not None:
-        raise ResumeError(_PREFIX + f"the answer to {request.id!r} does not match the request's schema: {problem}")
+        schema = isinstance(request.data, dict) and bool(request.data.get("schema"))
+        what = "does not match the request's schema" if schema else "holds data JSON does not have"
+        raise ResumeError(_PREFIX + f"the answer to {request.id!r} {what}: {problem}")
     return answer
 
 

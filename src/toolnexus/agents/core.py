@@ -9,8 +9,11 @@ it. `AgentRuntime` is the public face over it; the helpers (`turn`, `answering`,
 The verbs are the state machine: `spawn`, `post`, `wake`, `wait`, `interrupt`, `close`, plus
 admission and the per-parent wake queue. Every state change goes through `transition`, which
 writes the pinned trace line and the structured event; with a store, each verb also stages what
-it changed and schedules a commit (the synchronous verbs cannot await one; `wait` does, so a
-result is reported only once it is durable).
+it changed and commits it: `wait` awaits that commit, so a result is reported only once it is
+durable (`AgentRuntime.close` and `resume` await theirs too); the synchronous ones (`spawn`,
+`post`, `wake`, `interrupt`, `dispatch_queued`) cannot, and schedule it on the running loop —
+with no running loop nothing could ever write it, so they refuse (`ToolnexusRuntimeError`)
+before changing anything.
 
 Choices (ours, each tested): `interrupt()` settles a running handle synchronously (when it
 returns, the state is `idle`, the inbox intact and the waiters told); queued wakes dequeue in
@@ -39,7 +42,7 @@ from .handle import (Handle, InboxItem, PostResult, SpawnError, TaskResult, find
 from .inbox import coalesce_tick, drain_input
 from .trace import TraceRing, transition_event
 from .vocab import HandleState, LIMIT_MAX_CHILDREN, LIMIT_MAX_DEPTH, LIMIT_TIMEOUT, TaskStatus
-from ..errors import ToolnexusTypeError
+from ..errors import ToolnexusRuntimeError, ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .durable import DurableRun
@@ -148,6 +151,29 @@ class RuntimeCore:
         """Some turn or resume is live."""
         return bool(self.turns) or any(not f.done() for f in self.resumes.values())
 
+    def can_commit(self, verb: str) -> None:
+        """A synchronous verb is about to change a durable run: its commit must be schedulable."""
+        if self.durable is None:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise ToolnexusRuntimeError(
+                f"toolnexus.agents: {verb}() changes durable run {self.durable.run_id!r}, and with no running event "
+                "loop its commit could never be written — call it from async code on the loop's thread (then "
+                "`await rt.flush()` waits for the commit)") from None
+
+    async def commit_quietly(self, what: str) -> None:
+        """With a store: commit what is staged now, for a verb that never raises (`close`). A failure
+        is warned about and kept in `durable.failure`; what is staged stays for the next commit."""
+        if self.durable is None:
+            return
+        try:
+            await self.durable.flush()
+        except Exception as exc:
+            self.durable.failure = exc
+            warn(f"[toolnexus] agents: committing {what} failed: {type(exc).__name__}: {exc}")
+
     def maybe_park(self) -> None:
         """Nothing runs any more: with a store, give the lease up so another process may resume."""
         if self.durable is not None and not self.busy():
@@ -201,6 +227,7 @@ class RuntimeCore:
     # -- spawn / post / wake -----------------------------------------------------------------------
 
     def spawn(self, parent: Handle, def_name: str, budget: Any = None) -> Handle | SpawnError:
+        self.can_commit("spawn")
         defn = self.registry.get(def_name)
         if defn is None:
             known = ", ".join(sorted(self.registry))
@@ -239,6 +266,7 @@ class RuntimeCore:
         return child
 
     def post(self, h: Handle, item: InboxItem) -> PostResult:
+        self.can_commit("post")
         if not isinstance(item, InboxItem):
             raise ToolnexusTypeError(f"toolnexus.agents: post() takes an InboxItem, got {type(item).__name__}")
         if h.state == HandleState.CLOSED:
@@ -254,6 +282,7 @@ class RuntimeCore:
         return PostResult(True)
 
     def wake(self, h: Handle, prompt: Optional[str] = None) -> PostResult:
+        self.can_commit("wake")
         if h.state == HandleState.CLOSED:
             return PostResult(False, "closed")
         if h.parent is None:
@@ -315,6 +344,7 @@ class RuntimeCore:
                 return
 
     def dispatch_queued(self) -> int:
+        self.can_commit("dispatch_queued")
         started = 0
         for parent in builtins.list(subtree(self.root)):
             while parent.wake_fifo and parent.running_children < parent.eff["max_concurrent"]:
@@ -366,6 +396,7 @@ class RuntimeCore:
     def interrupt(self, h: Handle) -> None:
         from .turn import settle_turn
 
+        self.can_commit("interrupt")
         turn = live_turn(h)
         if turn is not None:
             turn.cancel(TaskStatus.INTERRUPTED)

@@ -41,7 +41,7 @@ from .._diag import warn
 from ..client.journal import FINISHED, QUEUED, STARTED, call_entry
 from ..client.memory import IdLocks
 from .._write_ahead import WriteAhead
-from ..durable import DEFAULT_LEASE_TTL, Changes, ConversationOps, Holder, LeaseLost, PendingRow, RunStore
+from ..durable import DEFAULT_LEASE_TTL, Changes, ConversationOps, Holder, LeaseLost, PendingRow, RunStore, StoreError
 from ..durable.model import KIND_AGENTS, dumps, epoch, loads
 from ..durable.rules import expires_at_epoch
 from ..types import Answer, Request, ToolResult, pending_of
@@ -145,7 +145,8 @@ class DurableRun:
         self._flushing = False  # the scheduled task has started: what it commits is taken already
         self._again = False  # something was staged (or parked) since: it goes round once more
         self._renewer: Optional[asyncio.Task[None]] = None
-        self.failure: Optional[BaseException] = None  # the last background commit's error
+        self.failure: Optional[BaseException] = None  # the last commit error not yet overcome
+        self._landed: set[str] = set()  # request ids whose answer's application has committed
         self.abandoned = False  # a refused restore: this runtime never writes the run
 
     def bind(self, core: Any) -> None:
@@ -366,6 +367,29 @@ class DurableRun:
             if plan is not None:
                 await self._commit_now(*plan)
 
+    def landed(self, request_id: str) -> bool:
+        """The answer to `request_id` was applied, and that is committed."""
+        return request_id in self._landed
+
+    async def flush_applied(self, request_id: str) -> Optional[StoreError]:
+        """`flush()` after the answer to `request_id` was applied. Once that application has
+        committed, a later store failure cannot make the answer unapplied, so it is not raised as
+        if it had: it is warned about, kept in `failure` (`AgentRuntime.commit_error`) and returned.
+        The store then holds the run as of its last commit — the answer applied — and the run
+        continues from there when restored (or when a later `flush()` gets through). Before that
+        commit, a failure raises as `flush` does."""
+        try:
+            await self.flush()
+        except StoreError as exc:
+            if not self.landed(request_id):
+                raise
+            self.failure = exc
+            warn(f"[toolnexus] agents: the answer to {request_id!r} of run {self.run_id!r} was applied, but saving "
+                 f"what the run did after it failed: {exc} — the store holds the run as of its last commit (the "
+                 "answer applied); it goes on from there when restored")
+            return exc
+        return None
+
     async def write_ahead(self) -> Optional[WriteAhead]:
         """Commit everything staged before a side effect. A store that can commit from any thread
         gets the commit prepared here and returned, for the thread about to run the tool to write
@@ -429,6 +453,7 @@ class DurableRun:
     def _committed(self, changes: Changes, version: int, creating: bool) -> None:
         self.version = version
         self.created, self.failure = True, None
+        self._landed.update(changes.applied)
         for key, entry in changes.calls.items():
             if entry is None:
                 self._live_calls.discard(key)

@@ -4,6 +4,13 @@ It routes the answer by request id to its run, claims it exactly once (the loser
 `AnswerAlreadyApplied`), restores the run here (`restore.py`), applies the answer, waits for the
 entry agent and returns its `TaskResult` — closing the run when it is over, or leaving it parked
 in the store (and this process) when it waits on another request.
+
+What it raises means the answer was not applied (its claim is given back; answer again). Once the
+answer's application has committed — before the answered tool runs — it is reported as applied:
+a store failure after that (the store went down while the run went on) does not make `resume`
+raise. It returns what the run did, and the failure is a warning on the `toolnexus` logger naming
+run and request; the store holds the run as of its last commit, the answer applied, and a restore
+(`AgentRuntime.restore`, any process, once the store is back) continues it from there.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..client import ResumeError
-from ..durable import RunStore
+from ..durable import RunStore, StoreError
 from ..durable.model import CONVERSATION_PREFIX, Holder
 from ..errors import ToolnexusTypeError
 from ..types import Answer, Request
@@ -53,15 +60,25 @@ async def resume(store: RunStore, answer: Any, *, agents: Any, transport: Any = 
     except BaseException:
         await store.unclaim(answer.id, holder)
         raise
+    durable = rt._core.durable
+    assert durable is not None
     try:
         await apply_answer(rt._core, answer, claimed=True)
         entry = rt.entry
-        final = await rt.wait(entry) if entry is not None else TaskResult("no entry agent", True, TaskStatus.ERROR)
+        if entry is None:
+            final = TaskResult("no entry agent", True, TaskStatus.ERROR)
+        else:
+            final = await rt._core.wait(entry, commit=False)
+        unsaved = await durable.flush_applied(answer.id)  # raises only while the answer is not applied yet
     except BaseException:
         await rt.aclose()
         raise
-    if final.status == TaskStatus.PENDING:
-        await rt.aclose()
-    else:
-        await rt.close(rt.root)
+    try:
+        if final.status == TaskStatus.PENDING or unsaved is not None:
+            await rt.aclose()
+        else:
+            await rt.close(rt.root)
+    except StoreError:
+        if not durable.landed(answer.id):
+            raise  # (cannot happen: the answer's application committed above, or that raised)
     return dataclasses.replace(final, runtime=None, run_id=row.run_id)

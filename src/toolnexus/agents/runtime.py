@@ -285,16 +285,28 @@ class AgentRuntime:
 
     # -- the six verbs ---------------------------------------------------------------------------------
 
+    # The synchronous verbs (spawn, post, wake, interrupt, dispatch_queued) cannot await a commit:
+    # with a durable store each *schedules* one (written within milliseconds, or with the next awaited
+    # commit); `await rt.flush()` waits for it. With a store and no running event loop nothing could
+    # ever write the change, so they raise `ToolnexusRuntimeError` before changing anything. The
+    # async verbs (`wait`, `close`, `resume`, `flush`) return once their commit is written.
+
     def spawn(self, parent: Handle, def_name: str, budget: Optional[Budget] = None) -> Handle | SpawnError:
-        """Create a child of `parent` (synchronous). Only the spawner receives the handle."""
+        """Create a child of `parent` (synchronous). Only the spawner receives the handle.
+
+        Does not await its commit (with a store it is scheduled; `await rt.flush()` waits for it)."""
         return self._core.spawn(parent, def_name, budget)
 
     def post(self, h: Handle, item: InboxItem) -> PostResult:
-        """Put unsolicited input into `h`'s inbox; it enters only at the next explicit wake."""
+        """Put unsolicited input into `h`'s inbox; it enters only at the next explicit wake.
+
+        Does not await its commit (with a store it is scheduled; `await rt.flush()` waits for it)."""
         return self._core.post(h, item)
 
     def wake(self, h: Handle, prompt: Optional[str] = None) -> PostResult:
-        """Start a turn now, or queue it behind the parent's concurrency gate."""
+        """Start a turn now, or queue it behind the parent's concurrency gate.
+
+        Does not await its commit (with a store it is scheduled; `await rt.flush()` waits for it)."""
         return self._core.wake(h, prompt)
 
     async def wait(self, h: Handle, timeout_ms: Optional[float] = None) -> TaskResult:
@@ -302,17 +314,24 @@ class AgentRuntime:
         return await self._core.wait(h, timeout_ms)
 
     def interrupt(self, h: Handle) -> None:
-        """Abort the running turn (idle when this returns) or cancel a durable pending request."""
+        """Abort the running turn (idle when this returns) or cancel a durable pending request.
+
+        Does not await its commit (with a store it is scheduled; `await rt.flush()` waits for it)."""
         self._core.interrupt(h)
 
     async def close(self, h: Handle, *, force: bool = False, reason: Optional[str] = None) -> None:
-        """Close `h` and its subtree, leaf first. Never raises. `close(root)` ends the run."""
+        """Close `h` and its subtree, leaf first. Never raises. `close(root)` ends the run. With a
+        store it returns once the closing is committed (a failed commit is warned about and kept
+        in `commit_error`; what is staged is written by the next commit)."""
         await self._core.close(h, force=force, reason=reason)
+        if h is not self._core.root:  # closing the root ends the run: its shutdown committed already
+            await self._core.commit_quietly(f"close({h.id})")
 
     def dispatch_queued(self) -> int:
         """Hand free concurrency slots to queued wakes (arrival order); how many were started.
 
-        A restored runtime starts no queued turn by itself; this is how its queued wakes get going."""
+        A restored runtime starts no queued turn by itself; this is how its queued wakes get going.
+        Does not await its commit (with a store it is scheduled; `await rt.flush()` waits for it)."""
         return self._core.dispatch_queued()
 
     async def run_turn(self, h: Handle, prompt: Optional[str] = None,
@@ -330,16 +349,31 @@ class AgentRuntime:
         The handle resumes its parked turn with the Answer bound to the halted call (replay: the
         turn is asked again; continue: the halted call is filled and the loop goes on); each
         parked ancestor then resumes too, its `task` call reattaching to the same child by task
-        key. Returns the outermost result. Counters only grow."""
+        key. Returns the outermost result. Counters only grow.
+
+        With a store it returns once what the resume did is committed. What it raises means the
+        answer was not applied; once the answer's application has committed (before the answered
+        tool runs), a later store failure is not raised as if it had not been: it is warned about
+        and kept in `commit_error` (`await rt.flush()` tries again)."""
         from .answering import apply_answer
 
-        return await apply_answer(self._core, answer)
+        result = await apply_answer(self._core, answer)
+        if self._core.durable is not None:
+            await self._core.durable.flush_applied(answer.id if isinstance(answer, Answer) else str(answer["id"]))
+        return result
 
     async def flush(self) -> None:
         """With a durable store: commit everything staged now (the synchronous verbs only schedule
         a commit). Raises the store's error if it fails; nothing staged is lost."""
         if self._core.durable is not None:
             await self._core.durable.flush()
+
+    @property
+    def commit_error(self) -> Optional[BaseException]:
+        """With a durable store: the last commit failure not overcome yet (a background commit's, or
+        one after an applied answer), else None. What it failed to write stays staged; the next
+        commit that gets through (`await rt.flush()`) writes it and clears this."""
+        return self._core.durable.failure if self._core.durable is not None else None
 
     async def aclose(self) -> None:
         """Free this runtime's resources without closing its handles: background work is stopped,

@@ -8,10 +8,10 @@ which accept every selector `toolnexus.serve.resolve_store` knows). The dispatch
 traceback and no secret ever reaches the terminal.
 
 Exit codes: 0 success / help / version / clean stop; 1 runtime failure (toolkit build, bind, a
-`--once` run that raised); 2 usage (no or unknown subcommand, bad flag or value, missing
-required flag or key, nothing to serve, unsafe exposure); 3 a `--once` run (or an answered
-durable run) that ended `pending` or `incomplete`; 4 `answer` of a request already answered;
-130 interrupted (Ctrl-C in `run`).
+`--once` run that raised; `doctor` found a damaged run in service); 2 usage (no or unknown
+subcommand, bad flag or value, missing required flag or key, nothing to serve, unsafe exposure);
+3 a `--once` run (or an answered durable run) that ended `pending` or `incomplete`; 4 `answer` of
+a request already answered; 130 interrupted (Ctrl-C in `run`).
 
 An unknown command close to a real one (`toolnexus runn`) gets one line naming it — `unknown
 command "runn"; did you mean "run"?` — and a pointer to `--help`, not the whole usage text, which
@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import Optional
 
 from . import answer as _answer
+from . import doctor as _doctor
 from . import pending as _pending
 from . import run as _run
 from . import serve as _serve
@@ -39,7 +40,7 @@ from .flags import Flag, UsageError, parse
 
 __all__ = ["COMMANDS", "main", "usage"]
 
-COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer, _worker)}
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer, _worker, _doctor)}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

@@ -6,7 +6,7 @@ checked against the tool's input schema first), `--reject` (it does not run; `--
 the model why), `--always` (the same for this tool for the rest of the run). `--by NAME` says who
 answers (default: the login name; a two-person rule needs two different ones). The older
 `--ok` / `--decline [--reason]` with `--data JSON` answer any request (`--data` is the answer's
-data, e.g. `{"amount": 40}`). The request id may come first or as `--id`.
+data, e.g. `{"amount": 40}`; `NaN` and `Infinity` are not JSON numbers and are refused). The request id may come first or as `--id`.
 
 Where the run is: an agent run is restored from the store with the agent definitions `--agents`
 names (an `Agent`, a list of them, `AgentDef`s or a registry dict: the code; the store holds only
@@ -24,7 +24,8 @@ stdout: the entry agent's final text (`--json`: `{"status", "text", "run_id", "t
 request (its prompt is printed, `status: pending` on stderr) or ended incomplete; 4 when the
 request was already answered or withdrawn (nothing applied); 2 for a malformed flag or an answer
 the request refuses (its schema, an invalid edit, an approver who already approved); 1 for
-anything else (an unknown request id, a store that is down, a run another live process holds).
+anything else (an unknown request id, a store that is down, a run another live process holds, a
+run whose stored rows cannot be read — see `toolnexus doctor`).
 """
 
 from __future__ import annotations
@@ -71,9 +72,11 @@ _DECISIONS = ("approve", "reject", "edit", "ok", "decline")
 def _json_object(opts: dict[str, Any], key: str) -> Any:
     if opts.get(key) is None:
         return None
+    from .._shapes import strict_loads
+
     try:
-        value = json.loads(opts[key])
-    except ValueError as exc:
+        value = strict_loads(opts[key])  # NaN and Infinity are not JSON numbers
+    except (ValueError, RecursionError) as exc:
         raise CliExit(2, f"error: --{key} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise CliExit(2, f"error: --{key} must be a JSON object, got {type(value).__name__}")
@@ -156,7 +159,7 @@ async def _conversation(opts: dict[str, Any], console: Console, store: Any, row:
 async def execute(opts: dict[str, Any], console: Console) -> int:
     from ..agents import resume
     from ..client import ResumeError
-    from ..durable import AnswerAlreadyApplied, RequestWithdrawn
+    from ..durable import AnswerAlreadyApplied, RequestWithdrawn, RunDamaged
     from ..durable.model import CONVERSATION_PREFIX
 
     answer = _answer(opts)
@@ -178,6 +181,9 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
         code = 2 if "schema" in str(exc) or "is refused" in str(exc) else 1
         console.err(f"error: {exc}")
         return code
+    except RunDamaged as exc:
+        console.err(f"error: {exc}")
+        return 1
     if opts.get("json"):
         console.out(json.dumps({"status": final.status, "text": final.text, "run_id": run_id,
                                 "turns": turns, "total_tokens": tokens,

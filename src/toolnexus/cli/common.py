@@ -37,6 +37,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Optional, TextIO
 
+from .._text import printable
 from .flags import Flag
 from .._loopback import LOOPBACK_PLACEHOLDER_KEY, is_loopback_url
 from ..errors import ToolnexusError, ToolnexusValueError
@@ -126,11 +127,11 @@ class Console:
         return text
 
     def out(self, text: str = "", end: str = "\n") -> None:
-        self.stdout.write(self.scrub(text) + end)
+        self.stdout.write(printable(self.scrub(text)) + end)  # a model's lone surrogate must not crash the print
         self.stdout.flush()
 
     def err(self, text: str = "", end: str = "\n") -> None:
-        self.stderr.write(self.scrub(text) + end)
+        self.stderr.write(printable(self.scrub(text)) + end)
         self.stderr.flush()
 
 

@@ -10,18 +10,20 @@ once per toolkit change) and the transcript (each message encoded once, see `pre
 An `EncodedList` is still a `list`: a custom transport that reads the payload, or that calls
 `json.dumps` itself, sees ordinary JSON data. Its fragments are trusted only while its length
 matches them; the loop uses these lists only when no hook or `body_transform` can edit them.
+
+The body is strict JSON whatever the transcript holds (every transport encodes it here): a
+non-finite number is `null`, and a lone surrogate — a model's half emoji, a file read with
+`surrogateescape` — is sent as U+FFFD (`toolnexus._text.strict_json_bytes`); valid pairs stay.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
-from .._encoded import EncodedList, inner
+from .._encoded import EncodedList, dumps as _dumps, inner
+from .._text import strict_json_bytes
 
 __all__ = ["EncodedList", "encode_payload", "inner"]
-
-_dumps = json.dumps
 
 
 def encode_payload(payload: dict[str, Any], dumps: Callable[[Any], str] = _dumps) -> bytes:
@@ -29,7 +31,7 @@ def encode_payload(payload: dict[str, Any], dumps: Callable[[Any], str] = _dumps
     copy of the kept chunks."""
     if not any(type(value) is EncodedList for value in payload.values()) or \
             not all(type(key) is str for key in payload):
-        return dumps(payload).encode("utf-8")
+        return strict_json_bytes(dumps(payload).encode("utf-8"))
     out = [b"{"]
     for key, value in payload.items():
         out.append(f"{dumps(key)}: ".encode("utf-8"))
@@ -39,4 +41,4 @@ def encode_payload(payload: dict[str, Any], dumps: Callable[[Any], str] = _dumps
             out.append(dumps(value).encode("utf-8"))
         out.append(b", ")
     out[-1] = b"}"
-    return b"".join(out)
+    return strict_json_bytes(b"".join(out))

@@ -3,9 +3,11 @@
 `ToolRunner.run_all` runs every call of a turn concurrently in an `asyncio.TaskGroup`
 (`before_tool` → `toolkit.execute` → `after_tool`, plus the `tool` metric) and returns the
 outcomes in CALL order. A call whose arguments could not be read (invalid or truncated JSON, not
-an object: `ToolCall.args_error`) is never executed and no hook sees it: its result is an error
-naming the tool and the JSON problem, so the model can send the call again. A tool (or hook) that raises fails the whole turn: the TaskGroup cancels
-the siblings (none keeps running unobserved) and the original exception is re-raised unchanged.
+an object: `ToolCall.args_error`) — or that hold what no tool should run on: a non-finite number, a
+lone surrogate, nesting past `_shapes.MAX_ARGUMENT_DEPTH` — is never executed and no hook sees it:
+its result is an error naming the tool and the problem, so the model can send the call again. A
+tool (or hook) that raises fails the whole turn: the TaskGroup cancels the siblings (none keeps
+running unobserved) and the original exception is re-raised unchanged.
 
 `resolve_with_answer` applies a host's answer to one suspended call, reusable by the in-process
 `wait_for` path and by durable resume: declined ⇒ `declined/expired: <prompt>` (then the answer's
@@ -44,6 +46,7 @@ from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from .._schema import schema_error
+from .._shapes import argument_problem, non_finite_problem
 from .._write_ahead import WriteAhead, offered, takes_write_ahead
 from ..approvals import DECLINE, INVALID, REASK, ApprovalMemory, decide, is_approval_request, suspended_on
 from ..types import Answer, Request, ToolContext, ToolResult, declined_text, pending_of
@@ -171,6 +174,10 @@ class ToolRunner:
 
     async def run_one(self, call: ToolCall) -> CallOutcome:
         args = call.args
+        if call.args_error is None and args:  # what no tool should run on, whichever dialect read it
+            hostile = argument_problem(args)
+            if hostile is not None:
+                call.args_error = f"the arguments cannot be used: {hostile}"
         if call.args_error is not None:  # never run a tool on arguments the model did not send
             started = time.monotonic()
             result = ToolResult(output=arguments_error_text(call), is_error=True)
@@ -283,8 +290,12 @@ def is_expired(request: Request, now: datetime) -> bool:
 
 
 def answer_schema_error(request: Request, answer: Answer) -> Optional[str]:
-    """Why an `ok` answer's `data` fails the request's flat `data["schema"]`, or None (also: no schema)."""
-    schema = request.data.get("schema") if isinstance(request.data, dict) else None
-    if not answer.ok or not isinstance(schema, dict) or not schema:
+    """Why an `ok` answer's `data` fails the request's flat `data["schema"]`, or None (also: no
+    schema). A non-finite number (NaN, ±Infinity) in the data fails with or without a schema: no
+    tool should run on one."""
+    if not answer.ok:
         return None
+    schema = request.data.get("schema") if isinstance(request.data, dict) else None
+    if not isinstance(schema, dict) or not schema:
+        return non_finite_problem(answer.data) if answer.data is not None else None
     return schema_error(schema, {} if answer.data is None else answer.data)

@@ -8,8 +8,10 @@ Nothing here does I/O; the backends are in `toolnexus.stores`.
 from __future__ import annotations
 
 from .errors import (AnswerAlreadyApplied, LeaseLost, RequestWithdrawn, RestoreError, RunChanged, RunExists,
-                     RunInProgress, RunNotFound, StoreConflict, StoreError, StoreUnavailable, StoreVersionError)
-from .model import (Changes, ConversationOps, Holder, LoadedRun, PendingRow, PendingRun, RunSummary)
+                     RunDamaged, RunInProgress, RunNotFound, StoreConflict, StoreError, StoreUnavailable,
+                     StoreVersionError)
+from .model import (Changes, ConversationOps, DamagedRow, DamagedRun, Holder, LoadedRun, PendingRow, PendingRun,
+                    RunSummary)
 from .protocol import DEFAULT_LEASE_TTL, PreparedCommit, RunStore, is_run_store
 
 __all__ = [
@@ -36,4 +38,7 @@ __all__ = [
     "RequestWithdrawn",
     "StoreConflict",
     "RestoreError",
+    "RunDamaged",
+    "DamagedRow",
+    "DamagedRun",
 ]

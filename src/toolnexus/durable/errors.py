@@ -14,6 +14,9 @@ family; the ones a host reacts to differently get their own class:
 - `RequestWithdrawn`: the request was cancelled (its handle was interrupted) and cannot be answered.
 - `StoreConflict`: a conversation changed under a client since it was loaded.
 - `RestoreError`: a run cannot be restored with the definitions given (a missing agent).
+- `RunDamaged`: a stored row of the run cannot be read (cut mid-JSON, not JSON, the wrong shape),
+  or the run was quarantined for that; it names the run, the row and, for a ledger row, the
+  request. Nothing was changed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = [
     "RequestWithdrawn",
     "StoreConflict",
     "RestoreError",
+    "RunDamaged",
 ]
 
 
@@ -137,3 +141,39 @@ class StoreConflict(StoreError):
 
 class RestoreError(StoreError, ValueError):
     """The run cannot be restored with the agent definitions given."""
+
+
+class RunDamaged(StoreError):
+    """A stored row of this run cannot be read, or the run is quarantined (see `store.check()`).
+
+    `run_id`, `request_id` (for a row of the answer ledger, else None), `part` (which row: e.g.
+    `"request"`, `"message 3 of conversation 'root/payer.1'"`) and `reason` say what is damaged;
+    `quarantined` is True when the run was taken out of service (its rows are kept as they are)."""
+
+    def __init__(self, run_id: Optional[str], part: str, reason: str, *, request_id: Optional[str] = None,
+                 store: str = "", quarantined: bool = False) -> None:
+        self.run_id = run_id
+        self.request_id = request_id
+        self.part = part
+        self.reason = reason
+        self.quarantined = quarantined
+        where = f" in {store}" if store else ""
+        run = f"run {run_id!r}" if run_id else "a run"
+        row = f"request {request_id!r} ({part})" if request_id else part
+        doctor = f"toolnexus doctor --store {store}" if store else "toolnexus doctor --store URL"
+        if quarantined:
+            detail = f": {row} cannot be read ({reason})" if reason else ""
+            text = (f"toolnexus: {run}{where} is quarantined{detail}; its rows are kept as they were — repair it and "
+                    f"release it with `{doctor} --release {run_id}`, or delete the run")
+        else:
+            text = (f"toolnexus: {run}{where} is damaged: {row} cannot be read: {reason} — nothing was changed; "
+                    f"`{doctor}` lists damaged runs and can quarantine them")
+        self.store = store
+        super().__init__(text)
+
+    def at(self, store: str) -> "RunDamaged":
+        """The same error naming the store it came from (unchanged if it names one)."""
+        if self.store or not store:
+            return self
+        return RunDamaged(self.run_id, self.part, self.reason, request_id=self.request_id, store=store,
+                          quarantined=self.quarantined)

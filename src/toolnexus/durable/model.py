@@ -8,9 +8,14 @@
   store in one transaction (handle records, the new messages of each transcript, pending
   requests, the tool-call journal, trace lines, run status).
 - `LoadedRun`: a run as read back (the same parts, folded).
+- `DamagedRow`, `DamagedRun`: what `store.check()` reports — a stored row that cannot be read.
 
 Records are JSON: `dumps` writes compact UTF-8 JSON and spells the non-finite floats JSON lacks
-(an unlimited budget) as `{"$float": "inf"}`; `loads` reads them back.
+(an unlimited budget) as `{"$float": "inf"}`, and any surrogate as its `\\uXXXX` escape, so
+every text it returns can be encoded (and decodes back to the same value); `loads` reads them
+back and refuses a bare `NaN`/`Infinity` (which `dumps` never writes: such a row is damaged).
+`decoded` is `loads` for one stored row: a row that cannot be read is a `RunDamaged` naming the
+run, the row and the request — one bad row never stops a reader of the others.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Optional
 
+from .._text import json_text
+from ..errors import ToolnexusValueError
 from ..types import Request
+from .errors import RunDamaged
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -37,8 +45,12 @@ __all__ = [
     "Changes",
     "LoadedRun",
     "PendingRow",
+    "DamagedRow",
+    "DamagedRun",
     "dumps",
     "loads",
+    "decoded",
+    "QUARANTINED",
     "epoch",
     "to_datetime",
     "new_run_id",
@@ -68,6 +80,8 @@ OPEN = "open"
 CLAIMED = "claimed"
 APPLIED = "applied"
 CANCELLED = "cancelled"
+# A damaged run taken out of service (`store.quarantine`): the run's status, and its waiting requests'.
+QUARANTINED = "quarantined"
 
 
 def epoch() -> float:
@@ -96,17 +110,85 @@ def _decode_hook(obj: dict[str, Any]) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON; non-finite floats spelled `{"$float": "inf"}`."""
+    """Compact JSON that can always be encoded; non-finite floats spelled `{"$float": "inf"}`,
+    surrogates escaped."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except ValueError:
-        return json.dumps(_encode(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(_encode(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text if text.isascii() else json_text(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ToolnexusValueError(f"{name} is not a JSON number (a bare {name} is never written by toolnexus)")
+
+
+_DECODER = json.JSONDecoder(object_hook=_decode_hook, parse_constant=_no_constant)
 
 
 def loads(text: Optional[str]) -> Any:
     if text is None:
         return None
-    return json.loads(text, object_hook=_decode_hook)
+    return _DECODER.decode(text)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to read"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON ({exc})"
+    return str(exc) or type(exc).__name__
+
+
+def decoded(text: Optional[str], run_id: Optional[str], part: str, *, request_id: Optional[str] = None,
+            store: str = "", shape: Optional[type] = None) -> Any:
+    """`loads(text)` of one stored row; `RunDamaged` (naming run, row and request) when it cannot be
+    read, or when it is not None and not of `shape` (e.g. `dict` for a message)."""
+    try:
+        value = loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise RunDamaged(run_id, part, _why(exc), request_id=request_id, store=store) from None
+    if shape is not None and value is not None and not isinstance(value, shape):
+        raise RunDamaged(run_id, part, f"a JSON {type(value).__name__}, not an {shape.__name__}",
+                         request_id=request_id, store=store)
+    return value
+
+
+@dataclass(frozen=True)
+class DamagedRow:
+    """One stored row that cannot be read: whose it is, which it is, and why."""
+
+    run_id: Optional[str]
+    part: str  # "request", "run state", "message 3 of conversation 'root/payer.1'", ...
+    reason: str
+    request_id: Optional[str] = None
+
+    @classmethod
+    def of(cls, exc: RunDamaged) -> "DamagedRow":
+        return cls(exc.run_id, exc.part, exc.reason, exc.request_id)
+
+    def error(self, store: str = "", *, quarantined: bool = False) -> RunDamaged:
+        return RunDamaged(self.run_id, self.part, self.reason, request_id=self.request_id, store=store,
+                          quarantined=quarantined)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "part": self.part, "reason": self.reason, "request_id": self.request_id}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "DamagedRow":
+        data = data if isinstance(data, dict) else {}
+        return cls(data.get("run_id"), str(data.get("part") or "?"), str(data.get("reason") or "?"),
+                   data.get("request_id"))
+
+
+@dataclass(frozen=True)
+class DamagedRun:
+    """A run with rows that cannot be read (`store.check()`); `quarantined` once it was taken out
+    of service with `store.quarantine(run_id)` (its rows then are those recorded at that time)."""
+
+    run_id: str
+    rows: tuple[DamagedRow, ...]
+    quarantined: bool = False
 
 
 @dataclass(frozen=True)
@@ -219,8 +301,12 @@ class PendingRow:
     answer: Optional[dict[str, Any]] = None
     answered_at: Optional[float] = None
 
-    def to_pending_run(self) -> PendingRun:
-        req = Request.from_dict(self.request or {"id": self.request_id, "kind": "", "prompt": ""})
+    def to_pending_run(self, store: str = "") -> PendingRun:
+        """The inbox entry; `RunDamaged` when the stored request is not a request."""
+        try:
+            req = Request.from_dict(self.request or {"id": self.request_id, "kind": "", "prompt": ""})
+        except (TypeError, ValueError) as exc:
+            raise RunDamaged(self.run_id, "request", str(exc), request_id=self.request_id, store=store) from None
         return PendingRun(self.run_id or "", req, list(self.path) if self.path else None,
                           to_datetime(self.created_at), to_datetime(self.expires_at))  # type: ignore[arg-type]
 

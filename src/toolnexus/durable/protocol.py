@@ -19,7 +19,8 @@ from __future__ import annotations
 import abc
 from typing import Any, AsyncContextManager, Optional, Protocol
 
-from .model import Changes, Holder, LoadedRun, PendingRow, PendingRun, RunSummary
+from .errors import StoreError
+from .model import Changes, DamagedRun, Holder, LoadedRun, PendingRow, PendingRun, RunSummary
 
 __all__ = ["RunStore", "PreparedCommit", "DEFAULT_LEASE_TTL", "is_run_store"]
 
@@ -64,6 +65,24 @@ class RunStore(abc.ABC):
     @abc.abstractmethod
     async def delete_run(self, run_id: str) -> None:
         """Forget a run and everything it holds (its answered requests included)."""
+
+    # -- damaged rows (`toolnexus doctor`) ----------------------------------------------------------
+
+    async def check(self) -> list[DamagedRun]:
+        """Every run with a stored row that cannot be read (cut mid-JSON, not JSON, the wrong
+        shape), each row named; runs already quarantined are listed too, flagged. Reads only.
+        The bundled stores implement it; the default says this store cannot."""
+        raise StoreError(f"toolnexus: {type(self).__name__} cannot check its rows")
+
+    async def quarantine(self, run_id: str) -> None:
+        """Take a damaged run out of service without losing anything: its status and its waiting
+        requests' become `quarantined` (the inbox stops listing them; a restore or an answer is
+        refused with `RunDamaged`), and every stored row stays as it was. `unquarantine` undoes it."""
+        raise StoreError(f"toolnexus: {type(self).__name__} cannot quarantine runs")
+
+    async def unquarantine(self, run_id: str) -> None:
+        """Put a quarantined run back exactly as it was (after repairing its rows, say)."""
+        raise StoreError(f"toolnexus: {type(self).__name__} cannot quarantine runs")
 
     # -- what a runtime writes ---------------------------------------------------------------------
 

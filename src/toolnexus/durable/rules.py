@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .errors import AnswerAlreadyApplied, RequestWithdrawn, RunInProgress
-from .model import APPLIED, CANCELLED, CLAIMED, Holder, PendingRow
+from .errors import AnswerAlreadyApplied, RequestWithdrawn, RunDamaged, RunInProgress
+from .model import APPLIED, CANCELLED, CLAIMED, QUARANTINED, Holder, PendingRow
 
 __all__ = ["check_lease", "lease_is_ours", "check_claim", "expires_at_epoch"]
 
@@ -33,11 +33,14 @@ def check_lease(run_id: str, lease: Optional[dict[str, Any]], lease_expires: Opt
 
 
 def check_claim(row: PendingRow, me: Holder, now: float, ttl: float) -> None:
-    """Raise `AnswerAlreadyApplied` unless `me` may claim this ledger row now."""
+    """Raise `AnswerAlreadyApplied` unless `me` may claim this ledger row now (`RequestWithdrawn` for a
+    withdrawn request, `RunDamaged` for one of a quarantined run)."""
     if row.status == APPLIED:
         raise AnswerAlreadyApplied(row.request_id, row.run_id)
     if row.status == CANCELLED:
         raise RequestWithdrawn(row.request_id, row.run_id)
+    if row.status == QUARANTINED:
+        raise RunDamaged(row.run_id, "request", "", request_id=row.request_id, quarantined=True)
     if row.status != CLAIMED:
         return
     claimer = Holder.from_dict(row.claim)

@@ -4,16 +4,19 @@
 it as `store=` to `Agent.run`, `AgentRuntime` or `Client`, and a parked run survives the process:
 `store.pending()` is the inbox, `toolnexus.agents.resume(store, answer, agents=[...])` answers
 one from any process, exactly once. All stores implement `RunStore` and pass one conformance
-suite; they are async context managers and never block the event loop.
+suite; they are async context managers and never block the event loop. Each stored row is read
+on its own: a damaged one is reported (`RunDamaged`, `store.check()`, `toolnexus doctor`) and can
+be quarantined, never a failure of the whole store.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..durable import (DEFAULT_LEASE_TTL, AnswerAlreadyApplied, LeaseLost, PendingRun, RequestWithdrawn,
-                       RestoreError, RunChanged, RunExists, RunInProgress, RunNotFound, RunStore, RunSummary, StoreConflict,
-                       StoreError, StoreUnavailable, StoreVersionError, is_run_store)
+from ..durable import (DEFAULT_LEASE_TTL, AnswerAlreadyApplied, DamagedRow, DamagedRun, LeaseLost, PendingRun,
+                       RequestWithdrawn, RestoreError, RunChanged, RunDamaged, RunExists, RunInProgress, RunNotFound,
+                       RunStore, RunSummary, StoreConflict, StoreError, StoreUnavailable, StoreVersionError,
+                       is_run_store)
 from .url import open_store
 
 if TYPE_CHECKING:  # the backends below load on first use; spelled out for type checkers and the API reference
@@ -41,6 +44,9 @@ __all__ = [
     "RequestWithdrawn",
     "StoreConflict",
     "RestoreError",
+    "RunDamaged",
+    "DamagedRow",
+    "DamagedRun",
     "MemoryStore",
     "FileStore",
     "SqliteStore",

@@ -18,10 +18,11 @@ from typing import Any, Optional
 
 from ..client.memory import IdLocks
 from ..durable import (Changes, ConversationOps, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged,
-                       RunExists, RunNotFound,
-                       RunStore, RunSummary, StoreConflict, StoreVersionError)
+                       RunDamaged, RunExists, RunNotFound, RunStore, RunSummary, StoreConflict, StoreVersionError)
 from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN,
-                             RUN_FORMAT, dumps, epoch, loads, to_datetime)
+                             QUARANTINED, RUN_FORMAT, decoded, dumps, epoch, to_datetime)
+from .._text import plain_text
+from ._damage import report, sift
 from ..durable.rules import check_claim, check_lease, expires_at_epoch, lease_is_ours
 from .seen import SeenConversations
 
@@ -117,23 +118,43 @@ def _apply(doc: RunDoc, changes: Changes, now: float) -> Edits:
         else:
             doc.calls[key] = dumps(entry)
     if changes.trace:
-        doc.trace = trim_trace(doc.trace + list(changes.trace))
+        changes.trace[:] = [plain_text(line) for line in changes.trace]  # what every backend writes
+        doc.trace = trim_trace(doc.trace + changes.trace)
     doc.version += 1
     doc.updated_at = now
     return edits
 
 
-def _loaded(doc: RunDoc, ledger: list[PendingRow]) -> LoadedRun:
+def doc_parts(doc: RunDoc) -> list[tuple[Optional[str], str, type]]:
+    """Every stored JSON text of a run document, with the name of its row and its shape."""
+    parts: list[tuple[Optional[str], str, type]] = [(doc.state, "run state", dict), (doc.result, "run result", dict)]
+    parts += [(text, f"record of handle {hid!r}", dict) for hid, text in doc.handles.items()]
+    for key, text in doc.calls.items():
+        conv, _, call_id = key.partition("\x00")
+        parts.append((text, f"journal entry {call_id!r} of {conv!r}", dict))
+    for conv, msgs in doc.conversations.items():
+        parts += [(text, f"message {i} of conversation {conv!r}", dict) for i, text in enumerate(msgs)]
+    return parts
+
+
+def _loaded(doc: RunDoc, ledger: list[PendingRow], url: str) -> LoadedRun:
+    """The run as committed; every row decoded on its own (a damaged one is a `RunDamaged` naming it)."""
+    run_id = doc.run_id
+
+    def read(text: Optional[str], part: str) -> Any:
+        return decoded(text, run_id, part, store=url, shape=dict)
+
     calls: dict[tuple[str, str], dict[str, Any]] = {}
     for key, text in doc.calls.items():
         conv, _, call_id = key.partition("\x00")
-        calls[(conv, call_id)] = loads(text)
+        calls[(conv, call_id)] = read(text, f"journal entry {call_id!r} of {conv!r}")
     return LoadedRun(
         run_id=doc.run_id, kind=doc.kind, entry_agent=doc.entry_agent, status=doc.status, version=doc.version,
-        format=doc.format, created_at=doc.created_at, updated_at=doc.updated_at, state=loads(doc.state),
-        result=loads(doc.result), lease=doc.lease, lease_expires=doc.lease_expires,
-        handles={hid: loads(text) for hid, text in doc.handles.items()},
-        conversations={conv: [loads(m) for m in msgs] for conv, msgs in doc.conversations.items()},
+        format=doc.format, created_at=doc.created_at, updated_at=doc.updated_at, state=read(doc.state, "run state"),
+        result=read(doc.result, "run result"), lease=doc.lease, lease_expires=doc.lease_expires,
+        handles={hid: read(text, f"record of handle {hid!r}") for hid, text in doc.handles.items()},
+        conversations={conv: [read(m, f"message {i} of conversation {conv!r}") for i, m in enumerate(msgs)]
+                       for conv, msgs in doc.conversations.items()},
         calls=calls, pending=[r for r in ledger if r.run_id == doc.run_id], trace=list(doc.trace))
 
 
@@ -160,8 +181,9 @@ class DocumentStore(RunStore):
         """Persist `doc`'s row, the conversation `edits`, the appended `trace` and ledger `rows`."""
 
     @abc.abstractmethod
-    async def _ledger(self) -> dict[str, PendingRow]:
-        """Every ledger row by request id (copies)."""
+    async def _ledger(self, damaged: Optional[list[RunDamaged]] = None) -> dict[str, PendingRow]:
+        """Every ledger row by request id (copies). A row that cannot be read raises `RunDamaged`,
+        or, when `damaged` is a list, is left out and its error appended there."""
 
     @abc.abstractmethod
     async def _rows_get(self, request_ids: list[str]) -> dict[str, PendingRow]:
@@ -192,7 +214,8 @@ class DocumentStore(RunStore):
     async def get_record(self, namespace: str, key: str) -> Optional[dict[str, Any]]:
         await self.open()
         async with self._locked():
-            return loads(await self._record(namespace, key))
+            text = await self._record(namespace, key)
+        return decoded(text, None, f"record {key!r} of {namespace!r}", store=self.url)
 
     async def put_record(self, namespace: str, key: str, value: dict[str, Any]) -> None:
         await self.open()
@@ -203,7 +226,10 @@ class DocumentStore(RunStore):
     async def list_records(self, namespace: str) -> list[dict[str, Any]]:
         await self.open()
         async with self._locked():
-            return [loads(t) for t in await self._records(namespace)]
+            texts = await self._records(namespace)
+        found, damaged = sift(texts, lambda t: decoded(t, None, f"a record of {namespace!r}", store=self.url))
+        report(damaged, f"the records of {namespace!r}")
+        return found
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -212,6 +238,8 @@ class DocumentStore(RunStore):
             raise StoreVersionError(
                 f"toolnexus: run {doc.run_id!r} in {self.url} was written by a newer toolnexus (run format "
                 f"{doc.format}; this version reads {RUN_FORMAT}) — upgrade toolnexus to restore it")
+        if doc.status == QUARANTINED:
+            raise RunDamaged(doc.run_id, "run", "", store=self.url, quarantined=True)
 
     async def _must(self, run_id: str, *, messages: bool = False) -> RunDoc:
         doc = await self._read(run_id, messages=messages)
@@ -224,27 +252,38 @@ class DocumentStore(RunStore):
 
     async def pending(self) -> list[PendingRun]:
         await self.open()
+        damaged: list[RunDamaged] = []
         async with self._locked():
-            rows = [r for r in (await self._ledger()).values() if r.status in (OPEN, CLAIMED) and r.request]
+            rows = [r for r in (await self._ledger(damaged)).values() if r.status in (OPEN, CLAIMED) and r.request]
         rows.sort(key=lambda r: (r.created_at, r.request_id))
-        return [r.to_pending_run() for r in rows]
+        found, unreadable = sift(rows, lambda r: r.to_pending_run(self.url))
+        report(damaged + unreadable, "the inbox")
+        return found
 
     async def runs(self, status: Optional[str] = None) -> list[RunSummary]:
         await self.open()
         out = []
+        damaged: list[RunDamaged] = []
         async with self._locked():
             for run_id in await self._run_ids():
-                doc = await self._read(run_id, messages=False)
+                try:
+                    doc = await self._read(run_id, messages=False)
+                except RunDamaged as exc:
+                    damaged.append(exc)
+                    continue
                 if doc is not None and (status is None or doc.status == status):
                     out.append(RunSummary(doc.run_id, doc.status, doc.entry_agent, to_datetime(doc.updated_at),  # type: ignore[arg-type]
                                           to_datetime(doc.created_at), doc.kind))  # type: ignore[arg-type]
+        report(damaged, "the runs listed")
         out.sort(key=lambda s: s.updated_at, reverse=True)
         return out
 
     async def delete_run(self, run_id: str) -> None:
         await self.open()
+        damaged: list[RunDamaged] = []
         async with self._locked():
-            ids = [r.request_id for r in (await self._ledger()).values() if r.run_id == run_id]
+            ids = [r.request_id for r in (await self._ledger(damaged)).values() if r.run_id == run_id]
+            ids += [exc.request_id for exc in damaged if exc.run_id == run_id and exc.request_id]
             await self._forget(run_id, ids)
 
     # -- runtime-facing ----------------------------------------------------------------------------
@@ -303,7 +342,12 @@ class DocumentStore(RunStore):
         await self.open()
         async with self._locked():
             doc = await self._must(run_id, messages=True)
-            return _loaded(doc, list((await self._ledger()).values()))
+            damaged: list[RunDamaged] = []
+            ledger = list((await self._ledger(damaged)).values())
+        for exc in damaged:  # only this run's damaged rows concern its load
+            if exc.run_id == run_id:
+                raise exc
+        return _loaded(doc, ledger, self.url)
 
     async def commit(self, run_id: str, holder: Holder, changes: Changes, *, lease_ttl: float) -> int:
         await self.open()
@@ -384,7 +428,8 @@ class DocumentStore(RunStore):
         if doc is None:
             self._loaded_ids.pop(id)
             return None
-        messages = [loads(m) for m in doc.conversations.get(id, [])]
+        messages = [decoded(m, doc.run_id, f"message {i} of conversation {id!r}", store=self.url, shape=dict)
+                    for i, m in enumerate(doc.conversations.get(id, []))]
         self._loaded_ids.put(id, doc.version, list(messages))
         return messages
 

@@ -2,8 +2,11 @@
 
 Layout under DIR: `store.json` (schema version), `runs/<run>/run.json` (the run's row: handle
 records, the tool-call journal, lease), `runs/<run>/conv/<conversation>.jsonl` (append-only
-transcripts, one JSON message per line), `runs/<run>/trace.jsonl`, `requests/<id>.json` (the
-answer ledger).
+transcripts, one JSON message per line), `runs/<run>/trace.jsonl`, `requests/<id>` (the answer
+ledger), `records/<namespace>/<key>.json`, and `quarantine/` (files of quarantined runs that could
+not be read, moved there unchanged: see `store.quarantine`). Each file is read on its own: one
+that cannot be read is reported as damaged (naming its run and request), never a failure of the
+others.
 
 Atomicity without a database: one store-wide `flock` serialises writers across processes, and a
 commit first writes its whole effect to `redo.json` (the library's atomic write, `toolnexus._fs`:
@@ -23,14 +26,17 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Optional, TypeVar
 
 from .._fs import fsync_dir, write_atomic
-from ..durable import StoreUnavailable, StoreVersionError
-from ..durable.model import SCHEMA_VERSION, PendingRow
-from .document import TRACE_KEEP, DocumentStore, Edits, RunDoc
+from ..durable import DamagedRow, RunDamaged, StoreUnavailable, StoreVersionError
+from ..durable.model import SCHEMA_VERSION, PendingRow, decoded, dumps
+from ..errors import ToolnexusTypeError
+from ._doc_check import CheckedDocumentStore
+from .document import TRACE_KEEP, Edits, RunDoc
 
 __all__ = ["FileStore"]
 
@@ -42,10 +48,38 @@ def _name(value: str) -> str:
     """A file name for an id: readable when short and plain, a digest otherwise."""
     from urllib.parse import quote
 
-    quoted = quote(value, safe="-_.")
+    quoted = quote(value, safe="-_.", errors="surrogatepass")
     if quoted.startswith(".") or len(quoted) > 150:
-        return "h-" + hashlib.sha256(value.encode()).hexdigest()
+        return "h-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
     return quoted
+
+
+def _unname(name: str) -> str:
+    """The id a file name was made from (a digest name stays as it is)."""
+    from urllib.parse import unquote
+
+    return name if name.startswith("h-") else unquote(name, errors="surrogatepass")
+
+
+_RUN_ID = re.compile(r'"run_id":\s*("(?:[^"\\]|\\.)*")')
+
+
+def _run_id_in(raw: str) -> Optional[str]:
+    """The run id a damaged ledger file names, if the part that is left still says it."""
+    found = _RUN_ID.search(raw)
+    if found is None:
+        return None
+    try:
+        value = json.loads(found.group(1))
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _read_text(path: str) -> str:
+    """A file's text; bytes that are not UTF-8 kept as lone surrogates (so the JSON reader says what is wrong)."""
+    with open(path, "rb") as fh:
+        return fh.read().decode("utf-8", "surrogateescape")
 
 
 def _write_atomic(path: str, text: str) -> None:
@@ -59,7 +93,7 @@ def _read_lines(path: str, limit: Optional[int] = None) -> list[str]:
             data = fh.read()
     except FileNotFoundError:
         return []
-    lines = data.decode("utf-8").split("\n")
+    lines = data.decode("utf-8", "surrogateescape").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return lines[-limit:] if limit is not None else lines
@@ -93,7 +127,7 @@ def _append_at(path: str, offset: int, lines: list[str]) -> int:
         os.close(fd)
 
 
-class FileStore(DocumentStore):
+class FileStore(CheckedDocumentStore):
     """Runs and the answer ledger as files under one directory."""
 
     def __init__(self, directory: str) -> None:
@@ -179,11 +213,10 @@ class FileStore(DocumentStore):
     def _redo_sync(self) -> None:
         path = self._path("redo.json")
         try:
-            with open(path, encoding="utf-8") as fh:
-                redo = json.load(fh)
+            redo = decoded(_read_text(path), None, "redo log", shape=dict)
         except FileNotFoundError:
             return
-        except ValueError:  # torn before its rename completed cannot happen; a corrupt file is dropped
+        except RunDamaged:  # torn before its rename completed cannot happen; a corrupt file is dropped
             os.unlink(path)
             return
         self._apply_redo(redo)
@@ -196,9 +229,9 @@ class FileStore(DocumentStore):
             for conv_file, (offset, lines) in (redo.get("appends") or {}).items():
                 target = os.path.join(base, "trace.jsonl") if conv_file == _TRACE else os.path.join(base, "conv", conv_file)
                 _append_at(target, offset, lines)
-            _write_atomic(os.path.join(base, "run.json"), json.dumps(redo["row"], ensure_ascii=False))
+            _write_atomic(os.path.join(base, "run.json"), dumps(redo["row"]))
         for name, row in (redo.get("rows") or {}).items():
-            _write_atomic(self._path("requests", name), json.dumps(row, ensure_ascii=False))
+            _write_atomic(self._path("requests", name), dumps(row))
         os.unlink(self._path("redo.json"))
         fsync_dir(self.directory)
 
@@ -206,10 +239,10 @@ class FileStore(DocumentStore):
 
     def _row_sync(self, run_id: str) -> Optional[dict[str, Any]]:
         try:
-            with open(self._path("runs", _name(run_id), "run.json"), encoding="utf-8") as fh:
-                return json.load(fh)
+            text = _read_text(self._path("runs", _name(run_id), "run.json"))
         except FileNotFoundError:
             return None
+        return decoded(text, run_id, "run record", store=self.url, shape=dict)
 
     async def _read(self, run_id: str, *, messages: bool) -> Optional[RunDoc]:
         return await self._io(self._read_sync, run_id, messages)
@@ -218,8 +251,12 @@ class FileStore(DocumentStore):
         row = self._row_sync(run_id)
         if row is None:
             return None
-        doc = RunDoc.from_row(row["doc"])
-        doc.sizes = dict(row.get("sizes") or {})
+        try:
+            doc = RunDoc.from_row(row["doc"])
+            doc.sizes = dict(row.get("sizes") or {})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RunDamaged(run_id, "run record", f"not a run record ({type(exc).__name__}: {exc})",
+                             store=self.url) from None
         if messages:
             base = self._path("runs", _name(run_id))
             doc.conversations = {conv: _read_lines(os.path.join(base, "conv", _name(conv)))[:count]
@@ -250,7 +287,7 @@ class FileStore(DocumentStore):
             sizes[_TRACE] = offset + sum(len(line.encode("utf-8")) + 1 for line in trace)
         redo = {"run_dir": run_dir, "appends": appends, "row": {"doc": doc.row(), "sizes": sizes},
                 "rows": {_name(r.request_id): r.to_dict() for r in rows}}
-        _write_atomic(self._path("redo.json"), json.dumps(redo, ensure_ascii=False))
+        _write_atomic(self._path("redo.json"), dumps(redo))
         self._apply_redo(redo)
         doc.sizes = sizes
 
@@ -259,22 +296,44 @@ class FileStore(DocumentStore):
 
     def _write_rows_sync(self, rows: list[PendingRow]) -> None:
         redo = {"rows": {_name(r.request_id): r.to_dict() for r in rows}}
-        _write_atomic(self._path("redo.json"), json.dumps(redo, ensure_ascii=False))
+        _write_atomic(self._path("redo.json"), dumps(redo))
         self._apply_redo(redo)
 
-    async def _ledger(self) -> dict[str, PendingRow]:
-        return await self._io(self._ledger_sync)
+    async def _ledger(self, damaged: Optional[list[RunDamaged]] = None) -> dict[str, PendingRow]:
+        return await self._io(self._ledger_sync, damaged)
 
-    def _ledger_sync(self) -> dict[str, PendingRow]:
+    def _ledger_sync(self, damaged: Optional[list[RunDamaged]] = None) -> dict[str, PendingRow]:
         out: dict[str, PendingRow] = {}
         folder = self._path("requests")
         for name in os.listdir(folder):
             if name.startswith("."):
                 continue
-            with open(os.path.join(folder, name), encoding="utf-8") as fh:
-                row = PendingRow.from_dict(json.load(fh))
+            try:
+                row = self._ledger_row(os.path.join(folder, name), _unname(name))
+            except FileNotFoundError:
+                continue
+            except RunDamaged as exc:
+                if damaged is None:
+                    raise
+                damaged.append(exc)
+                continue
             out[row.request_id] = row
         return out
+
+    def _ledger_row(self, path: str, request_id: str) -> PendingRow:
+        """One ledger file, read on its own (`RunDamaged` naming its run, if it still says, and request)."""
+        text = _read_text(path)
+        try:
+            data = decoded(text, None, "request", request_id=request_id, store=self.url, shape=dict)
+            row = PendingRow.from_dict(data)
+            if not isinstance(row.request_id, str) or not isinstance(row.request, (dict, type(None))):
+                raise ToolnexusTypeError("the ledger row's request_id or request has the wrong type")
+            return row
+        except RunDamaged as exc:
+            raise RunDamaged(_run_id_in(text), exc.part, exc.reason, request_id=request_id, store=self.url) from None
+        except (TypeError, ValueError) as exc:
+            raise RunDamaged(_run_id_in(text), "request", f"not a ledger row ({exc})", request_id=request_id,
+                             store=self.url) from None
 
     async def _rows_get(self, request_ids: list[str]) -> dict[str, PendingRow]:
         return await self._io(self._rows_get_sync, request_ids)
@@ -283,24 +342,74 @@ class FileStore(DocumentStore):
         out: dict[str, PendingRow] = {}
         for request_id in request_ids:
             try:
-                with open(self._path("requests", _name(request_id)), encoding="utf-8") as fh:
-                    out[request_id] = PendingRow.from_dict(json.load(fh))
+                out[request_id] = self._ledger_row(self._path("requests", _name(request_id)), request_id)
             except FileNotFoundError:
-                continue
+                aside = self._path("quarantine", "requests", _name(request_id))
+                if os.path.exists(aside):  # its run was quarantined with this file unreadable
+                    raise RunDamaged(_run_id_in(_read_text(aside)), "request", "", request_id=request_id,
+                                     store=self.url, quarantined=True) from None
         return out
 
     async def _run_ids(self) -> list[str]:
         return await self._io(self._run_ids_sync)
 
     def _run_ids_sync(self) -> list[str]:
+        """Every run whose record can be read (`_unreadable_docs` lists the others)."""
         ids = []
         for name in os.listdir(self._path("runs")):
             try:
                 with open(self._path("runs", name, "run.json"), encoding="utf-8") as fh:
                     ids.append(json.load(fh)["doc"]["run_id"])
-            except (OSError, ValueError, KeyError):
+            except (OSError, ValueError, KeyError, TypeError):
                 continue
         return ids
+
+    async def _unreadable_docs(self) -> list[DamagedRow]:
+        return await self._io(self._unreadable_sync)
+
+    def _unreadable_sync(self) -> list[DamagedRow]:
+        found = []
+        for name in sorted(os.listdir(self._path("runs"))):
+            try:
+                self._read_sync(_unname(name), False)
+            except FileNotFoundError:
+                continue
+            except RunDamaged as exc:
+                found.append(DamagedRow.of(exc))
+        return found
+
+    async def _set_aside(self, run_id: str, whole_run: bool, request_ids: list[str]) -> list[str]:
+        return await self._io(self._set_aside_sync, run_id, whole_run, request_ids)
+
+    def _set_aside_sync(self, run_id: str, whole_run: bool, request_ids: list[str]) -> list[str]:
+        """Move a run's unreadable files (its folder, if its record is; those ledger files) under
+        `quarantine/`, unchanged; the paths moved, relative to the store."""
+        moved = [os.path.join("requests", _name(r)) for r in request_ids]
+        if whole_run:
+            moved.append(os.path.join("runs", _name(run_id)))
+        for rel in moved:
+            os.makedirs(os.path.dirname(self._path("quarantine", rel)), exist_ok=True)
+            os.replace(self._path(rel), self._path("quarantine", rel))
+        fsync_dir(self.directory)
+        return moved
+
+    async def _put_back(self, moved: list[str]) -> None:
+        await self._io(self._put_back_sync, moved)
+
+    def _put_back_sync(self, moved: list[str]) -> None:
+        for rel in moved:
+            if os.path.exists(self._path("quarantine", rel)):
+                os.replace(self._path("quarantine", rel), self._path(rel))
+        fsync_dir(self.directory)
+
+    async def _drop_record(self, namespace: str, key: str) -> None:
+        await self._io(self._drop_record_sync, namespace, key)
+
+    def _drop_record_sync(self, namespace: str, key: str) -> None:
+        try:
+            os.unlink(self._path("records", _name(namespace), _name(key) + ".json"))
+        except FileNotFoundError:
+            pass
 
     async def _forget(self, run_id: str, request_ids: list[str]) -> None:
         await self._io(self._forget_sync, run_id, request_ids)
@@ -320,8 +429,7 @@ class FileStore(DocumentStore):
 
     def _record_sync(self, namespace: str, key: str) -> Optional[str]:
         try:
-            with open(self._path("records", _name(namespace), _name(key) + ".json"), encoding="utf-8") as fh:
-                return fh.read()
+            return _read_text(self._path("records", _name(namespace), _name(key) + ".json"))
         except FileNotFoundError:
             return None
 
@@ -343,11 +451,7 @@ class FileStore(DocumentStore):
         except FileNotFoundError:
             return []
         paths = sorted((os.path.join(folder, n) for n in names), key=os.path.getmtime)
-        out = []
-        for path in paths:
-            with open(path, encoding="utf-8") as fh:
-                out.append(fh.read())
-        return out
+        return [_read_text(path) for path in paths]
 
     def stored_bytes(self, run_id: str) -> int:
         """Bytes this run occupies on disk (for benchmarks)."""

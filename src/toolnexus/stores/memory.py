@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Optional
 
+from ..durable import RunDamaged
 from ..durable.model import PendingRow
-from .document import DocumentStore, Edits, RunDoc
+from ._doc_check import CheckedDocumentStore
+from .document import Edits, RunDoc
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(DocumentStore):
+class MemoryStore(CheckedDocumentStore):
     """Runs and the answer ledger in this process's memory."""
 
     def __init__(self) -> None:
@@ -48,7 +50,7 @@ class MemoryStore(DocumentStore):
         for row in rows:
             self._rows[row.request_id] = PendingRow.from_dict(row.to_dict())
 
-    async def _ledger(self) -> dict[str, PendingRow]:
+    async def _ledger(self, damaged: Optional[list[RunDamaged]] = None) -> dict[str, PendingRow]:
         return {k: PendingRow.from_dict(v.to_dict()) for k, v in self._rows.items()}
 
     async def _rows_get(self, request_ids: list[str]) -> dict[str, PendingRow]:
@@ -72,6 +74,9 @@ class MemoryStore(DocumentStore):
 
     async def _records(self, namespace: str) -> list[str]:
         return list(self._plain.get(namespace, {}).values())
+
+    async def _drop_record(self, namespace: str, key: str) -> None:
+        self._plain.get(namespace, {}).pop(key, None)
 
     def stored_bytes(self, run_id: str) -> int:
         """Bytes of JSON text this run occupies (for benchmarks)."""

@@ -19,7 +19,9 @@ from typing import Any, Optional, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..durable import StoreError, StoreUnavailable
-from .sql import Query, SqlStore, Steps, schema_statements, schema_steps
+from ._damage import unstorable
+from ._sql_check import SqlChecks
+from .sql import Query, Steps, schema_statements, schema_steps
 from ..errors import ToolnexusValueError
 
 __all__ = ["PostgresStore", "redact_url"]
@@ -37,7 +39,7 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(SqlChecks):
     """Runs in a PostgreSQL database, shared by any number of processes and hosts."""
 
     dialect = "postgres"
@@ -115,32 +117,56 @@ class PostgresStore(SqlStore):
         await conn.close()
 
     async def _call(self, steps: Steps[T], write: bool) -> T:
+        """Run `steps` as one transaction. A pooled connection the server dropped (a restart, a
+        failover, a killed backend) is found out only when used: when that happens before the
+        transaction sent any statement of its own — nothing of it can have been written — it runs
+        once more on a fresh connection (the pool discards the dead one), instead of failing a
+        commit whose work is intact and making the caller think it was lost."""
         import psycopg
 
-        try:
-            async with self._pool.connection() as conn, conn.pipeline() as pipeline, conn.transaction():
-                if not write:
-                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                try:
-                    result: Any = None
-                    query = steps.send(None)
-                    while True:
-                        result = await self._execute(conn, query, pipeline)
-                        query = steps.send(result)
-                except StopIteration as stop:
-                    return stop.value
-                finally:
-                    steps.close()
-        except StoreError:
-            raise
-        except (psycopg.Error, OSError) as exc:
-            raise StoreUnavailable(f"toolnexus: the PostgreSQL store {self.url} failed: {type(exc).__name__}: "
-                                   f"{exc} — check the server; committed work is intact") from exc
-        except Exception as exc:
-            if type(exc).__name__ == "PoolTimeout":
-                raise StoreUnavailable(f"toolnexus: no connection to the PostgreSQL store {self.url} within "
-                                       f"{self.timeout:g}s — the server is down or the pool is exhausted") from exc
-            raise
+        for attempt in (1, 2):
+            began: list[bool] = []
+            try:
+                return await self._transaction(steps, write, began)
+            except psycopg.OperationalError as exc:
+                if attempt == 1 and not began and type(exc).__name__ != "PoolTimeout":
+                    continue
+                raise self._unavailable(exc) from exc
+            except StoreError:
+                raise
+            except UnicodeEncodeError as exc:
+                raise unstorable(self.url, exc) from None
+            except psycopg.DataError as exc:
+                if "NUL" not in str(exc):
+                    raise self._unavailable(exc) from exc
+                raise unstorable(self.url, exc) from None
+            except (psycopg.Error, OSError) as exc:
+                raise self._unavailable(exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _unavailable(self, exc: BaseException) -> StoreError:
+        if type(exc).__name__ == "PoolTimeout":
+            return StoreUnavailable(f"toolnexus: no connection to the PostgreSQL store {self.url} within "
+                                    f"{self.timeout:g}s — the server is down or the pool is exhausted")
+        return StoreUnavailable(f"toolnexus: the PostgreSQL store {self.url} failed: {type(exc).__name__}: "
+                                f"{exc} — check the server; committed work is intact")
+
+    async def _transaction(self, steps: Steps[T], write: bool, began: list[bool]) -> T:
+        """One try of `_call`; `began` gets an entry once a statement of `steps` is about to be sent."""
+        async with self._pool.connection() as conn, conn.pipeline() as pipeline, conn.transaction():
+            if not write:
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            began.append(True)
+            try:
+                result: Any = None
+                query = steps.send(None)
+                while True:
+                    result = await self._execute(conn, query, pipeline)
+                    query = steps.send(result)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                steps.close()
 
     @staticmethod
     async def _execute(conn: Any, query: Query, pipeline: Any) -> Any:

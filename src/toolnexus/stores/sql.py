@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, NoReturn, Optional, TypeVar
 
 from ..client.memory import IdLocks
-from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged, RunExists,
-                       RunNotFound,
-                       RunStore, RunSummary, StoreConflict, StoreVersionError)
-from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN, RUN_FORMAT,
-                             dumps, epoch, loads, to_datetime)
+from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged,
+                       RunDamaged, RunExists, RunNotFound, RunStore, RunSummary, StoreConflict, StoreVersionError)
+from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN, QUARANTINED,
+                             RUN_FORMAT, decoded, dumps, epoch, to_datetime)
 from ..durable.rules import check_claim, check_lease, expires_at_epoch, lease_is_ours
+from .._text import plain_text
+from ._damage import QUARANTINE_NS, report, sift
 from .document import TRACE_KEEP
 from .seen import SeenConversations
 
@@ -135,8 +136,29 @@ _RUN_COLS = ("run_id, kind, entry_agent, status, created_at, updated_at, version
 _PENDING_COLS = "request_id, run_id, handle_id, request, path, created_at, expires_at, status, claim, answer, answered_at"
 
 
-def _pending_row(r: Any) -> PendingRow:
-    return PendingRow(r[0], r[1], r[2], loads(r[3]), loads(r[4]), r[5], r[6], r[7], loads(r[8]), loads(r[9]), r[10])
+def _pending_row(r: Any, url: str = "") -> PendingRow:
+    """A ledger row, each JSON column decoded on its own (`RunDamaged` naming run and request)."""
+    request_id, run_id = r[0], r[1]
+    try:
+        return PendingRow(request_id, run_id, r[2],
+                          decoded(r[3], run_id, "request", request_id=request_id, store=url, shape=dict),
+                          decoded(r[4], run_id, "path", request_id=request_id, store=url, shape=list), r[5], r[6],
+                          r[7], decoded(r[8], run_id, "claim", request_id=request_id, store=url, shape=dict),
+                          decoded(r[9], run_id, "answer", request_id=request_id, store=url, shape=dict), r[10])
+    except RunDamaged as exc:
+        if r[7] != QUARANTINED:
+            raise
+        raise RunDamaged(run_id, exc.part, exc.reason, request_id=request_id, store=url, quarantined=True) from None
+
+
+def _lease_of(row: tuple[Any, ...], url: str = "") -> Any:
+    """A run row's lease (`RunDamaged` if it cannot be read)."""
+    return decoded(row[10], row[0], "lease", store=url, shape=dict)
+
+
+def _refuse_quarantined(row: tuple[Any, ...], url: str) -> None:
+    if row[3] == QUARANTINED:
+        raise RunDamaged(row[0], "run", "", store=url, quarantined=True)
 
 
 def _pending_params(row: PendingRow) -> tuple[Any, ...]:
@@ -206,6 +228,7 @@ def _must_run(run_id: str, url: str, *, lock: bool = True) -> Steps[tuple[Any, .
     if row is None:
         raise RunNotFound(run_id, url)
     _check_format(row, url)
+    _refuse_quarantined(row, url)
     return row
 
 
@@ -244,7 +267,7 @@ def create_steps(run_id: str, kind: str, entry: Optional[str], holder: Holder, t
 def acquire_steps(run_id: str, holder: Holder, ttl: float, takeover: bool, url: str) -> Steps[int]:
     row = yield from _must_run(run_id, url)
     now = epoch()
-    check_lease(run_id, loads(row[10]), row[11], holder, now, takeover)
+    check_lease(run_id, _lease_of(row, url), row[11], holder, now, takeover)
     yield Query("UPDATE tn_runs SET lease = ?, lease_id = ?, lease_expires = ? WHERE run_id = ?",
                 (dumps(holder.to_dict()), holder.id, now + ttl, run_id))
     return int(row[6])
@@ -252,7 +275,7 @@ def acquire_steps(run_id: str, holder: Holder, ttl: float, takeover: bool, url: 
 
 def renew_steps(run_id: str, holder: Holder, ttl: float, url: str) -> Steps[None]:
     row = yield from _must_run(run_id, url)
-    lease = loads(row[10])
+    lease = _lease_of(row, url)
     if not lease_is_ours(lease, holder):
         raise LeaseLost(run_id, _describe(lease))
     yield Query("UPDATE tn_runs SET lease_expires = ? WHERE run_id = ?", (epoch() + ttl, run_id))
@@ -260,7 +283,7 @@ def renew_steps(run_id: str, holder: Holder, ttl: float, url: str) -> Steps[None
 
 def release_steps(run_id: str, holder: Holder) -> Steps[None]:
     row = yield from _run_row(run_id, lock=True)
-    if row is not None and lease_is_ours(loads(row[10]), holder):
+    if row is not None and lease_is_ours(_lease_of(row), holder):
         yield Query("UPDATE tn_runs SET lease = NULL, lease_id = NULL, lease_expires = NULL WHERE run_id = ?", (run_id,))
 
 
@@ -372,7 +395,7 @@ def _lease_steps(run_id: str, holder: Holder, changes: Changes, url: str) -> Ste
     """The slow path of a commit: lock the run's row and check that the lease may be taken (or is
     ours) and that the run is at the version the holder expects, or say why not."""
     row = yield from _must_run(run_id, url)
-    lease = loads(row[10])
+    lease = _lease_of(row, url)
     if changes.take_lease:
         check_lease(run_id, lease, row[11], holder, epoch(), False)
     elif not lease_is_ours(lease, holder):
@@ -624,7 +647,7 @@ def _trace_writes(run_id: str, lines: list[str], last_trace: int) -> list[Query]
         return []
     first = last_trace - len(lines) + 1
     writes = [Query("INSERT INTO tn_trace (run_id, seq, line) VALUES (?, ?, ?)",
-                    [(run_id, first + i, line) for i, line in enumerate(lines)], many=True)]
+                    [(run_id, first + i, plain_text(line)) for i, line in enumerate(lines)], many=True)]
     if last_trace // 1000 != (first - 1) // 1000 and last_trace > TRACE_KEEP:  # trim now and then, not every commit
         writes.append(Query("DELETE FROM tn_trace WHERE run_id = ? AND seq <= ?", (run_id, last_trace - TRACE_KEEP)))
     return writes
@@ -676,34 +699,46 @@ def _messages_of(cid: int) -> Query:
 
 
 def load_steps(run_id: str, url: str) -> Steps[LoadedRun]:
+    """A run as committed; every row decoded on its own (a damaged one is a `RunDamaged` naming it)."""
     row = yield from _must_run(run_id, url, lock=False)
     rows = yield Query(_RUN_ROWS, (run_id,), "all")
-    conversations: dict[str, list[Any]] = {}
-    handles: dict[str, Any] = {}
-    records = row[1] != KIND_CONVERSATION  # a client conversation's id is the caller's: any name at all
-    for conv_id, text in rows:
-        if records and conv_id.startswith(RECORD):
-            if text is not None:
-                handles[conv_id[len(RECORD):]] = loads(text)
-        else:
-            msgs = conversations.setdefault(conv_id, [])
-            if text is not None:  # a conversation with no messages (yet, or rewound to none) is kept, empty
-                msgs.append(loads(text))
+    handles, conversations = _run_rows(run_id, row[1], rows, url)
     calls = yield Query("SELECT conv_id, call_id, entry FROM tn_calls WHERE run_id = ?", (run_id,), "all")
     pend = yield Query(f"SELECT {_PENDING_COLS} FROM tn_pending WHERE run_id = ? ORDER BY created_at", (run_id,), "all")
     trace = yield Query("SELECT line FROM tn_trace WHERE run_id = ? ORDER BY seq", (run_id,), "all")
     return LoadedRun(
         run_id=row[0], kind=row[1], entry_agent=row[2], status=row[3], created_at=row[4], updated_at=row[5],
-        version=int(row[6]), format=int(row[7]), state=loads(row[8]), result=loads(row[9]), lease=loads(row[10]),
+        version=int(row[6]), format=int(row[7]), state=decoded(row[8], run_id, "run state", store=url, shape=dict),
+        result=decoded(row[9], run_id, "run result", store=url, shape=dict), lease=_lease_of(row, url),
         lease_expires=row[11], handles=handles, conversations=conversations,
-        calls={(c, k): loads(e) for c, k, e in calls}, pending=[_pending_row(p) for p in pend],
-        trace=[t[0] for t in trace][-TRACE_KEEP:])
+        calls={(c, k): decoded(e, run_id, f"journal entry {k!r} of {c!r}", store=url, shape=dict) for c, k, e in calls},
+        pending=[_pending_row(p, url) for p in pend], trace=[t[0] for t in trace][-TRACE_KEEP:])
 
 
-def pending_steps() -> Steps[list[PendingRun]]:
+def _run_rows(run_id: str, kind: str, rows: list[tuple[str, Optional[str]]],
+              url: str) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """A run's handle records and transcripts from its `_RUN_ROWS`, each row decoded on its own."""
+    conversations: dict[str, list[Any]] = {}
+    handles: dict[str, Any] = {}
+    records = kind != KIND_CONVERSATION  # a client conversation's id is the caller's: any name at all
+    for conv_id, text in rows:
+        if records and conv_id.startswith(RECORD):
+            if text is not None:
+                hid = conv_id[len(RECORD):]
+                handles[hid] = decoded(text, run_id, f"record of handle {hid!r}", store=url, shape=dict)
+        else:
+            msgs = conversations.setdefault(conv_id, [])
+            if text is not None:  # a conversation with no messages (yet, or rewound to none) is kept, empty
+                msgs.append(decoded(text, run_id, f"message {len(msgs)} of conversation {conv_id!r}", store=url,
+                                    shape=dict))
+    return handles, conversations
+
+
+def pending_steps(url: str = "") -> Steps[tuple[list[PendingRun], list[RunDamaged]]]:
+    """The inbox: each row decoded on its own — the healthy ones, and why each other one is not."""
     rows = yield Query(f"SELECT {_PENDING_COLS} FROM tn_pending WHERE status IN (?, ?) AND request IS NOT NULL "
                        "ORDER BY created_at, request_id", (OPEN, CLAIMED), "all")
-    return [_pending_row(r).to_pending_run() for r in rows]
+    return sift(rows, lambda r: _pending_row(r, url).to_pending_run(url))
 
 
 def runs_steps(status: Optional[str]) -> Steps[list[RunSummary]]:
@@ -719,6 +754,7 @@ def delete_steps(run_id: str) -> Steps[None]:
         yield Query("DELETE FROM tn_messages WHERE k >= ? AND k < ?", _span(int(cid)))
     for table in ("tn_convs", "tn_calls", "tn_pending", "tn_trace", "tn_runs"):
         yield Query(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+    yield Query("DELETE FROM tn_records WHERE ns = ? AND key = ?", (QUARANTINE_NS, run_id))  # if it was quarantined
 
 
 def get_record_steps(namespace: str, key: str) -> Steps[Optional[str]]:
@@ -747,7 +783,8 @@ def conversation_get_steps(conv: str) -> Steps[Optional[tuple[int, list[Any]]]]:
     if found is None:
         return int(row[6]), []
     msgs = yield _messages_of(int(found[0]))
-    return int(row[6]), [loads(m[0]) for m in msgs]
+    return int(row[6]), [decoded(m[0], run_id, f"message {i} of conversation {conv!r}", shape=dict)
+                         for i, m in enumerate(msgs)]
 
 
 def conversation_save_steps(conv: str, messages: list[Any], seen: Optional[tuple[int, list[Any]]], url: str,
@@ -810,7 +847,9 @@ class SqlStore(RunStore):
         """Run one step generator as one transaction."""
 
     async def pending(self) -> list[PendingRun]:
-        return await self._run(pending_steps(), write=False)
+        found, damaged = await self._run(pending_steps(self.url), write=False)
+        report(damaged, "the inbox")
+        return found
 
     async def runs(self, status: Optional[str] = None) -> list[RunSummary]:
         return await self._run(runs_steps(status), write=False)
@@ -868,11 +907,17 @@ class SqlStore(RunStore):
         return version
 
     async def find_request(self, request_id: str) -> Optional[PendingRow]:
-        return await self._run(find_steps(request_id), write=False)
+        try:
+            return await self._run(find_steps(request_id), write=False)
+        except RunDamaged as exc:
+            raise exc.at(self.url) from None
 
     async def claim(self, request_id: str, holder: Holder, answer: dict[str, Any], *, ttl: float,
                     run_id: Optional[str] = None) -> PendingRow:
-        return await self._run(claim_steps(request_id, holder, answer, ttl, run_id))
+        try:
+            return await self._run(claim_steps(request_id, holder, answer, ttl, run_id))
+        except RunDamaged as exc:
+            raise exc.at(self.url) from None
 
     async def unclaim(self, request_id: str, holder: Holder) -> None:
         await self._run(unclaim_steps(request_id, holder))
@@ -881,13 +926,17 @@ class SqlStore(RunStore):
         await self._run(mark_applied_steps(request_id, holder))
 
     async def get_record(self, namespace: str, key: str) -> Optional[dict[str, Any]]:
-        return loads(await self._run(get_record_steps(namespace, key), write=False))
+        return decoded(await self._run(get_record_steps(namespace, key), write=False), None,
+                       f"record {key!r} of {namespace!r}", store=self.url)
 
     async def put_record(self, namespace: str, key: str, value: dict[str, Any]) -> None:
         await self._run(put_record_steps(namespace, key, dumps(value)))
 
     async def list_records(self, namespace: str) -> list[dict[str, Any]]:
-        return [loads(t) for t in await self._run(list_records_steps(namespace), write=False)]
+        texts = await self._run(list_records_steps(namespace), write=False)
+        found, damaged = sift(texts, lambda t: decoded(t, None, f"a record of {namespace!r}", store=self.url))
+        report(damaged, f"the records of {namespace!r}")
+        return found
 
     def lock(self, id: str) -> Any:  # noqa: A002
         return self._conv_locks.hold(id)
