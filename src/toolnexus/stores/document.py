@@ -205,6 +205,16 @@ class DocumentStore(RunStore):
         async with self._locked():
             return [loads(t) for t in await self._records(namespace)]
 
+    async def swap_record(self, namespace: str, key: str, expected: Optional[dict[str, Any]],
+                          value: dict[str, Any]) -> bool:
+        await self.open()
+        text = dumps(value)
+        async with self._locked():  # the store's one exclusive transaction (a file lock for the file store)
+            if loads(await self._record(namespace, key)) != expected:
+                return False
+            await self._put_record(namespace, key, text)
+            return True
+
     # -- helpers -----------------------------------------------------------------------------------
 
     def _check_format(self, doc: RunDoc) -> None:

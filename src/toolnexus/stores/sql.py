@@ -733,6 +733,23 @@ def put_record_steps(namespace: str, key: str, text: str) -> Steps[None]:
                 "SET value = excluded.value, written = excluded.written", (namespace, key, text, int(top[0]) + 1))
 
 
+def swap_record_steps(namespace: str, key: str, expected: Optional[dict[str, Any]], text: str) -> Steps[bool]:
+    # The row is locked (PostgreSQL; SQLite's write transaction holds the database) before it is
+    # compared, so two swaps from one `expected` cannot both see it; an absent row is inserted only
+    # if no one inserted it first.
+    row = yield Query("SELECT value FROM tn_records WHERE ns = ? AND key = ?", (namespace, key), "one", lock=True)
+    if (loads(row[0]) if row is not None else None) != expected:
+        return False
+    top = yield Query("SELECT COALESCE(MAX(written), 0) FROM tn_records WHERE ns = ?", (namespace,), "one")
+    if row is None:
+        made = yield Query("INSERT INTO tn_records (ns, key, value, written) VALUES (?, ?, ?, ?) "
+                           "ON CONFLICT (ns, key) DO NOTHING", (namespace, key, text, int(top[0]) + 1), "rowcount")
+        return bool(made)
+    yield Query("UPDATE tn_records SET value = ?, written = ? WHERE ns = ? AND key = ?",
+                (text, int(top[0]) + 1, namespace, key))
+    return True
+
+
 def list_records_steps(namespace: str) -> Steps[list[str]]:
     rows = yield Query("SELECT value FROM tn_records WHERE ns = ? ORDER BY written", (namespace,), "all")
     return [r[0] for r in rows]
@@ -888,6 +905,10 @@ class SqlStore(RunStore):
 
     async def list_records(self, namespace: str) -> list[dict[str, Any]]:
         return [loads(t) for t in await self._run(list_records_steps(namespace), write=False)]
+
+    async def swap_record(self, namespace: str, key: str, expected: Optional[dict[str, Any]],
+                          value: dict[str, Any]) -> bool:
+        return bool(await self._run(swap_record_steps(namespace, key, expected, dumps(value))))
 
     def lock(self, id: str) -> Any:  # noqa: A002
         return self._conv_locks.hold(id)
