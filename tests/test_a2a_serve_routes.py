@@ -28,11 +28,12 @@ async def test_card_has_the_pinned_keys_in_order_plus_supported_interfaces() -> 
             httpx.AsyncClient() as http:
         card = await card_of(http, h.url)
     assert list(card) == ["name", "description", "version", "protocolVersion", "capabilities", "defaultInputModes",
-                          "defaultOutputModes", "skills", "url", "supportedInterfaces", "provider"]
+                          "defaultOutputModes", "skills", "url", "preferredTransport", "supportedInterfaces",
+                          "provider"]
     assert card["name"] == "Helper" and card["description"] == "" and card["version"] == "0.1.0"
     assert card["protocolVersion"] == "0.3.0"
     assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
-    assert card["url"] == h.url + "/"
+    assert card["url"] == h.url + "/" and card["preferredTransport"] == "JSONRPC"  # what 0.3 readers need
     assert card["supportedInterfaces"] == [
         {"url": h.url + "/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
         {"url": h.url + "/", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
@@ -44,7 +45,7 @@ def test_card_skills_are_skill_md_skills_filtered_and_defaults_apply_only_to_non
     skills = [SkillInfo(name="triage", location="/s/triage", content="", description="Sort tickets"),
               SkillInfo(name="plain", location="/s/plain", content="")]
     card = build_agent_card({"skills": ["plain", "nope"], "version": ""}, skills, "http://x/")
-    assert card["skills"] == [{"id": "plain", "name": "plain", "description": ""}]
+    assert card["skills"] == [{"id": "plain", "name": "plain", "description": "", "tags": ["plain"]}]
     assert card["version"] == "" and "provider" not in card
     every = build_agent_card({}, skills, "http://x/")["skills"]
     assert [s["id"] for s in every] == ["triage", "plain"] and every[0]["description"] == "Sort tickets"

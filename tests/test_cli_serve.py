@@ -149,7 +149,7 @@ def test_the_card_lists_skills_from_skills_folders_filtered_by_a2a_skill(tmp_pat
     with ServeProcess(*args, "--a2a-skill", "summarise") as filtered:
         some = httpx.get(filtered.url + "/.well-known/agent-card.json").json()["skills"]
     assert [s["id"] for s in all_skills] == ["triage", "summarise"]
-    assert some == [{"id": "summarise", "name": "summarise", "description": "Summarise threads"}]
+    assert some == [{"id": "summarise", "name": "summarise", "description": "Summarise threads", "tags": ["summarise"]}]
     assert every.returncode == filtered.returncode == 0
 
 

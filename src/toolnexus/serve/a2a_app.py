@@ -14,6 +14,10 @@ JSON-RPC (`toolnexus.serve._jsonrpc` checks the envelope first): every reply is 
     body not JSON                -32700 Parse error (id null)
     not one request object, `jsonrpc` not "2.0", no `method`, an `id` not a string/integer/null
                                  -32600 Invalid Request: … (never a result)
+    streaming, resubscribing, the extended card (not declared on the card)
+                                 -32004 <method> is not supported: …
+    push notification configs (not declared on the card)
+                                 -32003 Push notifications are not supported: …
     other methods                -32601 Method not found: <method>
     bad params (no message, no messageId, no text, a negative historyLength, a bad ListTasks
     filter or page, a contextId that is not the task's, …)  -32602 Invalid params: <what, where>
@@ -52,11 +56,29 @@ __all__ = ["A2AEndpoint"]
 
 TASK_NOT_FOUND = -32001
 TASK_NOT_CANCELABLE = -32002
+PUSH_NOT_SUPPORTED = -32003
 UNSUPPORTED_OPERATION = -32004
 VERSION_NOT_SUPPORTED = -32009
 _SEND, _GET, _CANCEL, _LIST = "send", "get", "cancel", "list"
 _OPS = {"SendMessage": _SEND, "message/send": _SEND, "GetTask": _GET, "tasks/get": _GET,
         "CancelTask": _CANCEL, "tasks/cancel": _CANCEL, LIST_METHOD: _LIST}
+# A2A methods (1.0 and 0.3 names) for capabilities the card does not declare: the error A2A says
+# to answer with, not "method not found".
+_NO_STREAMING = (UNSUPPORTED_OPERATION, "is not supported: this agent does not stream (capabilities.streaming is "
+                                        "false); use SendMessage and GetTask")
+_NO_PUSH = (PUSH_NOT_SUPPORTED, "Push notifications are not supported: capabilities.pushNotifications is false; "
+                                "poll with GetTask")
+_NO_EXTENDED_CARD = (UNSUPPORTED_OPERATION, "is not supported: this agent has no extended agent card; read "
+                                            "/.well-known/agent-card.json")
+_UNDECLARED = {
+    "SendStreamingMessage": _NO_STREAMING, "SubscribeToTask": _NO_STREAMING, "message/stream": _NO_STREAMING,
+    "tasks/resubscribe": _NO_STREAMING, "GetExtendedAgentCard": _NO_EXTENDED_CARD,
+    "agent/getAuthenticatedExtendedCard": _NO_EXTENDED_CARD,
+    **{name: _NO_PUSH for name in (
+        "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig", "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete")},
+}
 
 
 async def _send_json(send: Send, payload: Any, status: int = 200) -> None:
@@ -133,6 +155,9 @@ class A2AEndpoint:
                 dialect = negotiate(method, version)
             except VersionError as exc:
                 raise RpcError(VERSION_NOT_SUPPORTED, f"Version not supported: {exc} (this server speaks 1.0 and 0.3)")
+            if dialect is None and method in _UNDECLARED:
+                code, why = _UNDECLARED[method]
+                raise RpcError(code, why if code == PUSH_NOT_SUPPORTED else f"{method} {why}")
             if dialect is None:
                 raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
             op = _OPS[method]
