@@ -98,8 +98,8 @@ def tck_python(tck: Path) -> str:
     stamp = venv / ".toolnexus-installed"
     if not stamp.exists() or stamp.read_text() != PINNED:
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", str(tck)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--quiet", "--upgrade", "pip"], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--quiet", str(tck)], check=True)
         stamp.write_text(PINNED)
     return str(python)
 
