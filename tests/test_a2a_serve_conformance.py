@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import httpx
+import pytest
 
 from support.serve_kit import AgentRecorder, agent_toolkit_with_skill, card_of, rpc, served_agent, wait_state
 
@@ -209,3 +210,25 @@ async def test_undeclared_capabilities_get_the_errors_a2a_prescribes() -> None:
                      "message/stream": -32004, "CreateTaskPushNotificationConfig": -32003,
                      "ListTaskPushNotificationConfigs": -32003, "tasks/pushNotificationConfig/set": -32003}
     assert "streaming" in replies["SendStreamingMessage"]["error"]["message"]
+
+
+async def test_listing_can_be_turned_off_and_what_a_task_keeps_is_bounded() -> None:
+    from toolnexus.mcp_serve.errors import ServeTypeError
+    from toolnexus.serve.fulfil import HISTORY_BYTES, QUEUE_BYTES
+
+    big = "x" * (HISTORY_BYTES // 4)
+    assert QUEUE_BYTES == HISTORY_BYTES
+    async with served_agent(a2a={**PROFILE, "list_tasks": False}) as h, httpx.AsyncClient() as http:
+        refused = await rpc(http, h.url, "ListTasks", {}, headers=V1)
+        task = (await rpc(http, h.url, "SendMessage", _message("block " + big, 0), headers=V1))["result"]["task"]
+        await wait_state(h.store, task["id"], {"working"})
+        queued = [await rpc(http, h.url, "SendMessage", _message(big, n, taskId=task["id"]), headers=V1)
+                  for n in range(1, 6)]
+        kept = [m["messageId"] for m in (await h.store.get(task["id"]))["history"]]
+    assert refused["error"]["code"] == -32004 and "list_tasks" in refused["error"]["message"]
+    assert ["result" in r for r in queued] == [True, True, True, True, False]  # 1 MiB of queued text at most
+    assert queued[-1]["error"]["code"] == -32004 and "waiting" in queued[-1]["error"]["message"]
+    assert kept == ["m-2", "m-3", "m-4"]  # the oldest went first, under the 1 MiB bound
+    with pytest.raises(ServeTypeError, match="list_tasks"):
+        async with served_agent(a2a={"list_tasks": "no"}):
+            pass

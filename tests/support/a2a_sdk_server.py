@@ -100,11 +100,8 @@ def _card(url: str, versions: tuple[str, ...]) -> pb.AgentCard:
 
 
 @asynccontextmanager
-async def sdk_agent(*, compat: bool = False, rpc_path: str = "/a2a/v1") -> AsyncIterator[Any]:
-    """Yields an object with `url`, `card_url`, `legacy_card_url` (compat only) and `seen`.
-
-    `rpc_path` is where JSON-RPC is served (`"/"` for a caller that posts to the base URL, as the TCK's
-    raw-request tests do)."""
+async def sdk_agent(*, compat: bool = False) -> AsyncIterator[Any]:
+    """Yields an object with `url`, `card_url`, `legacy_card_url` (compat only) and `seen`."""
     seen: list[tuple[str, str]] = []
     holder: dict[str, Any] = {}
 
@@ -112,11 +109,11 @@ async def sdk_agent(*, compat: bool = False, rpc_path: str = "/a2a/v1") -> Async
         await holder["app"](scope, receive, send)
 
     handle = await start_listener(app, "127.0.0.1:0", limits=ServeLimits(drain_timeout=0))
-    rpc_url = handle.url + (rpc_path if rpc_path != "/" else "/")
+    rpc_url = handle.url + "/a2a/v1"
     versions = ("1.0", "0.3") if compat else ("1.0",)
     card = _card(rpc_url, versions)
     handler = DefaultRequestHandler(agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card)
-    routes = create_agent_card_routes(card) + create_jsonrpc_routes(handler, rpc_path, enable_v0_3_compat=compat)
+    routes = create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/a2a/v1", enable_v0_3_compat=compat)
     if compat:
         routes += create_agent_card_routes(_card(rpc_url, ("0.3",)), card_url="/legacy-card.json")
     holder["app"] = _Recorder(Starlette(routes=routes), seen)

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from .._shapes import as_list
 from ..a2a.wire import normalize_state, parts_text, v03_part
 from ..errors import ToolnexusError
 
@@ -187,8 +186,3 @@ def list_params(params: dict[str, Any]) -> ListParams:
         updated_after=_timestamp(params.get("statusTimestampAfter")),
         include_artifacts=_optional_bool(params, "includeArtifacts", "") is True,
     )
-
-
-def stored_parts(parts: Any) -> list[dict[str, Any]]:
-    """Parts in our stored (`kind`) form."""
-    return [v03_part(p) for p in as_list(parts)]

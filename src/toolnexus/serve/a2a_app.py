@@ -10,7 +10,8 @@ JSON-RPC (`toolnexus.serve._jsonrpc` checks the envelope first): every reply is 
     SendMessage / message/send   a new task, or a message on one (by taskId): its answer, or queued
     GetTask / tasks/get          the stored task                 -32001 Task not found: <id>
     CancelTask / tasks/cancel    stop the run, store canceled    -32002 Task cannot be canceled: …
-    ListTasks (1.0)              a page of tasks, newest first (filters, pageSize 1–100, pageToken)
+    ListTasks (1.0)              a page of tasks, newest first (filters, pageSize 1–100, pageToken);
+                                 -32004 when the profile's `list_tasks` is false
     body not JSON                -32700 Parse error (id null)
     not one request object, `jsonrpc` not "2.0", no `method`, an `id` not a string/integer/null
                                  -32600 Invalid Request: … (never a result)
@@ -45,7 +46,7 @@ from ..mcp_serve.http import Receive, Send, send_text
 from ._a2a_params import ParamError, list_params, send_params, task_query
 from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, error_reply, read_request
 from ._task_list import page_of
-from .a2a_profile import blocking_timeout, max_body
+from .a2a_profile import blocking_timeout, lists_tasks, max_body
 from .a2a_render import LIST_METHOD, VersionError, negotiate, render_send_result, render_task
 from .card import CARD_PATH, build_agent_card
 from .fulfil import Fulfiller, ServerStopping, TaskBusy, TaskConflict, TaskFinished, TaskNotFound
@@ -100,6 +101,7 @@ class A2AEndpoint:
         self._token: Optional[str] = profile.get("auth_token")
         self._limit = max_body(profile)
         self._blocking_timeout = blocking_timeout(profile)
+        self._list_tasks = lists_tasks(profile)
         self._wildcard = wildcard_bind
         self._local_url = local_url
 
@@ -214,6 +216,9 @@ class A2AEndpoint:
             raise RpcError(TASK_NOT_CANCELABLE, f"Task cannot be canceled: {task_id} is {exc.state}") from None
 
     async def _list(self, params: dict[str, Any], dialect: str) -> dict[str, Any]:
+        if not self._list_tasks:
+            raise RpcError(UNSUPPORTED_OPERATION, "ListTasks is not available on this server (list_tasks is off); "
+                                                  "ask for a task by its id with GetTask")
         query = list_params(params)
         store = self.fulfiller.store
         try:

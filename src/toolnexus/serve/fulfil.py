@@ -15,13 +15,14 @@ task's `contextId` and a `status.timestamp` (ISO 8601, UTC):
 - a cancellation (inbound `CancelTask`, or `stop()` after its drain time) becomes `canceled`.
 
 When a new status replaces one that had a message, that message moves into `history` (the newest
-`HISTORY_KEEP` messages are kept), so the history reads as the conversation of the task.
+`HISTORY_KEEP` messages are kept, at most `HISTORY_BYTES` of them), so the history reads as the
+conversation of the task.
 
 **Messages on a task.** A message on an `input-required`/`auth-required` task answers it: with a
 `resume_task` (the toolkit's is `client.ask_with_answer`) the halted run resumes with
 `Answer(ok=True, data={"text": <message text>})`; without one the text is sent as the next prompt
 of the same conversation. A message on a task that is still `submitted`/`working` on its prompt is
-queued (at most `QUEUE_MAX`): when the current turn completes, the next queued message runs as the
+queued (at most `QUEUE_MAX`, `QUEUE_BYTES` of text): when the current turn completes, the next queued message runs as the
 next prompt of the same conversation and the task stays `working`; the task settles with its last
 turn. A queued message is never taken as an answer: if the turn asks a question instead, the
 queue waits for that question's answer, and a task that fails or is canceled drops its queue (the
@@ -50,6 +51,7 @@ import asyncio
 import copy
 import dataclasses
 import inspect
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -66,8 +68,10 @@ from .a2a_render import public, status_message_id
 from .tasks import FINISHED_STATES, TaskStore
 
 __all__ = [
+    "HISTORY_BYTES",
     "HISTORY_KEEP",
     "INTERRUPTED_STATES",
+    "QUEUE_BYTES",
     "QUEUE_MAX",
     "Fulfiller",
     "OnTask",
@@ -92,8 +96,10 @@ Decide = Callable[[Optional[A2ATask]], Optional[A2ATask]]
 INTERRUPTED_STATES = frozenset({"input-required", "auth-required"})
 ACTIVE_STATES = frozenset({"submitted", "working"})
 FINISHING_WAIT = 10.0  # seconds an answer waits for the asking run to finish up (its `on_task` observer)
-HISTORY_KEEP = 100  # messages of history kept per task
-QUEUE_MAX = 16  # messages waiting for a working task's next turn
+HISTORY_KEEP = 100  # messages of history kept per task …
+HISTORY_BYTES = 1024 * 1024  # … and at most this much of them (as JSON), the newest message always
+QUEUE_MAX = 16  # messages waiting for a working task's next turn …
+QUEUE_BYTES = 1024 * 1024  # … and at most this much queued text
 SWAP_TRIES = 64  # compare-and-set attempts before a change gives up (the task is changing that fast)
 _STOPPED_TEXT = "canceled: the server stopped before the task finished"
 
@@ -257,8 +263,9 @@ class Fulfiller:
                 raise TaskBusy(task_id, "is working on an answer to its question; "
                                         "wait for it (a second answer is not taken)")
             queue = list(new.get("_queue") or [])
-            if len(queue) >= QUEUE_MAX:
-                raise TaskBusy(task_id, f"already has {QUEUE_MAX} messages waiting; wait for it to finish")
+            waiting = sum(len(str(q.get("text") or "")) for q in queue) + len(text)
+            if len(queue) >= QUEUE_MAX or waiting > QUEUE_BYTES:
+                raise TaskBusy(task_id, f"already has {len(queue)} messages waiting; wait for it to finish")
             new["_queue"] = queue + [{"text": text, "messageId": msg.get("messageId")}]
             return new
 
@@ -582,6 +589,9 @@ class Fulfiller:
 
 
 def _append(task: A2ATask, message: dict[str, Any]) -> None:
-    history = list(task.get("history") or [])
-    history.append(message)
-    task["history"] = history[-HISTORY_KEEP:]
+    history = (list(task.get("history") or []) + [message])[-HISTORY_KEEP:]
+    sizes = [len(json.dumps(m)) for m in history]
+    while len(history) > 1 and sum(sizes) > HISTORY_BYTES:  # the oldest go first; the newest always stays
+        history.pop(0)
+        sizes.pop(0)
+    task["history"] = history
