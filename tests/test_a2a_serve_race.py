@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Any, Iterator
 
 import httpx
@@ -48,7 +50,15 @@ def test_twenty_answers_across_two_servers_apply_once_and_never_report_failed(ll
     args = ("--a2a", "--no-builtins", "--tools-from", "refund_tools:TOOLS", "--addr", "127.0.0.1:0",
             "--base-url", llm.base_url + "/v1", "--model", "m-race", "--api-key", KEY,
             "--description", "refunds", "--store", f"sqlite:///{tmp_path / 'tasks.db'}")
-    with ServeProcess(*args, env=env) as first, ServeProcess(*args, env=env) as second, httpx.Client() as client:
+    first, second = ServeProcess(*args, env=env), ServeProcess(*args, env=env)
+    with ExitStack() as running, httpx.Client() as client:
+        with ThreadPoolExecutor(2) as starting:  # both servers start at once
+            started = [starting.submit(server.__enter__) for server in (first, second)]
+            for server, start in zip((first, second), started):
+                if start.exception() is None:
+                    running.push(server.__exit__)  # stopped however the test ends
+            for start in started:
+                start.result()
         asked = _rpc(first.url, "SendMessage", _message("refund order 7", 0), client)["result"]["task"]
         assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
         task_id = asked["id"]
@@ -59,7 +69,7 @@ def test_twenty_answers_across_two_servers_apply_once_and_never_report_failed(ll
 
         def poll(url: str) -> None:
             with httpx.Client() as own:
-                while not stop.wait(0.005):  # a poller's pace, not a synchronisation
+                while not stop.wait(0.01):  # a poller's pace, not a synchronisation
                     polled[url].append(_rpc(url, "GetTask", {"id": task_id}, own)["result"]["status"]["state"])
 
         def answer(n: int) -> None:

@@ -80,12 +80,14 @@ class GatedStore(DurableTaskStore):
 
 async def test_two_servers_reading_one_question_at_once_take_one_answer(tmp_path) -> None:
     applied: list[str] = []
+    release = asyncio.Event()
 
     async def run_task(text: str, context: object) -> object:
         return SimpleNamespace(status="pending", pending=Request(id="q-1", kind="input", prompt="Amount?"))
 
     async def resume_task(context: object, request: Request, answer: Any) -> object:
         applied.append(answer.data["text"])
+        await release.wait()  # the answer is still running when the other server re-reads the task
         return SimpleNamespace(status="done", text="refunded")
 
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
@@ -97,6 +99,7 @@ async def test_two_servers_reading_one_question_at_once_take_one_answer(tmp_path
         gate[0] = asyncio.Barrier(2)  # both servers read the question before either writes
         replies = await asyncio.gather(one.follow_up(task["id"], "12"), two.follow_up(task["id"], "13"),
                                        return_exceptions=True)
+        release.set()
         winner = one if isinstance(replies[0], dict) else two
         await winner.wait_settled(task["id"], 10)
         done = await two.store.get(task["id"])
