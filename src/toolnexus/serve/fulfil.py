@@ -36,7 +36,8 @@ decide again. The running turn holds a token in the stored task (`_run`); its ou
 while the token is still there, so a terminal state is final (never overwritten, not even by the
 turn that was running) and an answer is taken by exactly one of any number of servers sharing the
 store. A server notices within `watch_every` seconds that another one canceled a task it is
-running, and stops the run. In one process a task's changes are also serialised by a lock, so a
+running, and stops the run (not watched: a store in this process's memory, which no other server
+can change). In one process a task's changes are also serialised by a lock, so a
 store without a real compare-and-set is still safe within one server.
 
 After each settled outcome (a question, or a final state) is saved, `on_task({"id", "task",
@@ -65,7 +66,7 @@ from ..errors import ToolnexusError
 from ..types import Answer, Request
 from ._a2a_params import ParamError
 from .a2a_render import public, status_message_id
-from .tasks import FINISHED_STATES, TaskStore
+from .tasks import FINISHED_STATES, InMemoryTaskStore, TaskStore
 
 __all__ = [
     "HISTORY_BYTES",
@@ -190,7 +191,8 @@ class Fulfiller:
         self._on_task = on_task
         self._redact = redact or (lambda text: text)
         self._clock = clock
-        self._watch_every = watch_every
+        # A store in this process's memory is nobody else's: no other server can change its tasks.
+        self._watch_every: Optional[float] = None if isinstance(store, InMemoryTaskStore) else watch_every
         self._running: dict[str, asyncio.Task[None]] = {}
         self._turns: dict[str, str] = {}  # task id -> the turn token its local run holds
         self._settled: dict[str, asyncio.Event] = {}
@@ -501,6 +503,8 @@ class Fulfiller:
                        work: Awaitable[tuple[Any, _Outcome]]) -> tuple[Any, Optional[_Outcome]]:
         """Run one turn, looking at the stored task every `watch_every` s: when another server has
         taken the task from this turn (canceled it), the turn is stopped and the outcome is None."""
+        if self._watch_every is None:
+            return await work
         job = asyncio.ensure_future(work)
         try:
             while True:

@@ -50,15 +50,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
+from .._diag import warn_once
 from .._fs import write_atomic
+from ..mcp_serve.errors import UnknownStoreError
+from ..types import sanitize
+from ..errors import ToolnexusValueError, UnsupportedOperation
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: swaps are serialised within the process only
     fcntl = None  # type: ignore[assignment]
-from ..mcp_serve.errors import UnknownStoreError
-from ..types import sanitize
-from ..errors import ToolnexusValueError, UnsupportedOperation
 
 __all__ = [
     "DEFAULT_MAX_TASKS",
@@ -263,7 +264,13 @@ class DurableTaskStore(TaskStore):
         return [t for t in await self.run_store.list_records(self.NAMESPACE) if _matches(t, states)]
 
     async def swap(self, expected: Optional[A2ATask], task: A2ATask) -> bool:
-        return await self.run_store.swap_record(self.NAMESPACE, str(task["id"]), expected, dict(task))
+        try:
+            return await self.run_store.swap_record(self.NAMESPACE, str(task["id"]), expected, dict(task))
+        except UnsupportedOperation:  # a run store of someone else's without compare-and-set
+            warn_once(f"a2a-swap:{type(self.run_store).__name__}",
+                      f"[toolnexus] serve: {type(self.run_store).__name__} cannot compare-and-set records; A2A task "
+                      "changes are safe within this server only")
+            return await super().swap(expected, task)
 
     async def close(self) -> None:
         if self._owns:
