@@ -48,8 +48,9 @@ CATEGORIES: dict[str, tuple[str, Optional[str]]] = {
 }
 AGENTS = {"toolnexus": ("a2a_agent.py", "localhost:0"), "a2a-sdk": ("a2a_reference_agent.py", "127.0.0.1:0")}
 # Failures of ours that are not ours to fix, each with the reason (anything else failing is a regression).
+_ERROR_CODES = "tests/mandatory/jsonrpc/test_a2a_error_codes_enhanced.py"
 KNOWN_FAILURES = {
-    "tests/mandatory/jsonrpc/test_a2a_error_codes_enhanced.py::test_push_notification_not_supported_error_32003_enhanced":
+    f"{_ERROR_CODES}::test_push_notification_not_supported_error_32003_enhanced":
         "the TCK calls its own helper with one argument too many (TypeError) at this commit: it fails for every agent",
 }
 FAILED = ("failed", "error")

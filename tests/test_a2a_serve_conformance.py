@@ -166,7 +166,8 @@ async def test_messages_on_a_working_task_are_its_next_turns_and_a_wrong_context
         canceled = (await rpc(http, h.url, "CancelTask", {"id": task["id"]}, headers=V1))["result"]
         again = await rpc(http, h.url, "CancelTask", {"id": task["id"]}, headers=V1)
         stored = await h.store.get(task["id"])
-    assert same["result"]["task"]["id"] == task["id"] and same["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+    assert same["result"]["task"]["id"] == task["id"]
+    assert same["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
     assert other["error"]["code"] == -32602 and "contextId" in other["error"]["message"]
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED" and canceled["id"] == task["id"]
     assert again["error"]["code"] == -32002

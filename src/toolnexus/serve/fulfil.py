@@ -22,13 +22,13 @@ conversation of the task.
 `resume_task` (the toolkit's is `client.ask_with_answer`) the halted run resumes with
 `Answer(ok=True, data={"text": <message text>})`; without one the text is sent as the next prompt
 of the same conversation. A message on a task that is still `submitted`/`working` on its prompt is
-queued (at most `QUEUE_MAX`, `QUEUE_BYTES` of text): when the current turn completes, the next queued message runs as the
-next prompt of the same conversation and the task stays `working`; the task settles with its last
-turn. A queued message is never taken as an answer: if the turn asks a question instead, the
-queue waits for that question's answer, and a task that fails or is canceled drops its queue (the
-messages stay in its history). A message on a task that is working *on an answer* is refused
-(`TaskBusy`): it is almost surely a second answer to the same question, and two answers must not
-both run. A message on a finished task is refused (`TaskFinished`).
+queued (at most `QUEUE_MAX`, `QUEUE_BYTES` of text): when the current turn completes, the next
+queued message runs as the next prompt of the same conversation and the task stays `working`;
+the task settles with its last turn. A queued message is never taken as an answer: if the turn
+asks a question instead, the queue waits for that question's answer, and a task that fails or is
+canceled drops its queue (the messages stay in its history). A message on a task that is working
+*on an answer* is refused (`TaskBusy`): it is almost surely a second answer to the same question,
+and two answers must not both run. A message on a finished task is refused (`TaskFinished`).
 
 **One change at a time, across servers.** Every change of a task goes through the store's
 compare-and-set (`TaskStore.swap`): read, decide, write only if nothing changed meanwhile, else
