@@ -155,13 +155,13 @@ def task_query(params: dict[str, Any]) -> TaskQuery:
 def _timestamp(value: Any) -> Optional[datetime]:
     if value is None:
         return None
+    refusal = ParamError(f'statusTimestampAfter must be an ISO 8601 time such as "2026-01-31T10:00:00Z", got {value!r}')
+    if not isinstance(value, str):
+        raise refusal
     try:
-        if not isinstance(value, str):
-            raise ValueError(value)
         stamp = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise ParamError(f'statusTimestampAfter must be an ISO 8601 time such as "2026-01-31T10:00:00Z", '
-                         f"got {value!r}") from None
+        raise refusal from None
     return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=timezone.utc)
 
 
