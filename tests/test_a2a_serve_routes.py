@@ -28,11 +28,12 @@ async def test_card_has_the_pinned_keys_in_order_plus_supported_interfaces() -> 
             httpx.AsyncClient() as http:
         card = await card_of(http, h.url)
     assert list(card) == ["name", "description", "version", "protocolVersion", "capabilities", "defaultInputModes",
-                          "defaultOutputModes", "skills", "url", "supportedInterfaces", "provider"]
+                          "defaultOutputModes", "skills", "url", "preferredTransport", "supportedInterfaces",
+                          "provider"]
     assert card["name"] == "Helper" and card["description"] == "" and card["version"] == "0.1.0"
     assert card["protocolVersion"] == "0.3.0"
     assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
-    assert card["url"] == h.url + "/"
+    assert card["url"] == h.url + "/" and card["preferredTransport"] == "JSONRPC"  # what 0.3 readers need
     assert card["supportedInterfaces"] == [
         {"url": h.url + "/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
         {"url": h.url + "/", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
@@ -44,7 +45,7 @@ def test_card_skills_are_skill_md_skills_filtered_and_defaults_apply_only_to_non
     skills = [SkillInfo(name="triage", location="/s/triage", content="", description="Sort tickets"),
               SkillInfo(name="plain", location="/s/plain", content="")]
     card = build_agent_card({"skills": ["plain", "nope"], "version": ""}, skills, "http://x/")
-    assert card["skills"] == [{"id": "plain", "name": "plain", "description": ""}]
+    assert card["skills"] == [{"id": "plain", "name": "plain", "description": "", "tags": ["plain"]}]
     assert card["version"] == "" and "provider" not in card
     every = build_agent_card({}, skills, "http://x/")["skills"]
     assert [s["id"] for s in every] == ["triage", "plain"] and every[0]["description"] == "Sort tickets"
@@ -70,11 +71,12 @@ async def test_existing_form_send_returns_the_submitted_task_and_get_follows_it_
         assert task["status"] == {"state": "submitted"} and set(task) == {"id", "contextId", "status"}
         done = await wait_state(h.store, task["id"], {"completed"})
         got = (await rpc(http, h.url + "/anything", "GetTask", {"id": task["id"]}))["result"]
-    assert got == done
+    # the existing form is the stored task less what earlier peers never read (its history, the status time)
+    assert got == {**{k: v for k, v in done.items() if k != "history"}, "status": {"state": "completed"}}
     assert got["artifacts"][0]["parts"] == [{"kind": "text", "text": "echo: hello"}]
     assert got["contextId"] == task["contextId"]
     assert [(e["id"], e["state"]) for e in events] == [(task["id"], "completed")]
-    assert events[0]["task"] == got and events[0]["result"].text == "echo: hello"
+    assert events[0]["task"] == done and events[0]["result"].text == "echo: hello"
 
 
 async def test_a_context_id_carries_the_conversation_across_tasks() -> None:
@@ -106,7 +108,8 @@ async def test_jsonrpc_errors_are_http_200_with_the_pinned_messages() -> None:
         assert resp.status_code == 200 and resp.headers["content-type"] == "application/json"
         assert resp.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
     assert unknown == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32601, "message": "Method not found: tasks/list"}}
-    assert missing["error"] == {"code": -32601, "message": "Method not found: None"}
+    assert missing == {"jsonrpc": "2.0", "id": 8,  # JSON-RPC 2.0: a request without a method is invalid
+                       "error": {"code": -32600, "message": 'Invalid Request: "method" must be a non-empty string'}}
     assert not_found["error"] == {"code": -32001, "message": "Task not found: t-404"}
     assert no_text["error"]["code"] == -32602 and "no text" in no_text["error"]["message"]
     assert no_message["error"]["code"] == -32602

@@ -179,6 +179,16 @@ class RunStore(abc.ABC):
     async def list_records(self, namespace: str) -> list[dict[str, Any]]:
         """Every object of `namespace`, oldest write first."""
 
+    async def swap_record(self, namespace: str, key: str, expected: Optional[dict[str, Any]],
+                          value: dict[str, Any]) -> bool:
+        """Compare-and-set: write `value` under (`namespace`, `key`) only if the object stored there
+        now equals `expected` (None: nothing is stored there); True when written. One transaction, so
+        of two processes swapping from the same `expected`, exactly one wins (what served A2A tasks
+        use to change state once). The bundled stores implement it; this default refuses."""
+        from ..errors import UnsupportedOperation
+
+        raise UnsupportedOperation(f"toolnexus: {type(self).__name__} cannot compare-and-set its records")
+
     # -- client conversations (ConversationStore) --------------------------------------------------
 
     @abc.abstractmethod

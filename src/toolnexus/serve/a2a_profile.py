@@ -5,7 +5,9 @@ Keys (all optional; `a2a={}` serves A2A with every default):
 - card: `name`, `description`, `version`, `provider` (`{"organization", "url"}`), `skills`
   (the card's skill filter), `public_url` (the endpoint URL the card advertises).
 - tasks: `store` (`TaskStore`, `"memory"`, `"file:<dir>"`, or a registered scheme),
-  `blocking_timeout` (seconds a blocking `SendMessage` waits for the outcome; default 60).
+  `blocking_timeout` (seconds a blocking `SendMessage` waits for the outcome; default 60),
+  `list_tasks` (whether `ListTasks` answers; default true — every caller allowed on the server
+  sees every task, so turn it off when callers must not see each other's tasks).
 - safety: `auth_token` (bearer token required on every A2A route, the card included),
   `allow_unauthenticated_builtins`, `allowed_hosts` / `allowed_origins` (the DNS-rebinding
   guard, as for `/mcp`), `max_body_bytes` (default 1 MiB ⇒ 413), `redact` (a `str -> str` hook
@@ -32,7 +34,7 @@ DEFAULT_BLOCKING_TIMEOUT = 60.0  # seconds
 _STR_KEYS = ("name", "description", "version")
 _STR_LIST_KEYS = ("skills", "allowed_hosts", "allowed_origins")
 _KNOWN = {*_STR_KEYS, *_STR_LIST_KEYS, "provider", "store", "auth_token", "public_url", "max_body_bytes",
-          "redact", "allow_unauthenticated_builtins", "blocking_timeout"}
+          "redact", "allow_unauthenticated_builtins", "blocking_timeout", "list_tasks"}
 
 
 def _positive_number(value: Any) -> bool:
@@ -69,15 +71,20 @@ def check_a2a_config(cfg: Any, *, where: str) -> None:
         raise ServeConfigError(f'toolnexus: {where} "blocking_timeout" must be a positive number of seconds, got {wait!r}')
     if cfg.get("redact") is not None and not callable(cfg["redact"]):
         raise ServeTypeError(f'toolnexus: {where} "redact" must be a function str -> str')
-    allow = cfg.get("allow_unauthenticated_builtins")
-    if allow is not None and not isinstance(allow, bool):
-        raise ServeTypeError(f'toolnexus: {where} "allow_unauthenticated_builtins" must be true or false, got {allow!r}')
+    for key in ("allow_unauthenticated_builtins", "list_tasks"):
+        flag = cfg.get(key)
+        if flag is not None and not isinstance(flag, bool):
+            raise ServeTypeError(f'toolnexus: {where} "{key}" must be true or false, got {flag!r}')
     for key in sorted(set(cfg) - _KNOWN):
         warn_once(f"a2a-serve-key:{key}", f'[toolnexus] A2A serve profile key "{key}" is not recognised — ignored')
 
 
 def max_body(cfg: Optional[Mapping[str, Any]]) -> int:
     return int((cfg or {}).get("max_body_bytes") or DEFAULT_A2A_MAX_BODY_BYTES)
+
+
+def lists_tasks(cfg: Optional[Mapping[str, Any]]) -> bool:
+    return (cfg or {}).get("list_tasks") is not False
 
 
 def blocking_timeout(cfg: Optional[Mapping[str, Any]]) -> float:

@@ -16,41 +16,49 @@ Tasks are stored in one neutral form (lowercase states, `kind` parts; see `serve
 functions here only reshape copies of it. Generation-required fields that the stored form leaves
 out are filled in deterministically: a status message's `messageId` is derived from the task id
 and state (stable across polls), and 0.3's required `contextId` is always present because every
-served task has one.
+served task has one. A task's `history` (the caller's messages and the agent's earlier status
+messages, oldest first) is written in the caller's generation too, cut to the newest
+`historyLength` messages when one is asked for (0: no `history` field at all); the mixed form
+stays what earlier peers read — no `status.timestamp`, and `history` only when a `historyLength`
+is asked for; `include_artifacts=False` leaves
+the artifacts out (what `ListTasks` does unless asked). Keys of the stored form that begin with
+`_` are the server's own bookkeeping and are never sent, in any generation.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any, Optional
 
-from .._shapes import as_dict, as_list
+from .._shapes import as_list
 from ..a2a.wire import (
     DIALECTS_BY_METHOD,
     V1_AGENT_ROLE,
-    parts_text,
     v03_part,
     v1_part,
     v1_state,
 )
+from ..a2a.wire import V1 as V1_WIRE
 from ..errors import ToolnexusError
 
 __all__ = [
+    "LIST_METHOD",
     "MIXED",
     "V03",
     "V1",
-    "Inbound",
     "VersionError",
-    "message_in",
     "negotiate",
+    "public",
     "render_send_result",
     "render_task",
+    "status_message_id",
 ]
 
 V1 = "1.0"
 V03 = "0.3"
 MIXED = "mixed"
+LIST_METHOD = "ListTasks"  # A2A 1.0 only (0.3 has no list)
+_SERVED_METHODS: dict[str, str] = {**DIALECTS_BY_METHOD, LIST_METHOD: V1}
 _ID_NAMESPACE = uuid.UUID("6f1d2a57-3c4b-4a7e-9e0b-7f2a1c9d5e31")
 
 
@@ -65,7 +73,7 @@ def _major(version: str) -> Optional[int]:
 
 def negotiate(method: Any, version_header: Optional[str]) -> Optional[str]:
     """The generation to answer in: `V1`, `V03`, `MIXED`; None for a method we do not serve."""
-    family = DIALECTS_BY_METHOD.get(method) if isinstance(method, str) else None
+    family = _SERVED_METHODS.get(method) if isinstance(method, str) else None
     if family is None:
         return None
     version = (version_header or "").strip()
@@ -77,36 +85,13 @@ def negotiate(method: Any, version_header: Optional[str]) -> Optional[str]:
     return V1 if major == 1 else MIXED
 
 
-@dataclass
-class Inbound:
-    """What a `SendMessage` carries that we use."""
-
-    text: str
-    context_id: Optional[str]
-    task_id: Optional[str]
-    blocking: bool
-
-
-def message_in(params: Any, dialect: str) -> Optional[Inbound]:
-    """Read `SendMessage` params; None when there is no message object at all."""
-    message = params.get("message") if isinstance(params, dict) else None
-    if not isinstance(message, dict):
-        return None
-    text = "".join(parts_text(message.get("parts")))
-    context_id = message.get("contextId") if isinstance(message.get("contextId"), str) else None
-    task_id = message.get("taskId") if isinstance(message.get("taskId"), str) else None
-    config = as_dict(params.get("configuration"))
-    if dialect == V1:  # 1.0 waits for the outcome unless told to return at once
-        blocking = config.get("returnImmediately") is not True
-    elif dialect == V03:  # 0.3 clients block unless they say otherwise
-        blocking = config.get("blocking") is not False
-    else:  # the existing toolnexus form answers at once unless asked to block
-        blocking = config.get("blocking") is True
-    return Inbound(text, context_id or None, task_id or None, blocking)
-
-
-def _message_id(task_id: str, state: str) -> str:
-    return str(uuid.uuid5(_ID_NAMESPACE, f"{task_id}/{state}"))
+def status_message_id(task_id: str, status: dict[str, Any]) -> str:
+    """The id a status message without one is given: the same on every poll, and the same when the
+    message later moves into the task's history (a second question in one state differs by its time)."""
+    state = str(status.get("state") or "submitted")
+    stamp = status.get("timestamp")
+    key = f"{task_id}/{state}/{stamp}" if isinstance(stamp, str) else f"{task_id}/{state}"
+    return str(uuid.uuid5(_ID_NAMESPACE, key))
 
 
 def _status(task: dict[str, Any], dialect: str) -> dict[str, Any]:
@@ -115,7 +100,8 @@ def _status(task: dict[str, Any], dialect: str) -> dict[str, Any]:
     message = status.get("message")
     if isinstance(message, dict):
         parts = as_list(message.get("parts"))
-        out_msg: dict[str, Any] = {"messageId": message.get("messageId") or _message_id(str(task.get("id")), state)}
+        out_msg: dict[str, Any] = {"messageId": message.get("messageId") or status_message_id(str(task.get("id")),
+                                                                                              status)}
         if dialect == V1:
             out_msg.update(role=V1_AGENT_ROLE, parts=[v1_part(p) for p in parts])
         else:
@@ -126,29 +112,68 @@ def _status(task: dict[str, Any], dialect: str) -> dict[str, Any]:
     return status
 
 
-def render_task(task: dict[str, Any], dialect: str) -> dict[str, Any]:
+def _history_message(message: Any, task: dict[str, Any], dialect: str) -> Optional[dict[str, Any]]:
+    if not isinstance(message, dict):
+        return None
+    agent = message.get("role") == "agent"
+    parts = as_list(message.get("parts"))
+    out: dict[str, Any] = {"messageId": message.get("messageId") or ""}
+    if dialect == V1:
+        out.update(role=V1_AGENT_ROLE if agent else V1_WIRE.user_role, parts=[v1_part(p) for p in parts])
+    else:
+        out.update(kind="message", role="agent" if agent else "user", parts=[v03_part(p) for p in parts])
+    out.update(taskId=task.get("id"), contextId=task.get("contextId"))
+    return out
+
+
+def _cut(history: Any, history_length: Optional[int]) -> list[Any]:
+    messages = as_list(history)
+    if history_length is None:
+        return messages
+    return messages[-history_length:] if history_length > 0 else []
+
+
+def public(task: dict[str, Any]) -> dict[str, Any]:
+    """The stored task without the server's own bookkeeping (keys beginning with `_`)."""
+    return {k: v for k, v in task.items() if not k.startswith("_")}
+
+
+def render_task(task: dict[str, Any], dialect: str, *, history_length: Optional[int] = None,
+                include_artifacts: bool = True) -> dict[str, Any]:
     """The stored task as `dialect` spells a Task (a copy; `MIXED` = the stored form as is)."""
-    if dialect == MIXED:
-        return dict(task)
-    out: dict[str, Any] = {}
+    if dialect == MIXED:  # what earlier toolnexus peers read: no history unless asked, no status time
+        out = public(task)
+        history = _cut(out.pop("history", None), history_length)
+        if history and history_length:
+            out["history"] = history
+        if isinstance(out.get("status"), dict):
+            out["status"] = {k: v for k, v in out["status"].items() if k != "timestamp"}
+        if not include_artifacts:
+            out.pop("artifacts", None)
+        return out
+    out = {}
     if dialect == V03:
         out["kind"] = "task"
     out["id"] = task.get("id")
     out["contextId"] = task.get("contextId") or ""
     out["status"] = _status(task, dialect)
     artifacts = task.get("artifacts")
-    if isinstance(artifacts, list):
+    if include_artifacts and isinstance(artifacts, list):
         part = v1_part if dialect == V1 else v03_part
         out["artifacts"] = [
             {"artifactId": a.get("artifactId") or "", "parts": [part(p) for p in a.get("parts") or []]}
             for a in artifacts if isinstance(a, dict)
         ]
+    history = [m for m in (_history_message(m, task, dialect) for m in _cut(task.get("history"), history_length))
+               if m is not None]
+    if history:
+        out["history"] = history
     if isinstance(task.get("metadata"), dict):
         out["metadata"] = task["metadata"]
     return out
 
 
-def render_send_result(task: dict[str, Any], dialect: str) -> dict[str, Any]:
+def render_send_result(task: dict[str, Any], dialect: str, history_length: Optional[int] = None) -> dict[str, Any]:
     """A `SendMessage` result: 1.0 wraps the Task (`{"task": ...}`), the others send it bare."""
-    rendered = render_task(task, dialect)
+    rendered = render_task(task, dialect, history_length=history_length)
     return {"task": rendered} if dialect == V1 else rendered

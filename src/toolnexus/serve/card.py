@@ -8,7 +8,11 @@ as A2A 1.0 and as 0.3, which is what 1.0 readers use (a 1.0 reader ignores the t
 stays `""`.
 
 `skills` are the toolkit's SKILL.md skills, never its raw tools, filtered to `a2a["skills"]`
-when that key is not None (unknown names are ignored, `[]` lists none). The endpoint URL is
+when that key is not None (unknown names are ignored, `[]` lists none). Each skill carries the
+`tags` A2A requires (a skill has none of its own, so it is tagged with its name). For 0.3 readers
+the card also says `preferredTransport: "JSONRPC"` (the transport of its top-level `url`). A2A
+also requires a non-empty `description` and at least one skill; the card shows what the profile
+and the toolkit give (a `""` description stays `""`), so give both to be read by strict peers. The endpoint URL is
 `a2a["public_url"]` when set, else the server's own URL; for a wildcard bind (`0.0.0.0`, `::`)
 it is built from the `Host` the caller used, so the card never points a remote caller at its
 own loopback.
@@ -41,7 +45,8 @@ def _skill_entries(skills: Iterable[Any], wanted: Optional[Iterable[str]]) -> li
         if not isinstance(name, str) or (allow is not None and name not in allow):
             continue
         description = getattr(info, "description", None)
-        out.append({"id": name, "name": name, "description": description if isinstance(description, str) else ""})
+        out.append({"id": name, "name": name, "description": description if isinstance(description, str) else "",
+                    "tags": [name]})
     return out
 
 
@@ -58,6 +63,7 @@ def build_agent_card(cfg: Optional[dict[str, Any]], skills: list[Any], url: str)
         "defaultOutputModes": ["text"],
         "skills": _skill_entries(skills, cfg.get("skills")),
         "url": url,
+        "preferredTransport": "JSONRPC",
         "supportedInterfaces": [
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": v} for v in _INTERFACE_VERSIONS
         ],

@@ -26,7 +26,16 @@ way out (`toolnexus.serve.a2a_render`).
   schemes plug in with `register_store_scheme("name", factory)`; the factory gets the text after
   the colon. The CLI's `--store` goes through `resolve_store` too.
 
-Not here: a task's life cycle (`toolnexus.serve.fulfil`), rendering, locking across processes.
+Every store also offers `swap(expected, task)`, a compare-and-set: the task is written only if
+the stored one is still `expected` (None: none stored). The fulfiller changes a task's state only
+through it, so of two servers sharing a store exactly one moves a task out of a state — one answer
+is taken, and a terminal state is never overwritten. `InMemoryTaskStore` swaps within the event
+loop, `FileTaskStore` under an `flock` on `<dir>/.lock` (a thread lock where `fcntl` is missing),
+`DurableTaskStore` in one transaction of its run store. A store written before `swap` existed (or
+any object with async `get`/`save`) gets a read-compare-save in its place, which is atomic only
+within one server (the fulfiller serialises a task's changes in-process).
+
+Not here: a task's life cycle (`toolnexus.serve.fulfil`), rendering.
 """
 
 from __future__ import annotations
@@ -34,16 +43,23 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
+from .._diag import warn_once
 from .._fs import write_atomic
 from ..mcp_serve.errors import UnknownStoreError
 from ..types import sanitize
 from ..errors import ToolnexusValueError, UnsupportedOperation
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: swaps are serialised within the process only
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "DEFAULT_MAX_TASKS",
@@ -90,6 +106,15 @@ class TaskStore(ABC):
         """Stored tasks, optionally only those in `states` (e.g. the ones waiting for input)."""
         raise UnsupportedOperation(f"{type(self).__name__} cannot list its tasks")
 
+    async def swap(self, expected: Optional[A2ATask], task: A2ATask) -> bool:
+        """Store `task` only if the stored task with its id is `expected` now (None: none); True if
+        stored. This default reads, compares and saves — atomic only within one server; the bundled
+        stores override it with a real compare-and-set."""
+        if await self.get(str(task["id"])) != expected:
+            return False
+        await self.save(task)
+        return True
+
     async def close(self) -> None:
         """Release what the store holds (connections, files). The built-in stores hold nothing."""
 
@@ -129,9 +154,20 @@ class InMemoryTaskStore(TaskStore):
         return json.loads(entry[1])  # a copy: callers cannot change what is stored
 
     async def save(self, task: A2ATask) -> None:
+        self._put(task)
+
+    def _put(self, task: A2ATask) -> None:
         self._tasks[str(task["id"])] = (self._clock(), json.dumps(task))
         self._tasks.move_to_end(str(task["id"]))
         self._sweep()
+
+    async def swap(self, expected: Optional[A2ATask], task: A2ATask) -> bool:
+        entry = self._tasks.get(str(task["id"]))  # compared and written with no await between: atomic
+        current = None if entry is None or self._expired(*entry) else json.loads(entry[1])
+        if current != expected:
+            return False
+        self._put(task)
+        return True
 
     async def list_tasks(self, *, states: Optional[Iterable[str]] = None) -> list[A2ATask]:
         self._sweep()
@@ -149,6 +185,7 @@ class FileTaskStore(TaskStore):
         if not isinstance(dir, str) or not dir:
             raise ToolnexusValueError(f"toolnexus: FileTaskStore needs a directory path, got {dir!r}")
         self.dir = dir
+        self._swapping = threading.Lock()
         os.makedirs(dir, exist_ok=True)
 
     def path_for(self, id: str) -> str:  # noqa: A002
@@ -169,6 +206,19 @@ class FileTaskStore(TaskStore):
     def _save(self, task: A2ATask) -> None:
         write_atomic(self.path_for(task["id"]), json.dumps(task).encode("utf-8"), mode=0o600)
 
+    def _swap(self, expected: Optional[A2ATask], task: A2ATask) -> bool:
+        with self._swapping:  # threads of this process; the flock below serialises processes
+            fd = os.open(os.path.join(self.dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                if self._get(str(task["id"])) != expected:
+                    return False
+                self._save(task)
+                return True
+            finally:
+                os.close(fd)  # closing releases the flock
+
     def _list(self, states: Optional[Iterable[str]]) -> list[A2ATask]:
         out = []
         for name in sorted(os.listdir(self.dir)):
@@ -183,6 +233,9 @@ class FileTaskStore(TaskStore):
 
     async def save(self, task: A2ATask) -> None:
         await asyncio.to_thread(self._save, dict(task))
+
+    async def swap(self, expected: Optional[A2ATask], task: A2ATask) -> bool:
+        return await asyncio.to_thread(self._swap, expected, dict(task))
 
     async def list_tasks(self, *, states: Optional[Iterable[str]] = None) -> list[A2ATask]:
         wanted = None if states is None else list(states)
@@ -209,6 +262,15 @@ class DurableTaskStore(TaskStore):
 
     async def list_tasks(self, *, states: Optional[Iterable[str]] = None) -> list[A2ATask]:
         return [t for t in await self.run_store.list_records(self.NAMESPACE) if _matches(t, states)]
+
+    async def swap(self, expected: Optional[A2ATask], task: A2ATask) -> bool:
+        try:
+            return await self.run_store.swap_record(self.NAMESPACE, str(task["id"]), expected, dict(task))
+        except UnsupportedOperation:  # a run store of someone else's without compare-and-set
+            warn_once(f"a2a-swap:{type(self.run_store).__name__}",
+                      f"[toolnexus] serve: {type(self.run_store).__name__} cannot compare-and-set records; A2A task "
+                      "changes are safe within this server only")
+            return await super().swap(expected, task)
 
     async def close(self) -> None:
         if self._owns:

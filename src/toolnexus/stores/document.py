@@ -231,6 +231,17 @@ class DocumentStore(RunStore):
         report(damaged, f"the records of {namespace!r}")
         return found
 
+    async def swap_record(self, namespace: str, key: str, expected: Optional[dict[str, Any]],
+                          value: dict[str, Any]) -> bool:
+        await self.open()
+        text = dumps(value)
+        async with self._locked():  # the store's one exclusive transaction (a file lock for the file store)
+            current = decoded(await self._record(namespace, key), None, f"record {key!r} of {namespace!r}", store=self.url)
+            if current != expected:
+                return False
+            await self._put_record(namespace, key, text)
+            return True
+
     # -- helpers -----------------------------------------------------------------------------------
 
     def _check_format(self, doc: RunDoc) -> None:

@@ -769,6 +769,24 @@ def put_record_steps(namespace: str, key: str, text: str) -> Steps[None]:
                 "SET value = excluded.value, written = excluded.written", (namespace, key, text, int(top[0]) + 1))
 
 
+def swap_record_steps(namespace: str, key: str, expected: Optional[dict[str, Any]], text: str) -> Steps[bool]:
+    # The row is locked (PostgreSQL; SQLite's write transaction holds the database) before it is
+    # compared, so two swaps from one `expected` cannot both see it; an absent row is inserted only
+    # if no one inserted it first.
+    row = yield Query("SELECT value FROM tn_records WHERE ns = ? AND key = ?", (namespace, key), "one", lock=True)
+    current = decoded(row[0], None, f"record {key!r} of {namespace!r}") if row is not None else None
+    if current != expected:
+        return False
+    top = yield Query("SELECT COALESCE(MAX(written), 0) FROM tn_records WHERE ns = ?", (namespace,), "one")
+    if row is None:
+        made = yield Query("INSERT INTO tn_records (ns, key, value, written) VALUES (?, ?, ?, ?) "
+                           "ON CONFLICT (ns, key) DO NOTHING", (namespace, key, text, int(top[0]) + 1), "rowcount")
+        return bool(made)
+    yield Query("UPDATE tn_records SET value = ?, written = ? WHERE ns = ? AND key = ?",
+                (text, int(top[0]) + 1, namespace, key))
+    return True
+
+
 def list_records_steps(namespace: str) -> Steps[list[str]]:
     rows = yield Query("SELECT value FROM tn_records WHERE ns = ? ORDER BY written", (namespace,), "all")
     return [r[0] for r in rows]
@@ -937,6 +955,10 @@ class SqlStore(RunStore):
         found, damaged = sift(texts, lambda t: decoded(t, None, f"a record of {namespace!r}", store=self.url))
         report(damaged, f"the records of {namespace!r}")
         return found
+
+    async def swap_record(self, namespace: str, key: str, expected: Optional[dict[str, Any]],
+                          value: dict[str, Any]) -> bool:
+        return bool(await self._run(swap_record_steps(namespace, key, expected, dumps(value))))
 
     def lock(self, id: str) -> Any:  # noqa: A002
         return self._conv_locks.hold(id)
