@@ -360,12 +360,15 @@ async def create_toolkit(
     disable_tools: Optional[list[str]] = None,
     disable_skills: Optional[list[str]] = None,
     cancel: Optional[asyncio.Event] = None,
+    mcp_options: Any = None,
 ) -> Toolkit:
     """Load every configured source and assemble a `Toolkit`.
 
     Composition only: each source package reads its own options and config block. MCP loads
     first (a fired `cancel` aborts it with `asyncio.CancelledError`); if a later source fails,
-    the servers already connected are closed before the error propagates.
+    the servers already connected are closed before the error propagates. `mcp_options` (a
+    `toolnexus.mcp_source.McpOptions`) holds the host's MCP settings: the OAuth token store,
+    sampling, notification hooks, limits.
     """
     extras = extra_source(extra_tools or [])
     _check_relay_names(extras.list_tools())  # the toolkit checks too; here it fails before MCP connects
@@ -377,7 +380,7 @@ async def create_toolkit(
 
         config = await read_toolkit_config(mcp_config)
         if config is not None:
-            sources.append(await load_mcp_with_context(config, wait_for=wait_for, cancel=cancel))
+            sources.append(await load_mcp_with_context(config, wait_for=wait_for, cancel=cancel, options=mcp_options))
     try:
         if skills_dir is not None or skills is not None or skill_provider is not None:
             from .skill.options import skill_source_from_options

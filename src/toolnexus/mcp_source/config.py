@@ -28,6 +28,7 @@ from typing import Any, Optional, Union
 from .._diag import warn, warn_once
 from .._env import expand_headers
 from .._redact import REDACTED, is_credential_header, mask_headers, redact_url
+from ..mcp_auth import ServerAuth, server_auth
 from ..errors import ConfigError
 
 __all__ = [
@@ -54,7 +55,8 @@ SERVER_KEYS: dict[str, str] = {
     "type": "any", "enabled": "any", "disabled": "any", "timeout": "any", "callTimeout": "any", "tools": "any",
     "command": "local", "args": "local", "env": "local", "environment": "local", "inheritEnv": "local",
     "cwd": "local", "strictStdout": "local",
-    "url": "remote", "headers": "remote",
+    "url": "remote", "headers": "remote", "oauth": "remote",
+    "resourceTools": "any", "promptTools": "any",
 }
 _TYPES = ("local", "remote", "stdio", "http", "sse", "streamable-http", "streamableHttp")
 ServerConfig = dict[str, Any]
@@ -173,6 +175,9 @@ class ServerSpec:
     cwd: Optional[str] = None
     tools_filter: Optional[dict[str, bool]] = None
     strict_stdout: bool = True
+    oauth: Optional[ServerAuth] = None  # remote only; None: a 401 fails the server (`"oauth": false`)
+    resource_tools: bool = False  # offer `<server>_list_resources` / `<server>_read_resource` to models
+    prompt_tools: bool = False  # offer `<server>_list_prompts` / `<server>_get_prompt`
 
     def __repr__(self) -> str:
         fields = [f"name={self.name!r}", f"remote={self.remote}", f"timeout={self.timeout}",
@@ -184,6 +189,8 @@ class ServerSpec:
                        f"env=<{len(self.env)} variables>", f"cwd={self.cwd!r}"]
         if self.tools_filter is not None:
             fields.append(f"tools_filter={self.tools_filter!r}")
+        if self.remote and self.oauth is not None:
+            fields.append(f"oauth={self.oauth!r}")
         return f"ServerSpec({', '.join(fields)})"
 
 
@@ -312,7 +319,8 @@ def server_spec(name: str, cfg: Any) -> ServerSpec:
         got = _kind(tools_filter) if not isinstance(tools_filter, dict) else "an object holding " + next(
             _kind(v) for v in tools_filter.values() if not isinstance(v, bool))
         raise ConfigError(f'"tools" must be an object of tool name -> true/false, got {got}')
-    spec = ServerSpec(name, remote, timeout, call_timeout, tools_filter=tools_filter or None)
+    spec = ServerSpec(name, remote, timeout, call_timeout, tools_filter=tools_filter or None,
+                      resource_tools=_bool(cfg, "resourceTools", False), prompt_tools=_bool(cfg, "promptTools", False))
     if spec.remote:
         url = cfg.get("url")
         if not isinstance(url, str) or not url:
@@ -327,6 +335,9 @@ def server_spec(name: str, cfg: Any) -> ServerSpec:
                 _kind(v) for v in headers.values() if not isinstance(v, str))
             raise ConfigError(f'"headers" must be an object of strings, got {got}')
         spec.url, spec.headers = url, expand_env_headers(headers)
+        # OAuth is on unless turned off, or the entry sends its own Authorization header (and says nothing).
+        own = any(str(k).lower() == "authorization" for k in (headers or {}))
+        spec.oauth = server_auth(cfg.get("oauth")) if "oauth" in cfg or not own else None
         return spec
     command = cfg.get("command")
     if isinstance(command, list):
