@@ -27,7 +27,10 @@ the `WWW-Authenticate` parsers, scope selection and the step-up union, issuer ch
 registration request/response and its usability check, Client ID Metadata Document helpers, PKCE
 generation, the resource-indicator helpers, the metadata and token models, and the JWT assertion
 signer for `private_key_jwt`. Written here: the suspension (state kept in the vault, completion
-in another process), the clock, refresh across processes, and the error messages.
+in another process), the clock, refresh across processes, and the error messages. One rule
+differs from the SDK's: on the 2025-03-26 path (no protected-resource metadata) an authorization
+server whose `issuer` is on the MCP server's own origin but under a path is accepted — that
+revision of the spec put it there, and a same-origin issuer is no mix-up.
 """
 
 from __future__ import annotations
@@ -287,7 +290,10 @@ class OAuthClient:
             if not ok:
                 break
             if found is not None:
-                if chosen is None and issuers_match(str(found.issuer), issuer):
+                if chosen is None and (issuers_match(str(found.issuer), issuer)
+                                       or _origin(str(found.issuer)) == _origin(self.url)):
+                    # The 2025-03-26 path (no resource metadata): the server's own origin hosts its
+                    # authorization server, possibly under a path (`…/oauth`). Same origin: accepted.
                     issuer = str(found.issuer)
                 validate_metadata_issuer(found, issuer)
                 asm = found

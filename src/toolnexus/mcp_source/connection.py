@@ -216,9 +216,11 @@ class ServerConnection:
         try:
             async with asyncio.timeout(self.spec.timeout):
                 defs = await link.ready
-        except BaseException:
+        except BaseException as exc:
             link.owner.cancel()  # an aborted connect kills a spawned child at once
             await asyncio.gather(link.owner, return_exceptions=True)
+            if isinstance(exc, Exception) and not isinstance(exc, AuthorizationRequired):
+                self._check_authorization()  # refused after `initialize` (listing): a sign-in, or why not
             raise
         return link, defs
 
