@@ -86,6 +86,7 @@ class McpSource:
     reasons: dict[str, str] = field(default_factory=dict)
     dropped: dict[str, list[DroppedTool]] = field(default_factory=dict)
     _signed_in: bool = field(default=False, repr=False)
+    _gateways: dict[str, Tool] = field(default_factory=dict, repr=False)  # `<server>_call`, by server
 
     kind = "mcp"
     shadows = frozenset[str]()  # unannotated: a class attribute, not a dataclass field
@@ -109,7 +110,8 @@ class McpSource:
         for server, result in zip(live, results):
             name = server.spec.name
             if isinstance(result, Listing):
-                self._by_server[name] = _server_tools(self, server, result)
+                gateway = [self._gateways[name]] if name in self._gateways else []
+                self._by_server[name] = gateway + _server_tools(self, server, result)
             elif isinstance(result, Exception):
                 warn(f'[toolnexus] MCP server "{name}" refresh failed: {describe_error(result)}')
             else:
@@ -130,7 +132,8 @@ class McpSource:
             return
         self.status[name] = "connected"
         self.reasons.pop(name, None)
-        self._by_server[name] = self._by_server.get(name, []) + _server_tools(self, server, listing)
+        gateway = [self._gateways[name]] if name in self._gateways else []
+        self._by_server[name] = gateway + _server_tools(self, server, listing)
         self._signed_in = True
         self._reassemble()
 
@@ -522,8 +525,8 @@ def _settle(slots: list[_Slot]) -> _Settled:
         if error is not None:
             out.status[name] = "failed"
             if isinstance(error, AuthorizationRequired) and conn is not None:
-                out.reasons[name] = (f"authorization required: a person must sign in (the tool "
-                                     f"{sanitize(name)}_call asks them; or answer {error.request.url})")
+                out.reasons[name] = (f"authorization required: a person must sign in (the tool {sanitize(name)}_call "
+                                     "asks them; `McpSource.authorizations()` has the request)")
                 out.signing_in.append(conn)
             else:
                 out.reasons[name] = " ".join(describe_error(error).split())  # one line, for logs and `toolnexus tools`
@@ -557,7 +560,8 @@ async def load_mcp_with_context(
     for conn, listing in settled.connected:
         source._by_server[conn.spec.name] = _server_tools(source, conn, listing)
     for conn in settled.signing_in:
-        source._by_server[conn.spec.name] = [_gateway(source, conn)]
+        source._gateways[conn.spec.name] = _gateway(source, conn)
+        source._by_server[conn.spec.name] = [source._gateways[conn.spec.name]]
     source._reassemble()
     return source
 
