@@ -43,7 +43,7 @@ from . import stdio
 from .config import ServerSpec
 from .convert import elicit_result_dict, elicitation_to_request
 from .handshake import HandshakeFailed, HandshakeGuard, spawn_failure
-from .options import McpOptions, call_hook
+from .options import McpOptions, fire_hook
 from .reasons import describe_error
 from .sampling import Sampling
 from .session import StdioSession
@@ -329,8 +329,7 @@ class ServerConnection:
                  "data": params.get("data")}
         for watcher in list(self.watchers):
             watcher("log", event)
-        if self.options.hooks is not None:
-            asyncio.ensure_future(call_hook(self.options.hooks, "mcp_log", event))
+        fire_hook(self.options.hooks, "mcp_log", event)
 
     def progress_listener(self, tool: str, watcher: Optional[Watcher]) -> Callable[[dict[str, Any]], None]:
         """The `on_progress` of one call of `tool`: to the host's `mcp_progress` hook and its span."""
@@ -340,8 +339,7 @@ class ServerConnection:
                      "total": params.get("total"), "message": params.get("message")}
             if watcher is not None:
                 watcher("progress", event)
-            if self.options.hooks is not None:
-                asyncio.ensure_future(call_hook(self.options.hooks, "mcp_progress", event))
+            fire_hook(self.options.hooks, "mcp_progress", event)
 
         return heard
 

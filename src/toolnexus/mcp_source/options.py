@@ -12,6 +12,7 @@ this machine offers. Pass them as `create_toolkit(..., mcp_options=McpOptions(..
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from ..mcp_auth import OAuthOptions
 from .contain import CONTAINMENTS
 from .limits import PeerLimits
 
-__all__ = ["McpOptions", "Sampler", "SamplerReply", "SamplingPolicy", "call_hook"]
+__all__ = ["McpOptions", "Sampler", "SamplerReply", "SamplingPolicy", "fire_hook"]
 
 
 class SamplerReply(Protocol):
@@ -79,9 +80,13 @@ class McpOptions:
             raise ConfigError(f"toolnexus: McpOptions auth must be an OAuthOptions, got {type(self.auth).__name__}")
 
 
-async def call_hook(hooks: Any, name: str, event: dict[str, Any]) -> None:
-    """Call hook `name` of `hooks` (mapping or object; sync or async) with `event`; a hook that fails
-    is warned about, never raised into the connection that received the notification."""
+_RUNNING: set["asyncio.Future[Any]"] = set()  # async hooks in flight (held, so none is collected mid-way)
+
+
+def fire_hook(hooks: Any, name: str, event: dict[str, Any]) -> None:
+    """Call hook `name` of `hooks` (a mapping or object, like the client's hooks) with `event`, now.
+    A sync hook runs before this returns; an async one is scheduled. A hook that fails is warned
+    about, never raised into the connection that received the notification."""
     if hooks is None:
         return
     fn = hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None)
@@ -89,7 +94,17 @@ async def call_hook(hooks: Any, name: str, event: dict[str, Any]) -> None:
         return
     try:
         result = fn(event)
-        if inspect.isawaitable(result):
-            await result
     except Exception as exc:  # noqa: BLE001 - a host's hook must not break the MCP connection
+        warn(f"[toolnexus] MCP hook {name} failed: {type(exc).__name__}: {exc}")
+        return
+    if inspect.isawaitable(result):
+        task = asyncio.ensure_future(result)
+        _RUNNING.add(task)
+        task.add_done_callback(lambda t: _done(name, t))
+
+
+def _done(name: str, task: "asyncio.Future[Any]") -> None:
+    _RUNNING.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        exc = task.exception()
         warn(f"[toolnexus] MCP hook {name} failed: {type(exc).__name__}: {exc}")
