@@ -23,7 +23,8 @@ from toolnexus.mcp_source import McpOptions, SamplingPolicy, mcp_source_of
 from support.mcp_servers.http_servers import serve_app
 from support.mcp_servers.rich import PNG, build
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")]
 RICH = str(Path(__file__).parent / "support" / "mcp_servers" / "rich.py")
 HEARD: list[tuple[str, dict]] = []
 ASKED: list[dict] = []
