@@ -274,3 +274,25 @@ async def test_the_oauth_entry_of_a_server_is_checked():
         server_spec("s", {"url": "http://x/mcp", "oauth": {"grant": "client_credentials"}})
     assert "s3cr3t" not in repr(server_spec("s", {"url": "http://x/mcp", "oauth": {"clientId": "a",
                                                                                      "clientSecret": "s3cr3t"}}))
+
+
+async def test_an_authorization_server_answer_is_read_to_a_bound():
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from support.mcp_servers.http_servers import serve_app
+
+    async def mcp(request):
+        metadata = f"{request.base_url}big"
+        return JSONResponse({}, status_code=401, headers={"WWW-Authenticate": f'Bearer resource_metadata="{metadata}"'})
+
+    async def big(request):
+        return Response(b" " * (2 * 1024 * 1024), media_type="application/json")
+
+    app = Starlette(routes=[Route("/mcp", mcp, methods=["POST", "GET"]), Route("/big", big)])
+    with serve_app(app) as base:
+        source = await load_mcp_with_context({"mcpServers": {"flood": {"url": f"{base}/mcp"}}})
+    await source.close()
+    assert source.status == {"flood": "failed"}
+    assert "authorization failed" in source.reasons["flood"] and "more than 1048576 bytes" in source.reasons["flood"]

@@ -18,6 +18,9 @@ code, and keeps the tokens. From then on `bearer()` hands out the access token a
 whoever refreshes writes the store, the others read it. Client-credentials servers (machine to
 machine) get tokens with no person involved, and again whenever they expire.
 
+Every answer of an authorization server is read to at most 1 MiB (`MAX_BODY`); redirects are
+followed only for metadata and only within its origin.
+
 `BearerAuth` plugs this into the SDK's HTTP transports (an `httpx2.Auth`). A flow that needs a
 person ends the request with the server's own 401/403, so the transport stays up and the request
 fails; the caller then finds the `Request` in `pending` (or the failure in `problem`).
@@ -75,6 +78,7 @@ from .vault import NAMESPACE_FLOWS, NAMESPACE_TOKENS, TokenVault, record_key
 __all__ = ["BearerAuth", "OAuthClient", "callback_params"]
 
 _REDIRECTS = 5
+MAX_BODY = 1024 * 1024  # an authorization server's answer (metadata, registration, tokens) is small
 _ORIGIN = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
 _SDK_FAILURES = (OAuthFlowError, OAuthRegistrationError, OAuthTokenError, ValidationError, ValueError)
 
@@ -470,14 +474,24 @@ class OAuthClient:
         return self._http
 
     async def _send(self, request: httpx2.Request) -> httpx2.Response:
-        return await self._client_http().send(request)
+        """One request to an authorization server, its body read to at most `MAX_BODY` bytes."""
+        response = await self._client_http().send(request, stream=True)
+        try:
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY:
+                    raise OAuthError(f"{_origin(str(request.url))} sent more than {MAX_BODY} bytes in answer to "
+                                     f"{request.method} {urlsplit(str(request.url)).path}: refused")
+        finally:
+            await response.aclose()
+        return httpx2.Response(response.status_code, headers=response.headers, content=bytes(body), request=request)
 
     async def _get(self, url: str) -> httpx2.Response:
         """A metadata GET, following redirects that stay on its origin (others are "not here")."""
         request = create_oauth_metadata_request(url)
         for _ in range(_REDIRECTS):
             response = await self._send(request)
-            await response.aread()
             location = response.headers.get("location")
             if response.status_code not in (301, 302, 303, 307, 308) or not location:
                 return response
@@ -490,7 +504,7 @@ class OAuthClient:
     async def _token_request(self, endpoint: str, client: OAuthClientInformationFull, data: dict[str, str],
                              issuer: Optional[str], *, what: str) -> OAuthToken:
         data, headers = await self._authenticate(client, dict(data), issuer)
-        response = await self._client_http().post(endpoint, data=data, headers=headers)
+        response = await self._send(self._client_http().build_request("POST", endpoint, data=data, headers=headers))
         if response.status_code not in (200, 201):
             raise OAuthError(f"the token endpoint {_origin(endpoint)} refused {what}: {_error_of(response)}")
         try:
