@@ -1,14 +1,10 @@
 """The launcher a local MCP server starts through on Linux, so nothing it starts outlives it.
 
-Run as a script, never imported: `python -I -S _reaper.py STATUS_FD PROCS GRACE -- argv...`.
-It tells the parent which way it holds the server by writing one line to STATUS_FD (then the fd
-closes: the parent reads it to its end):
+Run as a script, never imported: `python -I -S _reaper.py STATUS_FD GRACE -- argv...`, where
+cgroup v2 cannot hold the server (contain.py). It reports to the parent with one line on
+STATUS_FD (then the fd closes: the parent reads it to its end):
 
-- `cgroup`: PROCS is the `cgroup.procs` file of a fresh cgroup v2 group. The launcher moves
-  itself there and `exec`s the server in its place: the server and everything it ever starts —
-  `setsid`, double forks and all — stay in that group, which the parent empties at close. No
-  process of ours remains in between.
-- `subreaper` (PROCS is `-`, or moving failed): the launcher marks itself a child subreaper
+- `subreaper`: the launcher marks itself a child subreaper
   (`PR_SET_CHILD_SUBREAPER`), so orphaned descendants are re-parented to it rather than to init,
   starts the server as its child (same process group), and closes its own copies of stdin and
   stdout so the pipes behave as if the server held them alone. When the server exits it stops
@@ -134,15 +130,6 @@ def _say(fd: int, text: str) -> None:
         pass
 
 
-def _join_cgroup(procs: str) -> bool:
-    try:
-        with open(procs, "w") as handle:
-            handle.write(str(os.getpid()))
-        return True
-    except OSError:
-        return False
-
-
 def _supervise(fd: int, grace: float, command: list[str]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -179,17 +166,9 @@ def _supervise(fd: int, grace: float, command: list[str]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    fd, procs, grace = int(argv[0]), argv[1], float(argv[2])
-    command = argv[4:]
+    fd, grace = int(argv[0]), float(argv[1])
     os.set_inheritable(fd, False)
-    if procs != "-" and _join_cgroup(procs):
-        _say(fd, "cgroup")
-        try:
-            os.execvp(command[0], command)
-        except OSError as exc:
-            _say(fd, f"error {exc.errno}")
-            os._exit(127)
-    _supervise(fd, grace, command)
+    _supervise(fd, grace, argv[3:])
 
 
 if __name__ == "__main__":

@@ -160,7 +160,7 @@ class ServerConnection:
     def capabilities(self) -> dict[str, Any]:
         """The server's capabilities from `initialize` (`{}` before a connection)."""
         link = self._link
-        return dict(getattr(link.session, "capabilities", {}) or {}) if link is not None and link.session else {}
+        return dict(link.session.capabilities) if link is not None and link.session is not None else {}
 
     # ------------------------------------------------------------------ lifecycle
 

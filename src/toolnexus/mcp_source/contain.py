@@ -6,17 +6,18 @@ the group no longer reaches it. So on Linux the server starts through a small la
 (`_reaper.py`) that puts it where nothing can leave:
 
 - `cgroup` — when cgroup v2 is mounted, our own cgroup is writable and the kernel has
-  `cgroup.kill` (5.14+): a fresh cgroup per server; the launcher moves itself there and `exec`s
-  the server. Every descendant is in it for good. Close signals every process in it (SIGTERM,
-  then `cgroup.kill`) and removes the group.
+  `cgroup.kill` (5.14+): a fresh cgroup per server; `/bin/sh` moves itself there and `exec`s the
+  server (a few milliseconds; a failed move is said on stderr and the server runs held by its
+  process group alone). Every descendant is in it for good. Close signals every process in it
+  (SIGTERM, then `cgroup.kill`) and removes the group.
 - `subreaper` — otherwise: the launcher becomes the server's parent and a child subreaper, so
   orphaned descendants come to it; it stops them all when the server exits, when we send
   SIGTERM (gracefully) or SIGUSR1 (at once), and when we die.
 - `group` — not Linux, or chosen: no launcher, the process group alone (the behaviour before).
 
-`McpOptions.containment` picks one ("auto", the default, is the first that works here). Costs:
-the launcher is one short-lived `python -I -S` start (~20 ms) per server; in `subreaper` mode it
-stays as one idle process beside the server.
+`McpOptions.containment` picks one ("auto", the default, is the first that works here). Costs: a
+`/bin/sh` start (~2 ms) per server with a cgroup; a `python -I -S` start (~20 ms) and one idle
+process beside the server with a subreaper.
 
 Not here: when the server is stopped and how gracefully (stdio.py).
 """
@@ -24,8 +25,10 @@ Not here: when the server is stopped and how gracefully (stdio.py).
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import os
+import shutil
 import signal
 import sys
 from contextlib import suppress
@@ -91,12 +94,17 @@ class Containment:
     def pass_fds(self) -> tuple[int, ...]:
         return (self._write_fd,) if self._write_fd is not None else ()
 
-    def wrap(self, argv: list[str], grace: float) -> list[str]:
+    def wrap(self, argv: list[str], grace: float, env: Optional[dict[str, str]] = None,
+             cwd: Optional[str] = None) -> list[str]:
+        """The command to spawn for `argv` (raises the `OSError` a direct spawn would, for a command
+        that cannot be started, in the modes where nothing of ours would be there to say it)."""
         if self.mode == "group":
             return argv
+        if self.mode == "cgroup" and self.group is not None:
+            _resolve(argv[0], env, cwd)
+            return ["/bin/sh", "-c", _JOIN, os.path.join(self.group, "cgroup.procs"), *argv]
         self._read_fd, self._write_fd = os.pipe()
-        procs = os.path.join(self.group, "cgroup.procs") if self.group is not None else "-"
-        return [sys.executable, "-I", "-S", _LAUNCHER, str(self._write_fd), procs, f"{grace:g}", "--", *argv]
+        return [sys.executable, "-I", "-S", _LAUNCHER, str(self._write_fd), f"{grace:g}", "--", *argv]
 
     async def started(self, pid: int) -> None:
         """After the spawn: read the launcher's report (until it closes the pipe)."""
@@ -109,9 +117,6 @@ class Containment:
         fd, self._read_fd = self._read_fd, None
         report = await asyncio.to_thread(_read_all, fd)
         lines = report.decode(errors="replace").split()
-        if "subreaper" in lines and self.group is not None:  # could not join the cgroup
-            self._remove_group()
-            self.mode = "subreaper"
         if "error" in lines:
             errno = int(lines[lines.index("error") + 1])
             raise OSError(errno, os.strerror(errno))
@@ -184,6 +189,24 @@ class Containment:
                 os.rmdir(group)
 
 
+# Joins the cgroup (its `cgroup.procs` is $0), then becomes the server: no process of ours stays.
+_JOIN = ('{ echo $$ > "$0"; } 2>/dev/null || echo "toolnexus: could not move the MCP server into its cgroup $0; '
+         'processes it starts in new sessions may outlive it" >&2; exec "$@"')
+
+
+def _resolve(command: str, env: Optional[dict[str, str]], cwd: Optional[str]) -> None:
+    """Raise what `exec` would for a command that cannot run (the shell would only say it on stderr)."""
+    if os.sep in command:
+        path = command if os.path.isabs(command) else os.path.join(cwd or os.getcwd(), command)
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+        if not os.access(path, os.X_OK) or os.path.isdir(path):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command)
+        return
+    if shutil.which(command, path=(env or os.environ).get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+
+
 def _read_all(fd: int) -> bytes:
     chunks = []
     try:
@@ -194,6 +217,22 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+@lru_cache(maxsize=1)
+def _clear_stale(here: str) -> None:
+    """Once per process: remove the empty groups a process of ours that died left behind."""
+    with suppress(OSError):
+        for name in os.listdir(here):
+            parts = name.split("-")
+            if name.startswith("toolnexus-mcp-") and len(parts) == 4 and parts[2].isdigit():
+                try:
+                    os.kill(int(parts[2]), 0)
+                except ProcessLookupError:
+                    with suppress(OSError):
+                        os.rmdir(os.path.join(here, name))  # fails (and stays) while a process is in it
+                except PermissionError:
+                    pass
+
+
 def contain(mode: str) -> Containment:
     """A containment for one server: `mode` as configured ("auto" picks the best that works here)."""
     linux = sys.platform.startswith("linux")
@@ -202,6 +241,7 @@ def contain(mode: str) -> Containment:
     if mode in ("auto", "cgroup") and cgroup_usable():
         here = _own_cgroup_dir()
         assert here is not None
+        _clear_stale(here)
         group = os.path.join(here, f"toolnexus-mcp-{os.getpid()}-{next(_names)}")
         try:
             os.mkdir(group)

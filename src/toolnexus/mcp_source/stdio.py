@@ -154,7 +154,7 @@ async def stdio_process(spec: ServerSpec, containment: str = "auto") -> AsyncIte
     box = contain(containment)
     try:
         proc = await asyncio.create_subprocess_exec(
-            *box.wrap([spec.command, *spec.args], TERM_GRACE),
+            *box.wrap([spec.command, *spec.args], TERM_GRACE, spec.env, spec.cwd),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env=spec.env,
