@@ -199,12 +199,12 @@ def _resolve(command: str, env: Optional[dict[str, str]], cwd: Optional[str]) ->
     if os.sep in command:
         path = command if os.path.isabs(command) else os.path.join(cwd or os.getcwd(), command)
         if not os.path.exists(path):
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+            raise OSError(errno.ENOENT, os.strerror(errno.ENOENT), command)  # a FileNotFoundError
         if not os.access(path, os.X_OK) or os.path.isdir(path):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command)
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES), command)  # a PermissionError
         return
     if shutil.which(command, path=(env or os.environ).get("PATH", os.defpath)) is None:
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+        raise OSError(errno.ENOENT, os.strerror(errno.ENOENT), command)  # a FileNotFoundError
 
 
 def _read_all(fd: int) -> bytes:
