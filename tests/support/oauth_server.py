@@ -142,7 +142,8 @@ class Authority:
         if client is None or q.get("redirect_uri") not in client["redirect_uris"]:
             return JSONResponse({"error": "invalid_client"}, status_code=400)
         if q.get("code_challenge_method") != "S256" or not q.get("code_challenge"):
-            return JSONResponse({"error": "invalid_request", "error_description": "PKCE S256 required"}, status_code=400)
+            return JSONResponse({"error": "invalid_request", "error_description": "PKCE S256 required"},
+                                status_code=400)
         code = secrets.token_urlsafe(16)
         self.codes[code] = {"client_id": q["client_id"], "challenge": q["code_challenge"],
                             "redirect_uri": q["redirect_uri"], "scope": q.get("scope") or SCOPE,

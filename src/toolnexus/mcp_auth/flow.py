@@ -249,7 +249,8 @@ class OAuthClient:
         token_endpoint = str(asm.token_endpoint) if asm is not None else urljoin(_origin(self.url), "/token")
         if self.machine:
             if self.settings.issuer and not issuers_match(issuer, self.settings.issuer):
-                raise OAuthError(f'the server "{self.server}" sends us to the authorization server {issuer}, not to the '
+                raise OAuthError(f'the server "{self.server}" sends us to the authorization server {issuer}, '
+                                 'not to the '
                                  f"configured issuer {self.settings.issuer}")
             await self._client_credentials(token_endpoint, issuer, scope, resource)
             return True
@@ -311,7 +312,8 @@ class OAuthClient:
         settings = self.settings
         redirect = [AnyUrl(self.redirect_uri)]
         if settings.client_id:
-            method = settings.token_endpoint_auth_method or ("client_secret_basic" if settings.client_secret else "none")
+            fallback = "client_secret_basic" if settings.client_secret else "none"
+            method = settings.token_endpoint_auth_method or fallback
             return OAuthClientInformationFull(client_id=settings.client_id, client_secret=settings.client_secret,
                                               redirect_uris=redirect, token_endpoint_auth_method=method)
         cimd = settings.client_metadata_url or self.options.client_metadata_url
@@ -385,7 +387,8 @@ class OAuthClient:
                 where = "" if self.vault.durable else (" (tokens are kept in this process only: give OAuthOptions a "
                                                        "store and key so another process can finish a sign-in)")
                 raise OAuthError(f'no sign-in with this state is waiting for "{self.server}"{where}')
-            if flow.get("server") != resource_url_from_server_url(self.url) or flow.get("account") != self.options.account:
+            mine = resource_url_from_server_url(self.url)
+            if flow.get("server") != mine or flow.get("account") != self.options.account:
                 raise OAuthError(f'this sign-in belongs to another server or account, not to "{self.server}"')
             if flow.get("done"):
                 if self._fresh(await self._reload()):

@@ -330,7 +330,8 @@ def _resource_tools(source: McpSource, server: ServerConnection) -> list[Tool]:
 
     return [
         _own_tool(f"{prefix}_list_resources", f'List the resources (documents, files, data) the MCP server "{label}" '
-                  f"offers — their URIs, names and types — and its URI templates. Read one with {prefix}_read_resource.",
+                  "offers — their URIs, names and types — and its URI templates. Read one with "
+                  f"{prefix}_read_resource.",
                   _object({}), listed),
         _own_tool(f"{prefix}_read_resource", f'Read a resource of the MCP server "{label}" by its URI.',
                   _object({"uri": {"type": "string", "description": "the resource's URI"}}, ["uri"]), read),
@@ -360,7 +361,8 @@ def _prompt_tools(source: McpSource, server: ServerConnection) -> list[Tool]:
     return [
         _own_tool(f"{prefix}_list_prompts", f'List the prompt templates the MCP server "{label}" offers, with their '
                   f"arguments (a ? marks an optional one). Get one with {prefix}_get_prompt.", _object({}), listed),
-        _own_tool(f"{prefix}_get_prompt", f'Get a prompt template of the MCP server "{label}", filled in with arguments.',
+        _own_tool(f"{prefix}_get_prompt",
+                  f'Get a prompt template of the MCP server "{label}", filled in with arguments.',
                   _object({"name": {"type": "string", "description": "the prompt's name"},
                            "arguments": {"type": "object", "additionalProperties": {"type": "string"},
                                          "description": "the prompt's arguments"}}, ["name"]), get),
@@ -382,9 +384,9 @@ def _server_tools(source: McpSource, server: ServerConnection, listing: Listing)
         if not wanted:
             continue
         if capability not in capabilities:
-            warn_once(f"mcp-cap:{name}:{capability}", f'[toolnexus] MCP server "{name}" declares no {capability}: '
-                                                      f'"{"resourceTools" if capability == "resources" else "promptTools"}"'
-                                                      " offers nothing")
+            key = "resourceTools" if capability == "resources" else "promptTools"
+            warn_once(f"mcp-cap:{name}:{capability}",
+                      f'[toolnexus] MCP server "{name}" declares no {capability}: "{key}" offers nothing')
             continue
         tools += make(source, server)
     return tools
