@@ -38,7 +38,7 @@ BUILTIN_EXCEPTIONS = {n for n in dir(__import__("builtins")) if isinstance(getat
 
 # A script run as its own isolated process (it may not import toolnexus); nothing it raises
 # reaches a caller.
-STANDALONE = ("builtin/_reaper.py",)
+STANDALONE = ("builtin/_reaper.py", "mcp_source/_reaper.py")
 
 
 def _checked_files() -> list[pathlib.Path]:

@@ -25,9 +25,16 @@ them. The tree (each entry: where it is defined, what it means):
     ├── ToolnexusRuntimeError           errors      an operation that cannot proceed (also
     │   │                                           RuntimeError): no API key, no shell, a closed
     │   │                                           MCP server, an MCP listing that loops
-    │   └── HandshakeFailed             mcp_source  a program that is not an MCP server, or cannot
-    │                                   .handshake  start; never escapes (becomes the server's
-    │                                               `failed` reason)
+    │   ├── HandshakeFailed             mcp_source  a program that is not an MCP server, or cannot
+    │   │                               .handshake  start; never escapes (becomes the server's
+    │   │                                           `failed` reason)
+    │   ├── OAuthError                  mcp_auth    an OAuth step failed (discovery, registration,
+    │   │   │                                       the token endpoint, a bad answer); no secrets
+    │   │   ├── AuthorizationRequired               a person must sign in: carries the
+    │   │   │                                       `Request(kind="auth")`
+    │   │   └── AuthorizationDeclined               the sign-in was refused
+    │   └── SamplingRefused             mcp_source  a server's sampling request the policy refused
+    │                                   .sampling   (sent to the server, never raised to callers)
     ├── MissingExtra                    errors      an optional feature's packages are not installed
     │                                               (also ImportError): `pip install toolnexus[otel]`
     ├── UnsupportedOperation            errors      not available on this object (also

@@ -391,6 +391,7 @@ async def create_toolkit(
     disable_skills: Optional[list[str]] = None,
     cancel: Optional[asyncio.Event] = None,
     approvals: Any = None,
+    mcp_options: Any = None,
 ) -> Toolkit:
     """Load every configured source and assemble a `Toolkit`.
 
@@ -398,6 +399,8 @@ async def create_toolkit(
     first (a fired `cancel` aborts it with `asyncio.CancelledError`); if a later source fails,
     the servers already connected are closed before the error propagates. `approvals` names the
     tools whose calls wait for a human's approval (`toolnexus.approvals.ApprovalPolicy`).
+    `mcp_options` (a `toolnexus.mcp_source.McpOptions`) holds the host's MCP settings: the OAuth
+    token store, sampling, notification hooks, limits.
     """
     policy = ApprovalPolicy.of(approvals)  # a malformed policy fails before anything connects
     extras = extra_source(extra_tools or [])
@@ -410,7 +413,7 @@ async def create_toolkit(
 
         config = await read_toolkit_config(mcp_config)
         if config is not None:
-            sources.append(await load_mcp_with_context(config, wait_for=wait_for, cancel=cancel))
+            sources.append(await load_mcp_with_context(config, wait_for=wait_for, cancel=cancel, options=mcp_options))
     try:
         if skills_dir is not None or skills is not None or skill_provider is not None:
             from .skill.options import skill_source_from_options

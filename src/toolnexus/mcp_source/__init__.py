@@ -33,8 +33,17 @@ Choices beyond the pinned baseline, each deliberate:
 - SDK models are read through `model_dump(by_alias=True)` so no field (parts, schemas, cursors)
   is silently lost to the 1.x → 2.x attribute renames.
 
-Not here: serving tools over MCP (`toolnexus.mcp_serve`), OAuth for remote servers, resources
-and prompts.
+- What a server declares is held to limits (limits.py: provider-valid names, tool count, schema
+  size); an offending tool is dropped and `McpSource.dropped` says why. On Linux a local server's
+  whole process tree — `setsid` and double forks included — is held by a cgroup or a subreaper
+  launcher (contain.py) and stopped with it.
+- Remote servers that need OAuth sign in as a suspension (`toolnexus.mcp_auth`; source.py says
+  how a run parks and resumes); resources and prompts are reachable as an API and, per server,
+  as tools (catalog.py); log and progress notifications reach the host's hooks and the call's
+  trace span; sampling requests are answered by the host's model under its `SamplingPolicy`
+  (sampling.py). Host-side settings are one `McpOptions` (options.py).
+
+Not here: serving tools over MCP (`toolnexus.mcp_serve`).
 """
 
 from .config import (
@@ -49,16 +58,27 @@ from .config import (
     read_config_file,
     read_toolkit_config,
 )
+from .catalog import McpPrompt, McpPromptResult, McpResource, McpResourceTemplate
 from .connection import MAX_LIST_PAGES
 from .convert import answer_to_elicit_result, elicitation_to_request
-from .source import McpInventory, McpSource, ToolInfo, list_mcp_tools, load_mcp, load_mcp_with_context
+from .limits import DroppedTool, PeerLimits
+from .options import McpOptions, SamplingPolicy
+from .source import McpInventory, McpSource, ToolInfo, list_mcp_tools, load_mcp, load_mcp_with_context, mcp_source_of
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "MAX_LIST_PAGES",
+    "DroppedTool",
     "McpConfig",
     "McpInventory",
+    "McpOptions",
+    "McpPrompt",
+    "McpPromptResult",
+    "McpResource",
+    "McpResourceTemplate",
     "McpSource",
+    "PeerLimits",
+    "SamplingPolicy",
     "ServerConfig",
     "ToolInfo",
     "answer_to_elicit_result",
@@ -70,6 +90,7 @@ __all__ = [
     "list_mcp_tools",
     "load_mcp",
     "load_mcp_with_context",
+    "mcp_source_of",
     "parse_mcp_config",
     "read_config_file",
     "read_toolkit_config",

@@ -43,6 +43,7 @@ from typing import Any, Optional, Union
 from .._diag import warn, warn_once
 from .._env import expand_headers
 from .._redact import REDACTED, is_credential_header, mask_headers, redact_url
+from ..mcp_auth import ServerAuth, server_auth
 from ..errors import ConfigError
 
 __all__ = [
@@ -74,7 +75,8 @@ SERVER_KEYS: dict[str, str] = {
     "requireApproval": "any",
     "command": "local", "args": "local", "env": "local", "environment": "local", "inheritEnv": "local",
     "cwd": "local", "strictStdout": "local",
-    "url": "remote", "headers": "remote",
+    "url": "remote", "headers": "remote", "oauth": "remote",
+    "resourceTools": "any", "promptTools": "any",
 }
 _TYPES = ("local", "remote", "stdio", "http", "sse", "streamable-http", "streamableHttp")
 ServerConfig = dict[str, Any]
@@ -257,6 +259,9 @@ class ServerSpec:
     cwd: Optional[str] = None
     tools_filter: Optional[dict[str, bool]] = None
     strict_stdout: bool = True
+    oauth: Optional[ServerAuth] = None  # remote only; None: a 401 fails the server (`"oauth": false`)
+    resource_tools: bool = False  # offer `<server>_list_resources` / `<server>_read_resource` to models
+    prompt_tools: bool = False  # offer `<server>_list_prompts` / `<server>_get_prompt`
     require_approval: Union[bool, dict[str, bool]] = False  # `requireApproval`: all, none, or by tool name
 
     def needs_approval(self, tool: str) -> bool:
@@ -277,6 +282,8 @@ class ServerSpec:
             fields.append(f"tools_filter={self.tools_filter!r}")
         if self.require_approval:
             fields.append(f"require_approval={self.require_approval!r}")
+        if self.remote and self.oauth is not None:
+            fields.append(f"oauth={self.oauth!r}")
         return f"ServerSpec({', '.join(fields)})"
 
 
@@ -427,7 +434,8 @@ def server_spec(name: str, cfg: Any) -> ServerSpec:
             _kind(v) for v in tools_filter.values() if not isinstance(v, bool))
         raise ConfigError(f'"tools" must be an object of tool name -> true/false, got {got}')
     spec = ServerSpec(name, remote, timeout, call_timeout, tools_filter=tools_filter or None,
-                      require_approval=_require_approval(cfg))
+                      require_approval=_require_approval(cfg),
+                      resource_tools=_bool(cfg, "resourceTools", False), prompt_tools=_bool(cfg, "promptTools", False))
     if spec.remote:
         url = cfg.get("url")
         if not isinstance(url, str) or not url:
@@ -442,6 +450,9 @@ def server_spec(name: str, cfg: Any) -> ServerSpec:
                 _kind(v) for v in headers.values() if not isinstance(v, str))
             raise ConfigError(f'"headers" must be an object of strings, got {got}')
         spec.url, spec.headers = url, expand_env_headers(headers)
+        # OAuth is on unless turned off, or the entry sends its own Authorization header (and says nothing).
+        own = any(str(k).lower() == "authorization" for k in (headers or {}))
+        spec.oauth = server_auth(cfg.get("oauth")) if "oauth" in cfg or not own else None
         return spec
     command = cfg.get("command")
     if isinstance(command, list):

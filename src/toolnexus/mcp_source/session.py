@@ -15,10 +15,12 @@ How it behaves:
 - a request that outlives its timeout gets `notifications/cancelled` sent for it and raises
   `McpRequestError(REQUEST_TIMEOUT, "Request 'tools/call' timed out")`; a caller's cancellation
   sends the same courtesy notice, then propagates;
-- server → client requests: `ping` is answered `{}`; `elicitation/create` goes to `on_elicit`
-  (advertised only when there is one) and its answer — or its failure, as an error reply — goes
-  back; anything else gets "Method not found". Notifications: `notifications/tools/list_changed`
-  calls `on_list_changed`; the rest are ignored;
+- server → client requests: `ping` is answered `{}`; `elicitation/create` goes to `on_elicit` and
+  `sampling/createMessage` to `on_sample` (each advertised only when there is one) and the answer
+  — or its failure, as an error reply — goes back; anything else gets "Method not found".
+  Notifications: `notifications/tools/list_changed` calls `on_list_changed`,
+  `notifications/message` (a server's log line) `on_log`, `notifications/progress` the
+  `on_progress` of the call whose `progressToken` it names; the rest are ignored;
 - every line read is handed to `on_item` first (the handshake guard judges the first one): a
   dict for a JSON-RPC message, a `NotJsonRpc` for anything else, which is then skipped;
 - the end of stdout — the server exited, crashed or closed it — fails every waiting request with
@@ -77,7 +79,9 @@ class StdioSession:
                  on_elicit: Optional[Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = None,
                  on_list_changed: Optional[Callable[[], None]] = None,
                  on_item: Optional[Callable[[Any], None]] = None,
-                 on_closed: Optional[Callable[[Optional[str]], None]] = None) -> None:
+                 on_closed: Optional[Callable[[Optional[str]], None]] = None,
+                 on_sample: Optional[Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = None,
+                 on_log: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
         self._reader = reader
         self._writer = writer
         self.name = name
@@ -87,12 +91,16 @@ class StdioSession:
         self._on_list_changed = on_list_changed
         self._on_item = on_item
         self._on_closed = on_closed
+        self._on_sample = on_sample
+        self._on_log = on_log
+        self._progress: dict[str, Callable[[dict[str, Any]], None]] = {}  # progressToken -> the call's listener
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._served: dict[Any, asyncio.Task[None]] = {}  # server → client requests being answered, by id
         self._write_lock = asyncio.Lock()
         self.closed = False
         self.server_info: dict[str, Any] = {}
+        self.capabilities: dict[str, Any] = {}  # the server's, from `initialize`
         self._pump: Optional[asyncio.Task[None]] = None
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -125,20 +133,54 @@ class StdioSession:
         capabilities: dict[str, Any] = {}
         if self._on_elicit is not None:
             capabilities["elicitation"] = {"form": {}, "url": {}}
+        if self._on_sample is not None:
+            capabilities["sampling"] = {}
         result = await self.request("initialize", {"protocolVersion": PROTOCOL_VERSION,
                                                    "capabilities": capabilities, "clientInfo": _client_info()})
         version = result.get("protocolVersion")
         if version not in SUPPORTED_VERSIONS:
             raise McpRequestError(INTERNAL_ERROR, f"Unsupported protocol version from the server: {version}")
         self.server_info = as_dict(result.get("serverInfo"))
+        self.capabilities = as_dict(result.get("capabilities"))
         await self.notify("notifications/initialized")
         return result
 
     async def list_tools(self, cursor: Optional[str] = None) -> dict[str, Any]:
         return await self.request("tools/list", {"cursor": cursor} if cursor is not None else {})
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], timeout: Optional[float] = None) -> dict[str, Any]:
-        return await self.request("tools/call", {"name": name, "arguments": arguments}, timeout)
+    async def call_tool(self, name: str, arguments: dict[str, Any], timeout: Optional[float] = None,
+                        on_progress: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if on_progress is None:
+            return await self.request("tools/call", params, timeout)
+        token = f"p{next(self._ids)}"
+        params["_meta"] = {"progressToken": token}
+        self._progress[token] = on_progress
+        try:
+            return await self.request("tools/call", params, timeout)
+        finally:
+            self._progress.pop(token, None)
+
+    async def _paged(self, method: str, cursor: Optional[str]) -> dict[str, Any]:
+        return await self.request(method, {"cursor": cursor} if cursor is not None else {})
+
+    async def list_resources(self, cursor: Optional[str] = None) -> dict[str, Any]:
+        return await self._paged("resources/list", cursor)
+
+    async def list_resource_templates(self, cursor: Optional[str] = None) -> dict[str, Any]:
+        return await self._paged("resources/templates/list", cursor)
+
+    async def read_resource(self, uri: str) -> dict[str, Any]:
+        return await self.request("resources/read", {"uri": uri})
+
+    async def list_prompts(self, cursor: Optional[str] = None) -> dict[str, Any]:
+        return await self._paged("prompts/list", cursor)
+
+    async def get_prompt(self, name: str, arguments: Optional[dict[str, str]] = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name}
+        if arguments:
+            params["arguments"] = arguments
+        return await self.request("prompts/get", params)
 
     # the interface `connection.py` uses for either kind of session
     list_page = list_tools
@@ -251,6 +293,13 @@ class StdioSession:
                 task.add_done_callback(functools.partial(self._forget, rid))
             elif method == "notifications/tools/list_changed" and self._on_list_changed is not None:
                 self._on_list_changed()
+            elif method == "notifications/message" and self._on_log is not None:
+                self._on_log(as_dict(message.get("params")))
+            elif method == "notifications/progress":
+                progress = as_dict(message.get("params"))
+                listener = self._progress.get(str(progress.get("progressToken")))
+                if listener is not None:
+                    listener(progress)
             elif method == "notifications/cancelled":  # the server gave up on one of its requests
                 params = message.get("params")
                 target = params.get("requestId") if isinstance(params, dict) else None
@@ -285,6 +334,11 @@ class StdioSession:
                 reply["result"] = await self._on_elicit(params if isinstance(params, dict) else {})
             except Exception as exc:  # noqa: BLE001 - the server gets an error reply instead
                 reply["error"] = {"code": INTERNAL_ERROR, "message": f"elicitation failed: {exc}"}
+        elif method == "sampling/createMessage" and self._on_sample is not None:
+            try:
+                reply["result"] = await self._on_sample(as_dict(message.get("params")))
+            except Exception as exc:  # noqa: BLE001 - the server gets an error reply instead
+                reply["error"] = {"code": INTERNAL_ERROR, "message": f"sampling refused: {exc}"}
         else:
             reply["error"] = {"code": METHOD_NOT_FOUND, "message": "Method not found"}
         with suppress(McpRequestError):

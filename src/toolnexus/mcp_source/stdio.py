@@ -10,9 +10,9 @@ stderr is ours. What goes over the pipes is `session.py`'s business.
 The whole tree, not just the leader: a server that starts helpers and then exits (or crashes)
 leaves them in its process group, and signalling only a live leader would orphan them. So the
 group is swept — SIGTERM, `TERM_GRACE`, SIGKILL, until it is empty — whenever the leader is gone:
-as soon as it exits on its own (a watcher task), and on every close. (A helper that leaves the
-group with `setsid` is out of reach without privileges; the `bash` built-in's subreaper is not
-used here because an MCP server is a long-lived peer, not a command.)
+as soon as it exits on its own (a watcher task), and on every close. A helper that leaves the
+group (`setsid`) is held by the server's containment (contain.py: a cgroup of its own, or a
+subreaper launcher), which is swept at the same moments.
 
 Bounded: one JSON-RPC line from the server may hold at most `MAX_LINE_BYTES` (32 MiB; the session
 reads the figure here when it starts); a server that sends more without a newline gets the
@@ -30,6 +30,7 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any, Optional
 
 from .config import ServerSpec
+from .contain import Containment, contain
 
 __all__ = ["GRACE", "TERM_GRACE", "MAX_LINE_BYTES", "stdio_process"]
 
@@ -114,56 +115,69 @@ async def _sweep_group(proc: asyncio.subprocess.Process, grace: float) -> None:
         await _group_empty(proc.pid, _REAP)
 
 
-async def _watch_exit(proc: asyncio.subprocess.Process, pidfd: Optional[int]) -> None:
-    """When the server exits or crashes on its own, sweep its group at once."""
+async def _watch_exit(proc: asyncio.subprocess.Process, pidfd: Optional[int], box: Containment) -> None:
+    """When the server exits or crashes on its own, sweep its group (and containment) at once."""
     await _leader_exit(proc, pidfd)
     await _sweep_group(proc, TERM_GRACE)
+    await box.sweep(TERM_GRACE)
 
 
-async def _stop(proc: asyncio.subprocess.Process, graceful: bool, pidfd: Optional[int] = None) -> None:
+async def _stop(proc: asyncio.subprocess.Process, graceful: bool, pidfd: Optional[int], box: Containment) -> None:
     try:
         if graceful and proc.returncode is None:
             if proc.stdin is not None:
                 proc.stdin.close()
             if not await _exited(proc, GRACE, pidfd):
                 _signal_group(proc, signal.SIGTERM)
-                await _exited(proc, TERM_GRACE, pidfd)
+                await _exited(proc, TERM_GRACE + _REAP, pidfd)
     finally:
-        # Abort path (or a server that ignored SIGTERM): the whole group goes, right now.
+        # Abort path (or a server that ignored SIGTERM): the whole tree goes, right now — first
+        # through the containment (a subreaper launcher must live to kill what it holds).
         if proc.returncode is None:
-            _signal_group(proc, signal.SIGKILL)
-            await _exited(proc, _REAP, pidfd)
-        # Helpers the leader left behind in its group, whether it exited just now or long ago.
+            box.abort()
+            if not await _exited(proc, _REAP, pidfd):
+                _signal_group(proc, signal.SIGKILL)
+                await _exited(proc, _REAP, pidfd)
+        # Helpers the leader left behind in its group or containment, whether it exited just now or long ago.
         await _sweep_group(proc, TERM_GRACE if graceful else 0)
+        await box.sweep(TERM_GRACE if graceful else 0)
 
 
 @asynccontextmanager
-async def stdio_process(spec: ServerSpec) -> AsyncIterator[asyncio.subprocess.Process]:
-    """Spawn `spec`'s command with piped stdin/stdout; yields the process.
+async def stdio_process(spec: ServerSpec, containment: str = "auto") -> AsyncIterator[asyncio.subprocess.Process]:
+    """Spawn `spec`'s command with piped stdin/stdout; yields the process (on Linux, usually the
+    containment's launcher, which exits with the server's status).
 
     Leaving normally shuts the child down gracefully; leaving by an exception (cancellation
-    included) kills its process group immediately. The child is always reaped before we return.
+    included) kills its whole tree immediately. The child is always reaped before we return.
     """
-    proc = await asyncio.create_subprocess_exec(
-        spec.command,
-        *spec.args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env=spec.env,
-        cwd=spec.cwd,
-        start_new_session=sys.platform != "win32",
-        limit=1 << 16,
-    )
+    box = contain(containment)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *box.wrap([spec.command, *spec.args], TERM_GRACE, spec.env, spec.cwd),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=spec.env,
+            cwd=spec.cwd,
+            start_new_session=sys.platform != "win32",
+            limit=1 << 16,
+            pass_fds=box.pass_fds,
+        )
+    except BaseException:
+        box.release()
+        raise
     pidfd = _open_pidfd(proc)
-    watcher = asyncio.ensure_future(_watch_exit(proc, pidfd))
+    watcher = asyncio.ensure_future(_watch_exit(proc, pidfd, box))
     graceful = False
     try:
+        await box.started(proc.pid)  # a server that cannot start fails here, as a direct spawn would
         yield proc
         graceful = True
     finally:
         try:
-            await _stop(proc, graceful, pidfd)
+            await _stop(proc, graceful, pidfd, box)
         finally:
+            box.release()
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
             if pidfd is not None:
