@@ -66,6 +66,7 @@ def new_run_id() -> str:
 # pending row states
 OPEN = "open"
 CLAIMED = "claimed"
+QUEUED = "queued"  # answered through the store's work queue (`submit_answer`); a worker applies it
 APPLIED = "applied"
 CANCELLED = "cancelled"
 
@@ -115,7 +116,8 @@ class PendingRun:
 
     `request` carries `data["path"]` (the handle path of the top of the suspended subtree) for
     agent runs; `path` is the same list. A client conversation's halt has `path=None` and
-    `run_id` `"conversation:<id>"`.
+    `run_id` `"conversation:<id>"`. `status`: `open` (waiting), `claimed` (an answer is being
+    applied right now) or `queued` (an answer was submitted to the work queue; a worker applies it).
     """
 
     run_id: str
@@ -123,11 +125,13 @@ class PendingRun:
     path: Optional[list[str]]
     created_at: datetime
     expires_at: Optional[datetime]
+    status: str = OPEN
 
 
 @dataclass(frozen=True)
 class RunSummary:
-    """One run as `store.runs()` lists it."""
+    """One run as `store.runs()` lists it. `holder`: who holds its lease right now (a process and
+    host), None when nothing runs it; `lease_expires`: when that lease ends unless renewed."""
 
     run_id: str
     status: str
@@ -135,6 +139,8 @@ class RunSummary:
     updated_at: datetime
     created_at: datetime
     kind: str = KIND_AGENTS
+    holder: Optional[str] = None
+    lease_expires: Optional[datetime] = None
 
 
 def _start_ticks(pid: int) -> Optional[int]:
@@ -222,7 +228,7 @@ class PendingRow:
     def to_pending_run(self) -> PendingRun:
         req = Request.from_dict(self.request or {"id": self.request_id, "kind": "", "prompt": ""})
         return PendingRun(self.run_id or "", req, list(self.path) if self.path else None,
-                          to_datetime(self.created_at), to_datetime(self.expires_at))  # type: ignore[arg-type]
+                          to_datetime(self.created_at), to_datetime(self.expires_at), self.status)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -250,6 +256,7 @@ class Changes:
     release: bool = False  # give the lease up in the same transaction
     take_lease: bool = False  # take the lease in the same transaction (it must be free, expired or dead)
     expect_version: Optional[int] = None  # refuse (RunChanged) unless the run is at this version (a fence)
+    sync: bool = False  # must survive power loss before the caller goes on (it precedes a side effect)
 
     def empty(self) -> bool:
         return not (self.status or self.entry_agent or self.state is not None or self.result is not None

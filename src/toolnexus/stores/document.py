@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Union
 
 from ..client.memory import IdLocks
 from ..durable import (Changes, ConversationOps, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged,
@@ -22,7 +22,10 @@ from ..durable import (Changes, ConversationOps, Holder, LeaseLost, LoadedRun, P
                        RunStore, RunSummary, StoreConflict, StoreVersionError)
 from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN,
                              RUN_FORMAT, dumps, epoch, loads, to_datetime)
+from ..durable.model import QUEUED
+from ..durable.paging import Age, Page, PendingQuery, RunsQuery
 from ..durable.rules import check_claim, check_lease, expires_at_epoch, lease_is_ours
+from ._doc_lifecycle import DocLifecycle, page_pending, page_runs
 from .seen import SeenConversations
 
 __all__ = ["RunDoc", "DocumentStore", "Edits", "trim_trace"]
@@ -137,7 +140,7 @@ def _loaded(doc: RunDoc, ledger: list[PendingRow]) -> LoadedRun:
         calls=calls, pending=[r for r in ledger if r.run_id == doc.run_id], trace=list(doc.trace))
 
 
-class DocumentStore(RunStore):
+class DocumentStore(DocLifecycle, RunStore):
     """`RunStore` over run documents and a ledger; backends provide the four primitives."""
 
     def __init__(self) -> None:
@@ -222,24 +225,31 @@ class DocumentStore(RunStore):
 
     # -- host-facing -------------------------------------------------------------------------------
 
-    async def pending(self) -> list[PendingRun]:
+    async def pending(self, *, limit: Optional[int] = None, after: Optional[str] = None, agent: Optional[str] = None,
+                      kind: Optional[str] = None, older_than: Optional[Age] = None) -> Page[PendingRun]:
+        query = PendingQuery.of(limit, after, agent, kind, older_than)
         await self.open()
         async with self._locked():
-            rows = [r for r in (await self._ledger()).values() if r.status in (OPEN, CLAIMED) and r.request]
-        rows.sort(key=lambda r: (r.created_at, r.request_id))
-        return [r.to_pending_run() for r in rows]
+            rows = [r for r in (await self._ledger()).values() if r.status in (OPEN, CLAIMED, QUEUED) and r.request]
+            entries = {}
+            if query.agent is not None:
+                for run_id in {r.run_id for r in rows if r.run_id}:
+                    doc = await self._read(run_id, messages=False)
+                    entries[run_id] = doc.entry_agent if doc is not None else None
+        return page_pending(rows, query, entries, epoch())
 
-    async def runs(self, status: Optional[str] = None) -> list[RunSummary]:
+    async def runs(self, status: Union[None, str, Sequence[str]] = None, *, limit: Optional[int] = None,
+                   after: Optional[str] = None, agent: Optional[str] = None, kind: Optional[str] = None,
+                   older_than: Optional[Age] = None) -> Page[RunSummary]:
+        query = RunsQuery.of(status, limit, after, agent, kind, older_than)
         await self.open()
-        out = []
+        docs = []
         async with self._locked():
             for run_id in await self._run_ids():
                 doc = await self._read(run_id, messages=False)
-                if doc is not None and (status is None or doc.status == status):
-                    out.append(RunSummary(doc.run_id, doc.status, doc.entry_agent, to_datetime(doc.updated_at),  # type: ignore[arg-type]
-                                          to_datetime(doc.created_at), doc.kind))  # type: ignore[arg-type]
-        out.sort(key=lambda s: s.updated_at, reverse=True)
-        return out
+                if doc is not None:
+                    docs.append(doc)
+        return page_runs(docs, query, epoch())
 
     async def delete_run(self, run_id: str) -> None:
         await self.open()

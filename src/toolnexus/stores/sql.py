@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, NoReturn, Optional, TypeVar
 
 from ..client.memory import IdLocks
-from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged, RunExists,
+from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, RunChanged, RunExists,
                        RunNotFound,
-                       RunStore, RunSummary, StoreConflict, StoreVersionError)
+                       RunStore, StoreConflict, StoreVersionError)
 from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN, RUN_FORMAT,
-                             dumps, epoch, loads, to_datetime)
+                             dumps, epoch, loads)
 from ..durable.rules import check_claim, check_lease, expires_at_epoch, lease_is_ours
 from .document import TRACE_KEEP
 from .seen import SeenConversations
@@ -209,8 +209,14 @@ def _must_run(run_id: str, url: str, *, lock: bool = True) -> Steps[tuple[Any, .
     return row
 
 
+# A run submitted to the work queue is listed before a worker starts it (status `queued`, no
+# lease): starting it takes that row over; any other taken id inserts nothing (`RunExists`).
 _INSERT_RUN = (f"INSERT INTO tn_runs ({_RUN_COLS}, lease_id) VALUES ({', '.join('?' * 14)}) "
-               "ON CONFLICT (run_id) DO NOTHING")
+               "ON CONFLICT (run_id) DO UPDATE SET kind = excluded.kind, entry_agent = excluded.entry_agent, "
+               "status = excluded.status, updated_at = excluded.updated_at, version = excluded.version, "
+               "format = excluded.format, state = excluded.state, result = excluded.result, lease = excluded.lease, "
+               "lease_expires = excluded.lease_expires, trace_seq = excluded.trace_seq, lease_id = excluded.lease_id "
+               "WHERE tn_runs.status = 'queued'")
 
 
 def _insert_run_query(run_id: str, kind: str, entry: Optional[str], status: str, version: int,
@@ -700,19 +706,6 @@ def load_steps(run_id: str, url: str) -> Steps[LoadedRun]:
         trace=[t[0] for t in trace][-TRACE_KEEP:])
 
 
-def pending_steps() -> Steps[list[PendingRun]]:
-    rows = yield Query(f"SELECT {_PENDING_COLS} FROM tn_pending WHERE status IN (?, ?) AND request IS NOT NULL "
-                       "ORDER BY created_at, request_id", (OPEN, CLAIMED), "all")
-    return [_pending_row(r).to_pending_run() for r in rows]
-
-
-def runs_steps(status: Optional[str]) -> Steps[list[RunSummary]]:
-    where, params = ("WHERE status = ?", (status,)) if status is not None else ("", ())
-    rows = yield Query(f"SELECT run_id, status, entry_agent, updated_at, created_at, kind FROM tn_runs {where} "
-                       "ORDER BY updated_at DESC", params, "all")
-    return [RunSummary(r[0], r[1], r[2], to_datetime(r[3]), to_datetime(r[4]), r[5]) for r in rows]  # type: ignore[arg-type]
-
-
 def delete_steps(run_id: str) -> Steps[None]:
     convs = yield Query("SELECT cid FROM tn_convs WHERE run_id = ?", (run_id,), "all")
     for (cid,) in convs:
@@ -795,7 +788,9 @@ def conversation_save_steps(conv: str, messages: list[Any], seen: Optional[tuple
 
 
 class SqlStore(RunStore):
-    """`RunStore` over the step generators above; a driver supplies `_run` (and `open`/`aclose`)."""
+    """`RunStore` over the step generators above; a driver supplies `_run` (and `open`/`aclose`).
+    The listings (`pending`, `runs`) and the work queue are `_fleet_sql.FleetSqlStore`'s, which
+    both drivers build on."""
 
     dialect = "sqlite"
     update_returning = True  # a commit reads its run row back with `UPDATE … RETURNING` (see `commit_steps`)
@@ -808,12 +803,6 @@ class SqlStore(RunStore):
     @abc.abstractmethod
     async def _run(self, steps: Steps[T], *, write: bool = True) -> T:
         """Run one step generator as one transaction."""
-
-    async def pending(self) -> list[PendingRun]:
-        return await self._run(pending_steps(), write=False)
-
-    async def runs(self, status: Optional[str] = None) -> list[RunSummary]:
-        return await self._run(runs_steps(status), write=False)
 
     async def delete_run(self, run_id: str) -> None:
         await self._run(delete_steps(run_id))
