@@ -2,8 +2,10 @@
 
 It routes the answer by request id to its run, claims it exactly once (the loser of a race gets
 `AnswerAlreadyApplied`), restores the run here (`restore.py`), applies the answer, waits for the
-entry agent and returns its `TaskResult` — closing the run when it is over, or leaving it parked
-in the store (and this process) when it waits on another request.
+run and returns the entry agent's `TaskResult` — closing the run when it is over, or leaving it
+parked in the store when it waits on another request (`lifecycle.apply_claimed`). Cancelled
+(Ctrl-C, a request handler given up), it hands the run back as a crash would leave it: still
+`running`, continued by `toolnexus resume RUN` or any worker, the answer not lost.
 """
 
 from __future__ import annotations
@@ -17,11 +19,9 @@ from ..durable import RunStore
 from ..durable.model import CONVERSATION_PREFIX, Holder
 from ..errors import ToolnexusTypeError
 from ..types import Answer, Request
-from .answering import apply_answer, checked_answer
+from .answering import checked_answer
 from .handle import TaskResult
-from .restore import restore_run
-from .runtime import AgentRuntime
-from .vocab import TaskStatus
+from .lifecycle import apply_claimed
 
 __all__ = ["resume"]
 
@@ -47,21 +47,5 @@ async def resume(store: RunStore, answer: Any, *, agents: Any, transport: Any = 
     holder = Holder.here()
     await store.claim(answer.id, holder, dataclasses.asdict(answer), ttl=float(options.get("lease_ttl") or 30.0),
                       run_id=row.run_id)
-    try:
-        rt = await restore_run(AgentRuntime, store, str(row.run_id), agents=agents, transport=transport, llm=llm,
-                               takeover=takeover, holder=holder, **options)
-    except BaseException:
-        await store.unclaim(answer.id, holder)
-        raise
-    try:
-        await apply_answer(rt._core, answer, claimed=True)
-        entry = rt.entry
-        final = await rt.wait(entry) if entry is not None else TaskResult("no entry agent", True, TaskStatus.ERROR)
-    except BaseException:
-        await rt.aclose()
-        raise
-    if final.status == TaskStatus.PENDING:
-        await rt.aclose()
-    else:
-        await rt.close(rt.root)
-    return dataclasses.replace(final, runtime=None, run_id=row.run_id)
+    return await apply_claimed(store, str(row.run_id), answer, holder, agents=agents, transport=transport, llm=llm,
+                               takeover=takeover, **options)

@@ -159,6 +159,13 @@ def _start_ticks(pid: int) -> Optional[int]:
         return None
 
 
+def this_host() -> str:
+    """The name leases record for this machine: `TOOLNEXUS_HOST` when set (containers that share a
+    hostname but not a process table; or a test standing in for another machine), else the
+    hostname. A holder is judged dead by its pid only on the machine of the same name."""
+    return os.environ.get("TOOLNEXUS_HOST") or socket.gethostname()
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who holds a lease: a fresh id per runtime, and the process it lives in."""
@@ -171,7 +178,7 @@ class Holder:
     @classmethod
     def here(cls) -> "Holder":
         pid = os.getpid()
-        return cls(uuid.uuid4().hex, socket.gethostname(), pid, _start_ticks(pid))
+        return cls(uuid.uuid4().hex, this_host(), pid, _start_ticks(pid))
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "host": self.host, "pid": self.pid, "started": self.started}
@@ -186,7 +193,7 @@ class Holder:
     def is_dead_here(self) -> bool:
         """True only when this holder's process is on this host and provably gone (or its pid
         now belongs to another process). A holder on another host is never judged dead here."""
-        if self.host != socket.gethostname() or self.pid <= 0:
+        if self.host != this_host() or self.pid <= 0:
             return False
         ticks = _start_ticks(self.pid)
         if ticks is None:
