@@ -11,7 +11,7 @@ Exit codes: 0 success / help / version / clean stop; 1 runtime failure (toolkit 
 `--once` run that raised); 2 usage (no or unknown subcommand, bad flag or value, missing
 required flag or key, nothing to serve, unsafe exposure); 3 a `--once` run (or an answered
 durable run) that ended `pending` or `incomplete`; 4 `answer` of a request already answered;
-130 interrupted (Ctrl-C in `run`).
+130 interrupted (Ctrl-C in `run`; in `answer` / `resume` the run is handed back as it was).
 """
 
 from __future__ import annotations
@@ -22,7 +22,13 @@ from types import ModuleType
 from typing import Optional
 
 from . import answer as _answer
+from . import cancel as _cancel
 from . import pending as _pending
+from . import prune as _prune
+from . import resume as _resume
+from . import runs as _runs
+from . import show as _show
+from . import workers as _workers
 from . import run as _run
 from . import serve as _serve
 from . import tools as _tools
@@ -32,7 +38,8 @@ from .flags import Flag, UsageError, parse
 
 __all__ = ["COMMANDS", "main", "usage"]
 
-COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer, _worker)}
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer, _worker, _runs, _show,
+                                                      _resume, _cancel, _prune, _workers)}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

@@ -18,6 +18,7 @@ down, a run another live process holds).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from typing import Any
@@ -97,6 +98,10 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     try:
         async with store:
             final = await resume(store, answer, agents=agents, llm=llm)
+    except asyncio.CancelledError:  # Ctrl-C: the run was handed back as it was, not recorded as interrupted
+        console.err("interrupted: the run was handed back as it was (status running); continue it with toolnexus "
+                    "resume RUN (toolnexus runs lists it), or let a worker do it")
+        raise
     except (AnswerAlreadyApplied, RequestWithdrawn) as exc:
         console.err(f"error: {exc}")
         return EXIT_ALREADY_ANSWERED

@@ -3,7 +3,8 @@
 A subcommand declares its flags as `Flag`s; `parse` turns argv into a dict keyed by the flag's
 `dest`. Accepted spellings: `--flag value`, `--flag=value`, and the single-dash long forms
 `-flag value` / `-flag=value`. A flag without a metavar is a switch (`--a2a`); a repeatable flag
-collects every occurrence in order; a flag with `choices` rejects other values. Anything else —
+collects every occurrence in order; a flag with `choices` rejects other values; a `positional`
+flag may also be given bare (`toolnexus show RUN` is `toolnexus show --run RUN`). Anything else —
 an unknown flag, a missing value, a stray positional argument — raises `UsageError` naming it,
 which the dispatcher turns into exit code 2. argparse is not used: its error text and exit
 behaviour are not ours to pin, and it would accept abbreviations. `--help` / `-h` anywhere in
@@ -33,6 +34,7 @@ class Flag:
     repeat: bool = False
     choices: Optional[tuple[str, ...]] = None
     default: Any = None
+    positional: bool = False
 
     @property
     def dest(self) -> str:
@@ -40,6 +42,8 @@ class Flag:
 
     @property
     def spelled(self) -> str:
+        if self.positional:
+            return f"{self.metavar} (or --{self.name} {self.metavar})"
         head = f"--{self.name}" + (f" {self.metavar}" if self.metavar else "")
         return head + (" (repeatable)" if self.repeat else "")
 
@@ -69,7 +73,12 @@ def parse(flags: Sequence[Flag], argv: Sequence[str], *, command: str) -> dict[s
         arg = args[i]
         name, inline = _split(arg)
         if name is None:
-            raise UsageError(f'unexpected argument "{arg}" for {command}')
+            bare = next((f for f in flags if f.positional and out[f.dest] is None), None)
+            if bare is None:
+                raise UsageError(f'unexpected argument "{arg}" for {command}')
+            out[bare.dest] = arg
+            i += 1
+            continue
         flag = by_name.get(name)
         if flag is None and name in ("help", "h") and inline is None:
             out["help"] = True

@@ -33,7 +33,6 @@ in the queue until the first is done.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional

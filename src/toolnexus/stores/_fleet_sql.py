@@ -192,8 +192,9 @@ def submit_run_steps(run_id: str, agent: str, prompt: str, channel: Optional[str
     worker starting it takes the row over (`sql._INSERT_RUN` adopts a `queued` row)."""
     now = epoch()
     made = yield Query("INSERT INTO tn_runs (run_id, kind, entry_agent, status, created_at, updated_at, version, "
-                       "format, trace_seq) VALUES (?, ?, ?, ?, ?, ?, 0, ?, 0) ON CONFLICT (run_id) DO NOTHING",
-                       (run_id, KIND_AGENTS, agent, QUEUED_RUN, now, now, RUN_FORMAT), "rowcount")
+                       "format, state, trace_seq) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0) ON CONFLICT (run_id) DO NOTHING",
+                       (run_id, KIND_AGENTS, agent, QUEUED_RUN, now, now, RUN_FORMAT,
+                        dumps({"queued": {"agent": agent, "prompt": prompt}})), "rowcount")
     if not made:
         raise RunExists(run_id)
     found = yield _enqueue(WORK_RUN, run_id, None, agent, {"prompt": prompt}, f"run:{run_id}", now, fetch=True)
@@ -431,7 +432,8 @@ def scan_steps(worker_ttl: float, claim_ttl: float, channel: Optional[str]) -> S
             check_lease(run_id, loads(lease), expires, Holder("scan", "", -1), now, False)
         except RunInProgress:
             continue
-        if (yield _enqueue(WORK_RECOVER, run_id, None, agent, {}, f"recover:{run_id}", now, fetch=False)):
+        payload = {"takeover": loads(lease) is not None}  # its holder died holding the lease (not handed back)
+        if (yield _enqueue(WORK_RECOVER, run_id, None, agent, payload, f"recover:{run_id}", now, fetch=False)):
             counts[WORK_RECOVER] += 1
     claimed = yield Query("SELECT p.request_id, p.run_id, p.claim, p.answered_at, r.entry_agent FROM tn_pending p "
                           "JOIN tn_runs r ON r.run_id = p.run_id WHERE p.status = ? AND r.kind = ?",
