@@ -49,7 +49,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Optional
 
 from ..client import ResumeError
-from ..client.tool_calls import answer_schema_error, is_expired, utc_now
+from ..client.tool_calls import TIMER_KIND, answer_schema_error, expiry_answer, late_answer, utc_now
 from ..types import Answer, Request
 from .clock import wall_now
 from .defs import RESUME_CONTINUE
@@ -70,26 +70,13 @@ __all__ = ["apply_answer", "checked_answer", "expiry_answer", "TIMER_KIND", "par
 _PREFIX = "toolnexus: cannot resume — "
 
 
-TIMER_KIND = "timer"  # a request a tool makes to be called again at its `expiresAt` (see `timers.py`)
-
-
-def expiry_answer(request: Request) -> Answer:
-    """What a request gets when its `expiresAt` passes — the one place the expiry action is
-    decided, for an answer that arrives late and for a worker firing the expiry while nothing
-    runs: a decline with reason `expired`; a timer (`kind="timer"`) fires instead (ok)."""
-    if request.kind == TIMER_KIND:
-        return Answer(id=request.id, ok=True, data={"timer": "fired", "at": request.expiresAt})
-    return Answer(id=request.id, ok=False, reason="expired")
-
-
 def checked_answer(request: Request, answer: Answer, now: Optional[datetime] = None) -> Answer:
     """The answer to apply: a schema violation is a `ResumeError`; an `ok` answer to an expired
     request (by `now`, default the machine's wall time) gets the expiry action instead
-    (`expiry_answer`: a decline with reason `expired`; a timer is simply answered)."""
+    (`client.tool_calls.expiry_answer`: a decline with reason `expired`; a timer is simply answered)."""
     if answer.id != request.id:
         raise ResumeError(_PREFIX + f"answer id {answer.id!r} does not match the pending request {request.id!r}")
-    if answer.ok and request.kind != TIMER_KIND and is_expired(request, now if now is not None else utc_now()):
-        return expiry_answer(request)
+    answer = late_answer(request, answer, now if now is not None else utc_now())
     problem = answer_schema_error(request, answer)
     if problem is not None:
         raise ResumeError(_PREFIX + f"the answer to {request.id!r} does not match the request's schema: {problem}")

@@ -43,7 +43,7 @@ from .wire.base import ToolCall, arguments_error_text
 from ..errors import ToolnexusTypeError
 
 __all__ = ["CallOutcome", "ToolRunner", "resolve_with_answer", "gather_in_order", "first_leaf", "utc_now",
-           "expires_at", "is_expired", "answer_schema_error"]
+           "expires_at", "is_expired", "answer_schema_error", "expiry_answer", "late_answer", "TIMER_KIND"]
 
 T = TypeVar("T")
 
@@ -200,7 +200,9 @@ async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: 
     """Apply `answer` to one suspended call (see module docstring)."""
     request = outcome.request
     assert request is not None
-    if answer is None or not answer.ok or is_expired(request, runner.client.clock()):
+    if answer is not None:
+        answer = late_answer(request, answer, runner.client.clock())
+    if answer is None or not answer.ok:
         return ToolResult(output=f"declined/expired: {request.prompt}", is_error=True)
     problem = answer_schema_error(request, answer)
     if problem is not None:
@@ -247,6 +249,27 @@ def is_expired(request: Request, now: datetime) -> bool:
     if when is None:
         return False
     return when <= (now if now.tzinfo is not None else now.replace(tzinfo=timezone.utc))
+
+
+TIMER_KIND = "timer"  # a request a tool makes to be called again at its `expiresAt` (`toolnexus.agents.timer`)
+
+
+def expiry_answer(request: Request) -> Answer:
+    """What a request gets once its `expiresAt` has passed — the one place the expiry action is
+    decided, for an answer that arrives late (every resume path) and for a worker of the fleet
+    firing the expiry while nothing runs: a decline with reason `expired`; a timer (`kind="timer"`)
+    fires instead: ok, `data={"timer": "fired", "at": <expiresAt>}`."""
+    if request.kind == TIMER_KIND:
+        return Answer(id=request.id, ok=True, data={"timer": "fired", "at": request.expiresAt})
+    return Answer(id=request.id, ok=False, reason="expired")
+
+
+def late_answer(request: Request, answer: Answer, now: datetime) -> Answer:
+    """`answer` as applied at `now`: an ok answer to an expired request gets the expiry action (a
+    timer's own answer stands: answering a timer early or late fires it)."""
+    if answer.ok and request.kind != TIMER_KIND and is_expired(request, now):
+        return expiry_answer(request)
+    return answer
 
 
 def answer_schema_error(request: Request, answer: Answer) -> Optional[str]:

@@ -167,15 +167,16 @@ class Worker:
         self._say(f"worker {self.info.name}: serving {self.store.url} (agents: {', '.join(self.info.agents)}; "
                   f"concurrency {self.concurrency}; {'listening' if self._listening else 'polling'})")
 
-    async def step(self) -> int:
-        """One pass: beat and scan when due, deliver cancels, take what fits. How many items it took."""
+    async def step(self, *, scan: Optional[bool] = None) -> int:
+        """One pass: beat and scan when due (`scan=True`: scan now), deliver cancels, take what
+        fits. How many items it took (they run as tasks: `wait_idle()` waits for them)."""
         fleet = self._fleet
         assert fleet is not None, "start() first"
         await self._settle_pending()
         now = self.clock.now()
         if now >= self._next_beat:
             await self._beat()
-        if now >= self._next_scan and not self._stopping:
+        if (scan if scan is not None else now >= self._next_scan) and not self._stopping:
             self._next_scan = now + self.poll_interval
             try:
                 found = await fleet.scan(worker_ttl=self.lease_ttl, claim_ttl=self.lease_ttl)
@@ -197,6 +198,12 @@ class Worker:
         for item in items:
             self._start_job(item)
         return len(items)
+
+    async def wait_idle(self) -> None:
+        """Until no item is being worked on (for a host that drives `step()` itself)."""
+        while self._jobs:
+            await asyncio.gather(*(job.task for job in list(self._jobs.values())), return_exceptions=True)
+        await self._settle_pending()
 
     async def drain(self) -> None:
         """Stop: finish or hand back what runs (see the module docstring), then say goodbye."""
