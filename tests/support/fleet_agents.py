@@ -6,7 +6,8 @@ and in-process `Worker`s).
   machine) to `$FLEET_EFFECTS`; with `$FLEET_HANG=1` it prints `IN_TOOL <tag>` on stdout and
   never returns (a worker to SIGKILL or SIGTERM mid-run); `$FLEET_WORK_MS` makes it take that long.
 - `gatekeeper`: `gate(tag)` asks for approval (its request expires `$FLEET_EXPIRES_S` seconds
-  after it is made, default never); answered ok it records `opened`.
+  after it is made, default never); answered ok it records `enter`, then (with `$FLEET_HANG=1`
+  it prints `IN_TOOL <tag>` and waits until interrupted) `opened`. Not idempotent.
 - `sleeper`: `nap(tag)` asks for a timer of `$FLEET_TIMER_S` seconds (default 0) and records
   `woke` when it fires.
 
@@ -16,6 +17,7 @@ tool with `tag` = the user's prompt, the next one says `done <tag>: <the tool's 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -64,6 +66,10 @@ async def gate(tag: str, ctx: Any = None) -> ToolResult:
             when = datetime.now(timezone.utc) + timedelta(seconds=float(seconds))
             expires = when.isoformat().replace("+00:00", "Z")
         return pending(kind="approval", prompt=f"open the gate for {tag}?", expiresAt=expires)
+    _record("enter", tag, "gatekeeper")
+    if os.environ.get("FLEET_HANG") == "1":
+        print(f"IN_TOOL {tag}", flush=True)
+        await asyncio.Event().wait()  # until the process is interrupted or killed
     _record("opened", tag, "gatekeeper")
     return ToolResult(output=f"opened for {tag}", is_error=False)
 

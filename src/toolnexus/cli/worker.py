@@ -19,8 +19,10 @@ another worker; `--sticky-timeout` (seconds) how soon its workflows are.
 
 Run as the `toolnexus` program, the command leaves with `os._exit` once it has talked to Temporal
 (after flushing stdout, stderr and logging): the SDK's native runtime can crash while the
-interpreter finalizes, which would turn a clean exit 0 or 1 into an abort. Called in-process
-(`toolnexus.cli.main([...])`), it returns normally.
+interpreter finalizes, which would turn a clean exit 0 or 1 into an abort. The store worker
+leaves the same way once it has stopped (everything it wrote is committed by then): a tool's
+thread still blocked in a run it handed back would otherwise hold the process open. Called
+in-process (`toolnexus.cli.main([...])`), it returns normally.
 """
 
 from __future__ import annotations
@@ -108,7 +110,14 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     if opts.get("store") and opts.get("temporal"):
         raise CliExit(2, "error: toolnexus worker takes --store URL or --temporal HOST:PORT, not both")
     if opts.get("store"):
-        return await serve(opts, console)
+        try:
+            code = await serve(opts, console)
+        except CliExit as exc:
+            code = exc.code
+            if exc.message:
+                console.err(exc.message)
+        _leave(code)  # a tool's thread still stuck in a handed-back run must not keep the process alive
+        return code
     code = 1
     try:
         code = await _execute(opts, console)

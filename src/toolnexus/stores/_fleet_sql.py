@@ -125,7 +125,10 @@ def pending_steps(query: PendingQuery, dialect: str, now: float) -> Steps[Page[P
     if query.after is not None:
         where.append("(p.created_at, p.request_id) > (?, ?)")
         params += list(query.after)
-    sql = (f"SELECT {_PENDING_COLS} FROM tn_pending p{join} WHERE {' AND '.join(where)} "
+    index = ""
+    if dialect == "sqlite":  # without statistics SQLite would pick the status index and sort every waiting row
+        index = " INDEXED BY tn_pending_waiting_kind" if query.kind is not None else " INDEXED BY tn_pending_waiting"
+    sql = (f"SELECT {_PENDING_COLS} FROM tn_pending p{index}{join} WHERE {' AND '.join(where)} "
            "ORDER BY p.created_at, p.request_id")
     if query.limit is not None:
         sql += f" LIMIT {query.limit + 1}"
@@ -139,7 +142,7 @@ def pending_steps(query: PendingQuery, dialect: str, now: float) -> Steps[Page[P
 _SUMMARY_COLS = "run_id, status, entry_agent, updated_at, created_at, kind, lease, lease_expires"
 
 
-def runs_steps(query: RunsQuery, now: float) -> Steps[Page[RunSummary]]:
+def runs_steps(query: RunsQuery, now: float, dialect: str = "postgres") -> Steps[Page[RunSummary]]:
     """Runs: every one newest update first (unpaged, as 0.21), or a page newest created first,
     walked on the index that matches the filter (status, entry agent, or creation alone)."""
     where: list[str] = []
@@ -162,7 +165,11 @@ def runs_steps(query: RunsQuery, now: float) -> Steps[Page[RunSummary]]:
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     order = " ORDER BY created_at DESC, run_id DESC" if query.paged else " ORDER BY updated_at DESC, run_id DESC"
     limit = f" LIMIT {query.limit + 1}" if query.limit is not None else ""
-    rows = yield Query(f"SELECT {_SUMMARY_COLS} FROM tn_runs{clause}{order}{limit}", tuple(params), "all")
+    index = ""
+    if dialect == "sqlite" and query.paged:  # the index that walks this filter in page order (see `pending_steps`)
+        name = "status" if query.status is not None else "agent" if query.agent is not None else "created"
+        index = f" INDEXED BY tn_runs_by_{name}"
+    rows = yield Query(f"SELECT {_SUMMARY_COLS} FROM tn_runs{index}{clause}{order}{limit}", tuple(params), "all")
     summaries = [summary_of(r[0], r[1], r[2], r[3], r[4], r[5], loads(r[6]), r[7]) for r in rows]
     if query.limit is None or len(summaries) <= query.limit:
         return Page(summaries)
@@ -640,7 +647,7 @@ class FleetSqlStore(SqlStore):
                    after: Optional[str] = None, agent: Optional[str] = None, kind: Optional[str] = None,
                    older_than: Optional[Age] = None) -> Page[RunSummary]:
         query = RunsQuery.of(status, limit, after, agent, kind, older_than)
-        return await self._run(runs_steps(query, epoch()), write=False)
+        return await self._run(runs_steps(query, epoch(), self.dialect), write=False)
 
     async def delete_run(self, run_id: str) -> None:
         await self._run(_with_queue(delete_steps(run_id), run_id))
