@@ -180,9 +180,10 @@ def runs_steps(query: RunsQuery, now: float, dialect: str = "postgres") -> Steps
 # --------------------------------------------------------------------------- submitting
 
 
-def _notify(channel: Optional[str]) -> list[Query]:
-    """Wake the listening workers when this transaction commits (PostgreSQL; SQLite workers poll)."""
-    return [Query("SELECT pg_notify(?, '')", (channel,), "one")] if channel else []
+def _notify(channel: Optional[str], *, wait: bool = True) -> list[Query]:
+    """Wake the listening workers when this transaction commits (PostgreSQL; SQLite workers poll).
+    `wait=False`: sent in the pipeline without waiting for it (it cannot fail on its own)."""
+    return [Query("SELECT pg_notify(?, '')", (channel,), "one" if wait else "none")] if channel else []
 
 
 def _enqueue(kind: str, run_id: Optional[str], request_id: Optional[str], agent: Optional[str],
@@ -194,20 +195,29 @@ def _enqueue(kind: str, run_id: Optional[str], request_id: Optional[str], agent:
     return Query(sql, params, returning="id") if fetch else Query(sql, params, "rowcount")
 
 
-def submit_run_steps(run_id: str, agent: str, prompt: str, channel: Optional[str]) -> Steps[Queued]:
+_QUEUED_ROW = ("INSERT INTO tn_runs (run_id, kind, entry_agent, status, created_at, updated_at, version, format, "
+               "state, trace_seq) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0) ON CONFLICT (run_id) DO NOTHING")
+
+
+def submit_run_steps(run_id: str, agent: str, prompt: str, channel: Optional[str], dialect: str) -> Steps[Queued]:
     """The run is listed (status `queued`, no lease) and its item queued, in one transaction. A
-    worker starting it takes the row over (`sql._INSERT_RUN` adopts a `queued` row)."""
+    worker starting it takes the row over (`sql._INSERT_RUN` adopts a `queued` row). On
+    PostgreSQL both rows are one statement and the notification is not waited for: the enqueue
+    is one round trip and the commit."""
     now = epoch()
-    made = yield Query("INSERT INTO tn_runs (run_id, kind, entry_agent, status, created_at, updated_at, version, "
-                       "format, state, trace_seq) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0) ON CONFLICT (run_id) DO NOTHING",
-                       (run_id, KIND_AGENTS, agent, QUEUED_RUN, now, now, RUN_FORMAT,
-                        dumps({"queued": {"agent": agent, "prompt": prompt}})), "rowcount")
-    if not made:
-        raise RunExists(run_id)
-    found = yield _enqueue(WORK_RUN, run_id, None, agent, {"prompt": prompt}, f"run:{run_id}", now, fetch=True)
+    row = (run_id, KIND_AGENTS, agent, QUEUED_RUN, now, now, RUN_FORMAT, dumps({"queued": {"agent": agent,
+                                                                                        "prompt": prompt}}))
+    item = _enqueue(WORK_RUN, run_id, None, agent, {"prompt": prompt}, f"run:{run_id}", now, fetch=True)
+    if dialect == "postgres":
+        found = yield Query(f"WITH made AS ({_QUEUED_ROW} RETURNING run_id) "
+                            + item.sql.replace("VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, 0)",
+                                               "SELECT ?, ?, ?, ?, ?, ?, 'queued', ?, ?, 0 FROM made"),
+                            (*row, *item.params), returning="id")
+    else:
+        found = (yield item) if (yield Query(_QUEUED_ROW, row, "rowcount")) else None
     if found is None:
         raise RunExists(run_id)
-    for query in _notify(channel):
+    for query in _notify(channel, wait=False):
         yield query
     return Queued(int(found[0]), WORK_RUN, run_id)
 
@@ -230,13 +240,6 @@ def _queue_claim(item_id: int) -> dict[str, Any]:
     return {"id": f"queue:{item_id}", "host": "", "pid": -1, "queue": item_id}
 
 
-def _entry_agent(run_id: Optional[str]) -> Steps[Optional[str]]:
-    if not run_id:
-        return None
-    found = yield Query("SELECT entry_agent FROM tn_runs WHERE run_id = ?", (run_id,), "one")
-    return found[0] if found is not None else None
-
-
 def submit_answer_steps(answer: dict[str, Any], dialect: str, ttl: float, channel: Optional[str],
                         url: str) -> Steps[Queued]:
     """Claim the request for the queue and queue the answer, in one transaction: from now on any
@@ -245,14 +248,17 @@ def submit_answer_steps(answer: dict[str, Any], dialect: str, ttl: float, channe
 
     now = epoch()
     request_id = answer["id"]
-    row = yield from _get_row(request_id, dialect)
+    lock = " FOR UPDATE OF p" if dialect == "postgres" else ""
+    found = yield Query(f"SELECT {_PENDING_COLS}, r.entry_agent FROM tn_pending p LEFT JOIN tn_runs r ON "
+                        f"r.run_id = p.run_id WHERE p.request_id = ?{lock}", (request_id,), "one")
+    row = _pending_row(found) if found is not None else None
     if row is None or row.request is None:
         raise ResumeError(f"toolnexus: cannot submit the answer — no request {request_id!r} is pending in {url}")
     if row.run_id and row.run_id.startswith(CONVERSATION_PREFIX):
         raise ResumeError(f"toolnexus: cannot submit the answer — request {request_id!r} belongs to a client "
                           "conversation; answer it with client.ask_with_answer")
     check_claim(row, Holder("queue", "", -1), now, ttl)
-    agent = yield from _entry_agent(row.run_id)
+    agent = found[11]
     found = yield _enqueue(WORK_ANSWER, row.run_id, request_id, agent, answer, f"answer:{request_id}", now, fetch=True)
     if found is None:  # an answer of this request is in the queue already (the ledger said open: a race lost)
         from ..durable import AnswerAlreadyApplied
@@ -261,7 +267,7 @@ def submit_answer_steps(answer: dict[str, Any], dialect: str, ttl: float, channe
     item_id = int(found[0])
     row.status, row.claim, row.answer, row.answered_at = QUEUED, _queue_claim(item_id), answer, now
     yield _put_row(row)
-    for query in _notify(channel):
+    for query in _notify(channel, wait=False):
         yield query
     return Queued(item_id, WORK_ANSWER, str(row.run_id), request_id)
 
@@ -663,7 +669,8 @@ class FleetSqlStore(SqlStore):
             raise ToolnexusValueError(f"toolnexus: submit_run's prompt must be a str, got {type(prompt).__name__}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
             raise ToolnexusValueError(f"toolnexus: run_id must be a non-empty string, got {run_id!r}")
-        return await self._run_sync(submit_run_steps(run_id or new_run_id(), agent, prompt, self.channel))
+        return await self._run_sync(submit_run_steps(run_id or new_run_id(), agent, prompt, self.channel,
+                                                     self.dialect))
 
     async def submit_answer(self, answer: Any) -> Queued:
         from ..client import ResumeError
