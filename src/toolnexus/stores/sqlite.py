@@ -17,8 +17,8 @@ change) run with `NORMAL` and reach the disk with the next fsync: a power loss c
 those, which makes a recovery more careful (an LLM call sent again, a finished call asked about),
 never wrong. Measured on a 2-core virtual machine: one fsync ≈ 0.25–0.35 ms, so a side-effecting
 tool turn costs ~0.3 ms more than with `normal`. `synchronous=full` fsyncs every commit;
-`synchronous=normal` none (0.22's behaviour: a power loss may undo the latest commits of any
-kind, an answer's claim included).
+`synchronous=normal` none (the earlier behaviour: a power loss may undo the latest commits of
+any kind, an answer's claim included).
 
 Checkpoints (copying the WAL back into the database file, with two fsyncs) are this store's own
 background job: every `CHECKPOINT_EVERY` commits to a database file in this process (counted per
