@@ -7,7 +7,10 @@ asks for one tool call per turn, then answers):
    `TOOLNEXUS_TEST_POSTGRES` is set) PostgreSQL, every round running each row once in its own
    shuffled order (seeded: a drift in the machine's speed hits all rows alike, and no row always
    runs right after the same neighbour — a rotation keeps the cyclic order, and so always ran
-   `memory:` just after the store-less row, on cold durable code); p50/p95 over the runs, the
+   `memory:` just after the store-less row, on cold durable code; `sqlite` is the default,
+   `synchronous=critical` — the commits exactly-once rests on fsynced — and `sqlite normal` the
+   same with `?synchronous=normal`, no fsync: the difference is what that durability costs);
+   p50/p95 over the runs, the
    ratio to the memory store (of the p50s, and the median of the per-round ratios), and the
    per-turn checkpoint cost (store p50 − no-store p50) / turns; once with a side-effecting tool
    (each call's start is committed before it runs) and once with an idempotent one. Goal: SQLite
@@ -161,7 +164,8 @@ async def runs_by_store(turns: int, runs: int, pg: Optional[str]) -> dict[str, A
     before it runs) and with an idempotent one (its start may ride the next commit)."""
     folder = tempfile.mkdtemp(prefix="tn-bench-")
     urls: dict[str, Optional[str]] = {"no store": None, "memory:": "memory:", HOP: "hop",
-                                      "sqlite": f"sqlite:///{folder}/runs.db"}
+                                      "sqlite": f"sqlite:///{folder}/runs.db",
+                                      "sqlite normal": f"sqlite:///{folder}/normal.db?synchronous=normal"}
     if pg:
         urls["postgresql"] = pg + ("&" if "?" in pg else "?") + "schema=tn_bench"
     agents = {"side-effecting tool": looker(turns), "idempotent tool": looker(turns, idempotent=True)}

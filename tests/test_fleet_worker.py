@@ -295,3 +295,53 @@ async def test_a_restored_run_waited_on_from_root_gives_the_entry_result(fleet_u
         result = await rt.wait(rt.root)
         assert result.status == "pending" and result.pending is not None  # never "root never runs a turn"
         await rt.aclose()
+
+
+async def test_each_item_is_a_span_the_run_nests_under_and_metrics_render(tmp_path):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from toolnexus import otel
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    otel.instrument(tracer_provider=provider)
+    try:
+        async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+            await store.submit_run("alpha", "traced", run_id="traced")
+            w = worker(store)
+            await w.start()
+            await w.step()
+            await w.wait_idle()
+            await w.drain()
+    finally:
+        otel.uninstrument()
+    spans = exporter.get_finished_spans()
+    [job] = [s for s in spans if s.name == "toolnexus.fleet.run"]
+    assert job.attributes["toolnexus.run.id"] == "traced" and job.attributes["toolnexus.fleet.takeover"] is False
+    runs = [s for s in spans if s.name.startswith("invoke_agent")]
+    assert runs and all(s.parent is not None and s.parent.span_id == job.context.span_id for s in runs)
+    text = w.metrics()
+    assert 'toolnexus_fleet_jobs_total{kind="run",outcome="done"} 1' in text
+    assert "# TYPE toolnexus_fleet_queue_depth gauge" in text and 'toolnexus_fleet_queue_depth{kind="run"} 0' in text
+
+
+async def test_an_interrupted_run_is_listed_and_continued(fleet_url):
+    from toolnexus.agents import resume_run
+
+    release, inside = asyncio.Event(), asyncio.Queue()
+    team = _blocking_agents(release, inside)
+    async with open_store(fleet_url) as store:
+        rt = AgentRuntime(registry=team[0].registry(), store=store, run_id="int", llm=LLM, transport=MODEL)
+        h = rt.spawn(rt.root, "alpha")
+        rt.wake(h, "int")
+        await inside.get()
+        rt.interrupt(h)
+        await rt.aclose()
+        assert [s.run_id for s in await store.runs("interrupted")] == ["int"]
+        release.set()
+        final = await resume_run(store, "int", agents=team, llm=LLM, transport=MODEL)
+        assert (final.status, final.text) == ("done", "done continue: worked on continue")
+        assert [s.status for s in await store.runs()] == ["done"]
