@@ -345,3 +345,21 @@ async def test_an_interrupted_run_is_listed_and_continued(fleet_url):
         final = await resume_run(store, "int", agents=team, llm=LLM, transport=MODEL)
         assert (final.status, final.text) == ("done", "done continue: worked on continue")
         assert [s.status for s in await store.runs()] == ["done"]
+
+
+async def test_an_answer_for_a_run_held_elsewhere_goes_back_to_the_queue_with_its_claim(fleet_url):
+    async with open_store(fleet_url) as store:
+        r = await park(store, GATEKEEPER, "held", "held")
+        holder = await AgentRuntime.restore(store, "held", agents=AGENTS, llm=LLM, transport=MODEL)  # a live host has it
+        await store.submit_answer(Answer(id=r.pending.id, ok=True))
+        w = worker(store)
+        await w.start()
+        assert await w.step() == 1
+        await w.wait_idle()
+        [waiting] = await store.pending()
+        assert waiting.status == "queued"  # still the queue's: no other answer can get in meanwhile
+        with pytest.raises(AnswerAlreadyApplied):
+            await store.submit_answer(Answer(id=r.pending.id, ok=False))
+        assert w.metrics_registry.value("toolnexus_fleet_jobs_total", kind="answer", outcome="held") == 1
+        await holder.aclose()
+        await w.drain()

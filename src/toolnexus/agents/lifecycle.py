@@ -97,14 +97,16 @@ async def _nothing() -> None:
 
 async def apply_claimed(store: RunStore, run_id: str, answer: Answer, holder: Holder, *, agents: Any,
                         transport: Any = None, llm: Optional[dict[str, Any]] = None, takeover: bool = False,
-                        **options: Any) -> TaskResult:
+                        give_back: bool = True, **options: Any) -> TaskResult:
     """Restore `run_id` under `holder`, which claimed `answer` in the store's ledger, and apply it.
-    A restore that fails gives the claim back."""
+    A restore that fails gives the claim back (`give_back=False`: the caller does — a worker
+    returns a submitted answer's claim to the queue, not to the inbox)."""
     try:
         rt = await restore_run(AgentRuntime, store, run_id, agents=agents, transport=transport, llm=llm,
                                takeover=takeover, holder=holder, **options)
     except BaseException:
-        await store.unclaim(answer.id, holder)
+        if give_back:
+            await store.unclaim(answer.id, holder)
         raise
     return await finish(rt, lambda: apply_answer(rt._core, answer, claimed=True), run_id)
 

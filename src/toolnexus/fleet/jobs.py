@@ -54,7 +54,8 @@ async def execute(item: WorkItem, store: RunStore, *, agents: Any, llm: Optional
         return str(result.status)
     if item.kind == WORK_ANSWER:
         assert item.holder is not None, "an answer item is taken with the holder its claim is for"
-        result = await apply_claimed(store, str(item.run_id), Answer.from_dict(item.payload), item.holder, **common)
+        result = await apply_claimed(store, str(item.run_id), Answer.from_dict(item.payload), item.holder,
+                                     give_back=False, **common)  # `classify` returns the claim to the queue
         return str(result.status)
     if item.kind == WORK_RECOVER:
         result = await resume_run(store, str(item.run_id), wake=False, **common)
