@@ -216,7 +216,7 @@ async def test_cancel_reaches_a_run_a_worker_is_running(fleet_url):
         await w.step()
         await inside.get()
         assert await store.cancel_run("stop") == "requested"
-        await w.step()  # delivers it: the job hands the run back and cancels it
+        await w.step(scan=True)  # delivers it: the job hands the run back and cancels it
         await w.wait_idle()
         assert [s.status for s in await store.runs()] == ["cancelled"]
         assert await store.cancel_run("stop") == "cancelled"

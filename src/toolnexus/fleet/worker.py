@@ -12,7 +12,8 @@ at one SQLite file on one machine — and between them, with no other process in
   apply answers a dead process had claimed;
 - fire request expiry while nothing runs (the runtime's one expiry action: a decline, or a
   tool's timer firing) — `toolnexus.agents.timer(...)`;
-- deliver `cancel` to a run this worker is running;
+- deliver `cancel` to a run this worker is running (checked each poll, and at once on PostgreSQL,
+  where the cancel's notification wakes it);
 - write a heartbeat row (`toolnexus workers`), and report metrics (`metrics()`, `on_metric`,
   OpenTelemetry spans per item).
 
@@ -115,6 +116,8 @@ class Worker:
         self._hard_stop = False
         self._next_beat = 0.0
         self._next_scan = 0.0
+        self._next_cancels = 0.0
+        self._notified = False  # a notification woke the worker since its last pass (a cancel may be in it)
         self._counters = _Counters()
 
     # -- the public surface ------------------------------------------------------------------------
@@ -168,8 +171,8 @@ class Worker:
                   f"concurrency {self.concurrency}; {'listening' if self._listening else 'polling'})")
 
     async def step(self, *, scan: Optional[bool] = None) -> int:
-        """One pass: beat and scan when due (`scan=True`: scan now), deliver cancels, take what
-        fits. How many items it took (they run as tasks: `wait_idle()` waits for them)."""
+        """One pass: beat, scan and deliver cancels when due (`scan=True`: scan and deliver now),
+        take what fits. How many items it took (they run as tasks: `wait_idle()` waits for them)."""
         fleet = self._fleet
         assert fleet is not None, "start() first"
         await self._settle_pending()
@@ -184,8 +187,10 @@ class Worker:
                     self._say("worker: queued " + ", ".join(f"{n} {k}" for k, n in found.items() if n))
             except Exception as exc:  # the store is down: said once per pass, tried again next pass
                 warn(f"[toolnexus] fleet: scanning {self.store.url} failed: {exc}")
-        if self._jobs:
+        if self._jobs and (scan or now >= self._next_cancels or self._notified):
+            self._next_cancels = now + self.poll_interval
             await self._deliver_cancels()
+        self._notified = False
         free = self.concurrency - len(self._jobs)
         if free <= 0 or self._stopping:
             return 0
@@ -251,6 +256,7 @@ class Worker:
         assert self._listener is not None and self._wake is not None
         while not self._stopping:
             if await self._listener.wait(max(self.poll_interval, 1.0)):
+                self._notified = True
                 self._wake.set()
 
     async def _beat(self) -> None:
