@@ -122,6 +122,9 @@ async def test_a_worker_killed_mid_run_is_replaced_by_another_with_no_call(fleet
         await first.wait()
         second = await worker(fleet_url, "second", FLEET_EFFECTS=fx)
         await second.until(lambda line: line == "worker: recover k1 done")
+        listed = run_cli("workers", "--store", fleet_url, env=cli_env())
+        rows = {line.split("\t")[0]: line.split("\t") for line in listed.stdout.splitlines()}
+        assert rows["second"][1:3] == ["running", "alive"] and rows["first"][2] == "dead", listed.stdout
     finally:
         for proc in (first, second):
             if proc is not None:
