@@ -26,6 +26,7 @@ from ..client import ResumeError
 from ..durable import (AnswerAlreadyApplied, RequestWithdrawn, RestoreError, RunExists, RunInProgress, RunNotFound,
                        RunStore, StoreUnavailable, StoreVersionError)
 from ..durable.queue import WORK_ANSWER, WORK_CANCEL, WORK_EXPIRE, WORK_RECOVER, WORK_RUN, WorkItem
+from ..errors import ToolnexusValueError
 from ..types import Answer
 
 __all__ = ["execute", "classify", "Verdict", "MAX_ATTEMPTS"]
@@ -65,7 +66,8 @@ async def execute(item: WorkItem, store: RunStore, *, agents: Any, llm: Optional
         return "skipped" if fired is None else str(fired.status)
     if item.kind == WORK_CANCEL:
         return await store.cancel_run(str(item.run_id))
-    raise ValueError(f"unknown work item kind {item.kind!r}")
+    raise ToolnexusValueError(f"toolnexus.fleet: unknown work item kind {item.kind!r} (written by a newer "
+                              "toolnexus?) — upgrade this worker")
 
 
 def classify(item: WorkItem, outcome: Optional[str], error: Optional[BaseException], poll: float) -> Verdict:

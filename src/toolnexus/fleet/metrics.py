@@ -31,6 +31,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from ..durable.queue import WORK_KINDS, QueueStats
+from ..errors import ToolnexusValueError
 
 __all__ = ["FleetMetrics"]
 
@@ -133,7 +134,7 @@ class FleetMetrics:
             for family in (self._counters, self._gauges):
                 if name in family:
                     return next((v for k, v in family[name].items() if tuple(sorted(k)) == key), 0.0)
-        raise KeyError(name)
+        raise ToolnexusValueError(f"toolnexus.fleet: no metric {name!r} (see toolnexus.fleet.metrics)")
 
     def render(self) -> str:
         """Prometheus text exposition (version 0.0.4), ending with a newline."""
