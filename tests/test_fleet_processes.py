@@ -250,8 +250,8 @@ async def test_the_run_lifecycle_through_the_cli(fleet_url, tmp_path):
 
     shown = run_cli("show", "c0", "--store", fleet_url, env=env)
     assert shown.returncode == 0
-    for part in ("run c0 — pending (entry agent gatekeeper", "root/gatekeeper.1  suspended", f"{request}  approval  open",
-                 "transcript root/gatekeeper.1", "user: c0", "→ gate(", "trace (last"):
+    for part in ("run c0 — pending (entry agent gatekeeper", "root/gatekeeper.1  suspended",
+                 f"{request}  approval  open", "transcript root/gatekeeper.1", "user: c0", "→ gate(", "trace (last"):
         assert part in shown.stdout, shown.stdout
 
     # Ctrl-C while `toolnexus answer` runs the approved tool: the run is handed back, listed, continued.

@@ -350,7 +350,8 @@ async def test_an_interrupted_run_is_listed_and_continued(fleet_url):
 async def test_an_answer_for_a_run_held_elsewhere_goes_back_to_the_queue_with_its_claim(fleet_url):
     async with open_store(fleet_url) as store:
         r = await park(store, GATEKEEPER, "held", "held")
-        holder = await AgentRuntime.restore(store, "held", agents=AGENTS, llm=LLM, transport=MODEL)  # a live host has it
+        # a live host has the run
+        holder = await AgentRuntime.restore(store, "held", agents=AGENTS, llm=LLM, transport=MODEL)
         await store.submit_answer(Answer(id=r.pending.id, ok=True))
         w = worker(store)
         await w.start()

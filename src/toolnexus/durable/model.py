@@ -234,8 +234,10 @@ class PendingRow:
 
     def to_pending_run(self) -> PendingRun:
         req = Request.from_dict(self.request or {"id": self.request_id, "kind": "", "prompt": ""})
-        return PendingRun(self.run_id or "", req, list(self.path) if self.path else None,
-                          to_datetime(self.created_at), to_datetime(self.expires_at), self.status)  # type: ignore[arg-type]
+        created = to_datetime(self.created_at)
+        assert created is not None
+        return PendingRun(self.run_id or "", req, list(self.path) if self.path else None, created,
+                          to_datetime(self.expires_at), self.status)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -1,12 +1,15 @@
 """One work item, done: what each kind of item means in the agent runtime, and how it ends.
 
-| kind | does | ends |
-|---|---|---|
-| `run` | `lifecycle.start_submitted`: the submitted run starts | its entry agent's status (done, pending, ...) |
-| `answer` | `lifecycle.apply_claimed`: the submitted answer (claimed for this job when it was taken) is applied | the run's status after it |
-| `recover` | `lifecycle.resume_run` without waking anything: a run whose holder died continues from its last commit (crash rules: a call in doubt stays in doubt) | the run's status |
-| `expire` | `lifecycle.expire_request`: the request gets the runtime's one expiry action | the run's status, or `skipped` (answered meanwhile) |
-| `cancel` | `store.cancel_run` of a run no worker of ours holds | `cancelled`, or handed back to try again when its holder is alive |
+- `run`: `lifecycle.start_submitted` — the submitted run starts; ends with its entry agent's
+  status (done, pending, ...).
+- `answer`: `lifecycle.apply_claimed` — the submitted answer (claimed for this job when it was
+  taken) is applied; ends with the run's status after it.
+- `recover`: `lifecycle.resume_run` without waking anything — a run whose holder died continues
+  from its last commit (crash rules: a call in doubt stays in doubt).
+- `expire`: `lifecycle.expire_request` — the request gets the runtime's one expiry action;
+  `skipped` when it was answered meanwhile.
+- `cancel`: `store.cancel_run` of a run no worker of ours holds; `cancelled`, or handed back to
+  try again later while its holder is alive.
 
 How an item ends in the queue (`classify`): finished (also when there was nothing left to do: the
 run was started or answered by someone else, the request was withdrawn) → `done`; the run is held

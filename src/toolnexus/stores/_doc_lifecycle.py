@@ -44,8 +44,10 @@ def page_pending(rows: list[PendingRow], query: PendingQuery, entries: dict[str,
 def summary_of(run_id: str, status: str, entry_agent: Optional[str], updated_at: float, created_at: float,
                kind: str, lease: Any, lease_expires: Optional[float]) -> RunSummary:
     holder = Holder.from_dict(lease)
-    return RunSummary(run_id, status, entry_agent, to_datetime(updated_at), to_datetime(created_at),  # type: ignore[arg-type]
-                      kind, holder.describe() if holder is not None else None, to_datetime(lease_expires))
+    updated, created = to_datetime(updated_at), to_datetime(created_at)
+    assert updated is not None and created is not None
+    return RunSummary(run_id, status, entry_agent, updated, created, kind,
+                      holder.describe() if holder is not None else None, to_datetime(lease_expires))
 
 
 def page_runs(docs: list["RunDoc"], query: RunsQuery, now: float) -> Page[RunSummary]:

@@ -38,7 +38,8 @@ from ..durable import Holder, PendingRow, PendingRun, RunNotFound, RunSummary
 from ..durable.errors import RunInProgress
 from ..durable.model import CANCELLED, epoch, loads
 from ..durable.paging import FINAL_STATUSES, Age, Page, PendingQuery, RunsQuery, seconds_of
-from ..durable.queue import CANCELLED_RUN, QUEUED_RUN, WORK_CANCEL, QueueStats, Queued, WorkerInfo, WorkItem, WorkListener
+from ..durable.queue import (CANCELLED_RUN, QUEUED_RUN, WORK_CANCEL, QueueStats, Queued, WorkerInfo, WorkItem,
+                             WorkListener)
 from ..durable.rules import check_lease
 from ._doc_lifecycle import summary_of
 from ._queue_sql import (FAILED, PENDING_COLS, WAITING, beat_steps, cancels_steps, done_steps, enqueue, fail_steps,

@@ -48,7 +48,7 @@ def pending_row(r: Sequence[Any]) -> PendingRow:
 def notify(channel: Optional[str], *, wait: bool = True) -> list[Query]:
     """Wake the listening workers when this transaction commits (PostgreSQL; SQLite workers poll).
     `wait=False`: sent in the pipeline without waiting for it (it cannot fail on its own)."""
-    return [Query("SELECT pgnotify(?, '')", (channel,), "one" if wait else "none")] if channel else []
+    return [Query("SELECT pg_notify(?, '')", (channel,), "one" if wait else "none")] if channel else []
 
 
 def enqueue(kind: str, run_id: Optional[str], request_id: Optional[str], agent: Optional[str],
@@ -173,15 +173,16 @@ def take_steps(worker: WorkerInfo, capacity: int, limits: Mapping[str, int], age
         params += full
     skip = " FOR UPDATE SKIP LOCKED" if dialect == "postgres" else ""
     window = max(capacity * 4, 16)
-    rows = yield Query(f"SELECT {_ITEM_COLS} FROM tn_queue WHERE {' AND '.join(where)} ORDER BY id LIMIT {window}{skip}",
-                       tuple(params), "all")
+    rows = yield Query(f"SELECT {_ITEM_COLS} FROM tn_queue WHERE {' AND '.join(where)} ORDER BY id "
+                       f"LIMIT {window}{skip}", tuple(params), "all")
     if not rows:
         return []
     left = {a: max(0, n - counts.get(a, 0)) for a, n in limits.items()}
     if dialect == "postgres":  # recount each limited agent under its lock: another worker may have taken some
         for agent in sorted({r[4] for r in rows if r[4] in left}):
             yield Query("SELECT pg_advisory_xact_lock(?)", (_lock_key(schema, agent),), "one")
-            found = yield Query(f"SELECT count(*) FROM tn_queue WHERE status = '{TAKEN}' AND agent = ?", (agent,), "one")
+            found = yield Query(f"SELECT count(*) FROM tn_queue WHERE status = '{TAKEN}' AND agent = ?", (agent,),
+                                "one")
             left[agent] = max(0, limits[agent] - int(found[0]))
     chosen = _fair(rows, capacity, left, busy_runs)
     items: list[WorkItem] = []
@@ -338,8 +339,9 @@ def scan_steps(worker_ttl: float, claim_ttl: float, channel: Optional[str]) -> S
 
 
 def beat_steps(worker: WorkerInfo) -> Steps[None]:
-    yield Query("INSERT INTO tn_workers (worker_id, name, host, pid, started, agents, started_at, seen_at, status, info) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET seen_at = excluded.seen_at, "
+    yield Query("INSERT INTO tn_workers (worker_id, name, host, pid, started, agents, started_at, seen_at, status, "
+                "info) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET "
+                "seen_at = excluded.seen_at, "
                 "status = excluded.status, info = excluded.info",
                 (worker.id, worker.name, worker.host, worker.pid, worker.started, dumps(list(worker.agents)),
                  worker.started_at, worker.seen_at, worker.status, dumps(worker.info)))
