@@ -68,9 +68,11 @@ async def finish(rt: AgentRuntime, work: Callable[[], Awaitable[Any]], run_id: O
     """Run `work` (what moves the run on), then wait for the run's result; close the run when it
     ended, leave it parked when it waits. Cancelled: the run is handed back (`hand_back`)."""
 
+    core = rt._core
+
     async def drive() -> TaskResult:
         await work()
-        return await rt.wait(rt.root)
+        return await core.wait(core.root, commit=False)  # committed below, with what ends or parks it
 
     task = asyncio.ensure_future(drive())
     try:
@@ -85,9 +87,11 @@ async def finish(rt: AgentRuntime, work: Callable[[], Awaitable[Any]], run_id: O
         await rt.aclose()
         raise
     if final.status == TaskStatus.PENDING:
-        await rt.aclose()
+        await rt.aclose()  # one commit: the parked state and the lease given up
     else:
-        await rt.close(rt.root)
+        await rt.close(rt.root)  # one commit: the result, the closed tree, the lease given up
+    if core.durable is not None:
+        await core.durable.flush()  # the result is reported once it is durable (raises if that commit failed)
     return dataclasses.replace(final, runtime=None, run_id=run_id)
 
 

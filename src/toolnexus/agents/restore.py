@@ -122,8 +122,10 @@ def _rebuild(core: "RuntimeCore", loaded: LoadedRun) -> None:
     durable.load_calls(loaded.calls, loaded.handles)
     durable.entry_agent = loaded.entry_agent
     durable.state = dict(loaded.state or {})
-    durable.state["registry"] = registry_fingerprint(core.registry)
-    durable.set_state()
+    fingerprint = registry_fingerprint(core.registry)
+    if durable.state.get("registry") != fingerprint:  # unchanged: nothing to write (no commit of its own)
+        durable.state["registry"] = fingerprint
+        durable.set_state()
 
 
 def _was_running(h: Handle) -> bool:
