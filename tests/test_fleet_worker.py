@@ -364,3 +364,15 @@ async def test_an_answer_for_a_run_held_elsewhere_goes_back_to_the_queue_with_it
         assert w.metrics_registry.value("toolnexus_fleet_jobs_total", kind="answer", outcome="held") == 1
         await holder.aclose()
         await w.drain()
+
+
+async def test_a_worker_with_retention_prunes_ended_runs_only(fleet_url):
+    async with open_store(fleet_url) as store:
+        await park(store, GATEKEEPER, "kept", "kept")
+        r = await park(store, GATEKEEPER, "ended", "ended")
+        await resume(store, Answer(id=r.pending.id, ok=True), agents=AGENTS, llm=LLM, transport=MODEL)
+        w = worker(store, retention=1e-6)
+        await w.start()
+        await w.step()
+        assert [s.run_id for s in await store.runs()] == ["kept"]
+        await w.drain()

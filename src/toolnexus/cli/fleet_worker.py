@@ -11,7 +11,8 @@ once across the whole fleet; `--poll SECONDS` (default 1) how often it scans for
 dead holders (and, without notifications, for new work); `--lease-ttl SECONDS` (default 30) how
 long a dead holder on another host keeps a run; `--drain-timeout SECONDS` (default 30) how long a
 stopping worker waits for what it runs before handing it back; `--no-listen` polls even on
-PostgreSQL; `--name` (default host:pid); `--metrics HOST:PORT` serves `/metrics` (Prometheus).
+PostgreSQL; `--name` (default host:pid); `--metrics HOST:PORT` serves `/metrics` (Prometheus);
+`--retention 30d` deletes runs that ended longer ago than that, hourly.
 
 stderr: one line per event (`worker NAME: serving ...`, `worker: took run R`, `worker: run R done`,
 `worker: stopped`). SIGTERM or SIGINT stops it gracefully: nothing new is taken, what runs
@@ -28,7 +29,7 @@ from typing import Any
 
 from .common import CliExit, Console
 from .flags import Flag
-from .lifecycle import llm_of, load_agents, transport_of
+from .lifecycle import duration, llm_of, load_agents, transport_of
 
 __all__ = ["STORE_FLAGS", "serve"]
 
@@ -42,6 +43,7 @@ STORE_FLAGS = [
     Flag("no-listen", None, "poll even on PostgreSQL (no LISTEN/NOTIFY)"),
     Flag("name", "NAME", "this worker's name in toolnexus workers (default host:pid)"),
     Flag("metrics", "HOST:PORT", "serve Prometheus metrics at http://HOST:PORT/metrics"),
+    Flag("retention", "DURATION", "delete runs that ended longer ago than this, hourly (e.g. 30d)"),
 ]
 
 
@@ -93,7 +95,7 @@ async def serve(opts: dict[str, Any], console: Console) -> int:
                     concurrency=_number(opts, "concurrency", 4, whole=True), limits=_limits(opts.get("limit") or []),
                     poll_interval=_number(opts, "poll", 1.0), lease_ttl=_number(opts, "lease-ttl", 30.0),
                     drain_timeout=_number(opts, "drain-timeout", 30.0, zero=True), listen=not opts.get("no_listen"),
-                    on_event=console.err)
+                    retention=duration(opts.get("retention"), "retention"), on_event=console.err)
     loop = asyncio.get_running_loop()
     signals = 0
 

@@ -15,7 +15,9 @@ at one SQLite file on one machine — and between them, with no other process in
 - deliver `cancel` to a run this worker is running (checked each poll, and at once on PostgreSQL,
   where the cancel's notification wakes it);
 - write a heartbeat row (`toolnexus workers`), and report metrics (`metrics()`, `on_metric`,
-  OpenTelemetry spans per item).
+  OpenTelemetry spans per item);
+- with `retention=` (seconds), delete runs that ended longer ago than that, hourly
+  (`store.prune`), so a fleet keeps its store trim with no cron job.
 
 Wake-ups: on PostgreSQL every transaction that queues work notifies (`LISTEN/NOTIFY`, per schema),
 so submitted work starts at once; the poll (`poll_interval`, default 1 s) is the fallback, and
@@ -49,7 +51,9 @@ from ..errors import ToolnexusValueError
 from . import jobs
 from .metrics import FleetMetrics
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "PRUNE_EVERY"]
+
+PRUNE_EVERY = 3600.0  # seconds between a worker's retention passes (`retention=`)
 
 
 @dataclass
@@ -73,7 +77,7 @@ class Worker:
     def __init__(self, store: RunStore, *, agents: Any, llm: Optional[dict[str, Any]] = None, transport: Any = None,
                  name: Optional[str] = None, concurrency: int = 4, limits: Optional[Mapping[str, int]] = None,
                  poll_interval: float = 1.0, lease_ttl: float = DEFAULT_LEASE_TTL, listen: bool = True,
-                 drain_timeout: float = 30.0, clock: Optional[Clock] = None,
+                 drain_timeout: float = 30.0, retention: Optional[float] = None, clock: Optional[Clock] = None,
                  on_metric: Optional[Callable[[dict[str, Any]], Any]] = None,
                  on_event: Optional[Callable[[str], Any]] = None, **runtime_options: Any) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -82,6 +86,9 @@ class Worker:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise ToolnexusValueError(f"toolnexus.fleet: the limit of {agent!r} must be an integer >= 1, "
                                           f"got {limit!r}")
+        if retention is not None and (isinstance(retention, bool) or not isinstance(retention, (int, float))
+                                      or retention <= 0):
+            raise ToolnexusValueError(f"toolnexus.fleet: retention must be a number of seconds > 0, got {retention!r}")
         for label, value in (("poll_interval", poll_interval), ("lease_ttl", lease_ttl),
                              ("drain_timeout", drain_timeout)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or \
@@ -98,6 +105,7 @@ class Worker:
         self.heartbeat = self.lease_ttl / 3
         self.listen = listen
         self.drain_timeout = float(drain_timeout)
+        self.retention = float(retention) if retention is not None else None
         self.clock: Clock = clock if clock is not None else AsyncioClock()
         self.metrics_registry = FleetMetrics(on_metric)
         self._on_event = on_event
@@ -117,6 +125,7 @@ class Worker:
         self._next_beat = 0.0
         self._next_scan = 0.0
         self._next_cancels = 0.0
+        self._next_prune = 0.0
         self._notified = False  # a notification woke the worker since its last pass (a cancel may be in it)
         self._counters = _Counters()
 
@@ -187,6 +196,14 @@ class Worker:
                     self._say("worker: queued " + ", ".join(f"{n} {k}" for k, n in found.items() if n))
             except Exception as exc:  # the store is down: said once per pass, tried again next pass
                 warn(f"[toolnexus] fleet: scanning {self.store.url} failed: {exc}")
+        if self.retention is not None and now >= self._next_prune and not self._stopping:
+            self._next_prune = now + PRUNE_EVERY
+            try:
+                pruned = await self.store.prune(older_than=self.retention)
+                if pruned:
+                    self._say(f"worker: pruned {pruned} run(s) that ended over {self.retention:g}s ago")
+            except Exception as exc:
+                warn(f"[toolnexus] fleet: pruning {self.store.url} failed: {exc}")
         if self._jobs and (scan or now >= self._next_cancels or self._notified):
             self._next_cancels = now + self.poll_interval
             await self._deliver_cancels()
