@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: demo test docs fuzz venv clean bench conformance
+.PHONY: demo test docs fuzz venv clean bench conformance test-fleet
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
 	$(PY) -m pytest
+
+# The worker fleet with real processes on SQLite and PostgreSQL (SIGKILL, SIGTERM, 3 workers draining
+# 300 queued runs, the run lifecycle through the CLI): minutes, not seconds, so not in `make test`.
+test-fleet: $(STAMP)
+	TOOLNEXUS_FLEET=1 $(PY) -m pytest tests/test_fleet_processes.py
 
 # Speed and memory, side by side with a no-framework floor (and toolnexus 0.21.0 when its venv exists);
 # PEERS=1 adds openai-agents, pydantic-ai and langgraph through the reference harness. See benchmarks/README.md.

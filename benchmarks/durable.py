@@ -7,7 +7,10 @@ asks for one tool call per turn, then answers):
    `TOOLNEXUS_TEST_POSTGRES` is set) PostgreSQL, every round running each row once in its own
    shuffled order (seeded: a drift in the machine's speed hits all rows alike, and no row always
    runs right after the same neighbour — a rotation keeps the cyclic order, and so always ran
-   `memory:` just after the store-less row, on cold durable code); p50/p95 over the runs, the
+   `memory:` just after the store-less row, on cold durable code; `sqlite` is the default,
+   `synchronous=critical` — the commits exactly-once rests on fsynced — and `sqlite normal` the
+   same with `?synchronous=normal`, no fsync: the difference is what that durability costs);
+   p50/p95 over the runs, the
    ratio to the memory store (of the p50s, and the median of the per-round ratios), and the
    per-turn checkpoint cost (store p50 − no-store p50) / turns; once with a side-effecting tool
    (each call's start is committed before it runs) and once with an idempotent one. Goal: SQLite
@@ -18,8 +21,9 @@ asks for one tool call per turn, then answers):
 2. **Restore and resume in a fresh process** — a run parked on SQLite; a new process restores it,
    answers and finishes; wall time of that process (and of a process that only imports
    toolnexus.agents, for comparison).
-3. **Stored bytes of a 500-turn run** on SQLite (database file after a WAL checkpoint) and in the
-   file store, against the transcript's own JSON. Goal ≤ 2×.
+3. **Stored bytes of a 500-turn run** on SQLite (the database file's growth, after a WAL
+   checkpoint, over the same store empty — its tables and indexes take a page each whatever the
+   runs) and in the file store, against the transcript's own JSON. Goal ≤ 2×.
 
 Run: `.venv/bin/python benchmarks/durable.py [--runs N] [--json PATH]`; prints a table and writes
 JSON (default `benchmarks/results/durable.json`).
@@ -161,7 +165,8 @@ async def runs_by_store(turns: int, runs: int, pg: Optional[str]) -> dict[str, A
     before it runs) and with an idempotent one (its start may ride the next commit)."""
     folder = tempfile.mkdtemp(prefix="tn-bench-")
     urls: dict[str, Optional[str]] = {"no store": None, "memory:": "memory:", HOP: "hop",
-                                      "sqlite": f"sqlite:///{folder}/runs.db"}
+                                      "sqlite": f"sqlite:///{folder}/runs.db",
+                                      "sqlite normal": f"sqlite:///{folder}/normal.db?synchronous=normal"}
     if pg:
         urls["postgresql"] = pg + ("&" if "?" in pg else "?") + "schema=tn_bench"
     agents = {"side-effecting tool": looker(turns), "idempotent tool": looker(turns, idempotent=True)}
@@ -290,6 +295,11 @@ async def stored_bytes(turns: int) -> dict[str, Any]:
     out: dict[str, Any] = {"turns": turns}
     with MockModel(turns) as model:
         for key, url in (("sqlite", f"sqlite:///{folder}/runs.db"), ("file", f"file:{folder}/fs")):
+            empty = 0
+            if key == "sqlite":  # what the run adds: the empty schema (a page per table and index) is not the run's
+                async with open_store(url) as store:
+                    empty = await asyncio.to_thread(store.stored_bytes)  # type: ignore[attr-defined]
+                out["sqlite_empty_store_bytes"] = empty
             async with open_store(url) as store:
                 r = await a.run("go", llm=model.llm, store=store, run_id="long")
                 assert r.status == "done", r.text
@@ -297,6 +307,7 @@ async def stored_bytes(turns: int) -> dict[str, Any]:
                 own = len(json.dumps(transcript, separators=(",", ":"), ensure_ascii=False).encode())
                 await r.runtime.aclose()
                 stored = await asyncio.to_thread(store.stored_bytes) if key == "sqlite" else store.stored_bytes("long")
+                stored -= empty
             out["transcript_json_bytes"] = own
             out[f"{key}_bytes"] = stored
             out[f"{key}_ratio"] = round(stored / own, 3)

@@ -77,9 +77,9 @@ async def test_a_plain_function_finds_its_start_durable_written_on_its_own_threa
     writers: list[int] = []
     real_drive = SqliteStore._drive_here
 
-    def drive(self, steps, write):
+    def drive(self, steps, write, *rest):
         writers.append(threading.get_ident())
-        return real_drive(self, steps, write)
+        return real_drive(self, steps, write, *rest)
 
     def effect() -> str:
         """Acts once."""

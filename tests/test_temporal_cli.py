@@ -21,7 +21,7 @@ def worker_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_worker_needs_an_address_and_agents():
     done = worker_cli("--agents", "support.temporal_agents:AGENTS")
     assert done.returncode == 2
-    assert "needs --temporal HOST:PORT and at least one --agents MODULE:ATTR" in done.stderr
+    assert "or --temporal HOST:PORT, and at least one --agents MODULE:ATTR" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -47,6 +47,12 @@ a provider error, else the exception's class) and the exception recorded; a tool
 an error gets status ERROR and `error.type="tool_error"`. A run abandoned mid-way (cancelled, or
 a stream closed early) ends with `toolnexus.run.status="cancelled"`.
 
+A worker of the fleet (`toolnexus.fleet`) wraps each piece of work in a span —
+`toolnexus.fleet.run`, `.answer`, `.recover`, `.expire`, `.cancel` — with `toolnexus.run.id`,
+`toolnexus.fleet.worker`, `toolnexus.fleet.queued_ms` (how long it waited in the queue) and, for a
+recovery, `toolnexus.fleet.takeover` (its holder died holding the lease); the runs it drives nest
+under it.
+
 Deliberately not recorded: prompts, completions, tool arguments and results — they routinely
 hold personal data and secrets; put what you need on your own spans or use the metrics.
 
@@ -321,6 +327,15 @@ class _Tracer:
 
     def start_run(self, loop: Any, *, resumed: bool, resume: Optional[tuple[Any, Any]]) -> _RunSpan:
         return _RunSpan(self.tracer, loop, resumed, resume)
+
+    @contextmanager
+    def job(self, name: str, attributes: dict[str, Any]) -> Iterator[None]:
+        with self.tracer.start_as_current_span(name, kind=SpanKind.INTERNAL, attributes=attributes) as span:
+            try:
+                yield
+            except BaseException as exc:
+                _fail(span, exc)
+                raise
 
 
 def instrument(tracer_provider: Optional[trace.TracerProvider] = None) -> None:

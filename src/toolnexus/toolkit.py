@@ -56,6 +56,8 @@ _VALID_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def _check_relay_names(tools: list[Tool]) -> None:
+    if not any(t.source == "relay" for t in tools):
+        return  # nothing to check: the built-in tools' package is not loaded for it (a cold ~30 modules)
     from .builtin import BUILTIN_NAMES
 
     clashes = sorted({t.name for t in tools if t.source == "relay" and t.name in BUILTIN_NAMES})
@@ -423,9 +425,12 @@ async def create_toolkit(
             if skill is not None:
                 sources.append(skill)
 
-        from .builtin import builtins_source
+        if builtins is False:  # none wanted: the built-ins' package (~30 modules) is not loaded to learn that
+            sources.append(ToolList("builtin", []))
+        else:
+            from .builtin import builtins_source
 
-        sources.append(builtins_source(builtins, config))
+            sources.append(builtins_source(builtins, config))
         if agents or isinstance((config or {}).get("agents"), dict):
             from .a2a.source import agents_source
 

@@ -17,7 +17,9 @@ parked handle holds), `durable` (commits, lease, journal), `restore` (a run back
 `gate` (turn gate and spend meter), `escalation`, `task_tool`, `snapshot` (the runtime as plain
 JSON and back), `trace` (bounded trace ring and transition events), `surface` (level 1),
 `persona` (soul and memory) and `launch` (an agent from a folder, on a heartbeat), `compaction`,
-`loop`, `resumption` (the host verb `resume`).
+`loop`, `resumption` (the host verb `resume`), `lifecycle` (start a submitted run, continue
+an interrupted or crashed one — `resume_run` —, fire an expiry, hand a run back), `timers` (a
+tool's durable timer, `timer(...)`).
 
 `__all__` is the pinned public list, composed from the `__all__` of the modules that hold exactly
 one of its groups (`vocab`, `loop`, `persona` with `launch`, `compaction`) plus the classes named
@@ -35,7 +37,9 @@ from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskR
 from .loop import *  # noqa: F403 - its __all__ is the loop group
 from .launch import *  # noqa: F403 - with persona's, the surface group, bar Agent / agent
 from .persona import *  # noqa: F403 - with launch's, the surface group, bar Agent / agent
+from .lifecycle import resume_run
 from .resumption import resume
+from .timers import timer
 from .runtime import AgentRuntime
 from .surface import Agent, agent
 from .vocab import *  # noqa: F403 - its __all__ is the runtime group's LIMIT*/TASK_STATUS* names
@@ -64,4 +68,6 @@ __all__ = [
     *_compaction.__all__,
     # durable runs
     "resume",
+    "resume_run",
+    "timer",
 ]

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..client import ResumeError
 from ..approvals import answer_problem
-from ..client.tool_calls import answer_schema_error, expired_answer, is_expired, utc_now
+from ..client.tool_calls import TIMER_KIND, answer_schema_error, expiry_answer, late_answer, utc_now
 from ..types import Answer, Request
 from .clock import wall_now
 from .defs import RESUME_CONTINUE
@@ -65,18 +65,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
     from .handle import Handle, TaskResult
 
-__all__ = ["apply_answer", "checked_answer", "parked_handles", "route", "replay_and_cascade", "cascade_one"]
+__all__ = ["apply_answer", "checked_answer", "expiry_answer", "TIMER_KIND", "parked_handles", "route",
+           "replay_and_cascade", "cascade_one"]
 
 _PREFIX = "toolnexus: cannot resume — "
 
 
 def checked_answer(request: Request, answer: Answer, now: Optional[datetime] = None) -> Answer:
     """The answer to apply: a schema violation is a `ResumeError`; an `ok` answer to an expired
-    request (by `now`, default the machine's wall time) becomes a decline with reason `expired`."""
+    request (by `now`, default the machine's wall time) gets the expiry action instead
+    (`client.tool_calls.expiry_answer`: a decline with reason `expired`; a timer is simply answered)."""
     if answer.id != request.id:
         raise ResumeError(_PREFIX + f"answer id {answer.id!r} does not match the pending request {request.id!r}")
-    if answer.ok and is_expired(request, now if now is not None else utc_now()):
-        return expired_answer(answer)
+    answer = late_answer(request, answer, now if now is not None else utc_now())
     refused = answer_problem(request, answer)
     if refused is not None:
         raise ResumeError(_PREFIX + f"the answer to {request.id!r} is refused: {refused}")

@@ -374,7 +374,7 @@ class RuntimeCore:
         if h.state == HandleState.IDLE and h.last_result is not None and not h.wake_queue:
             return h.last_result
         if h.parent is None:
-            return result_of(h, "root never runs a turn", TaskStatus.ERROR)
+            return await self._run_result(h, timeout_ms)
         fut: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
         h._waiters.append(fut)
         if not timeout_ms:
@@ -392,6 +392,44 @@ class RuntimeCore:
             timer.cancel()
             if fut in h._waiters:
                 h._waiters.remove(fut)
+
+    async def _run_result(self, root: Handle, timeout_ms: Optional[float]) -> TaskResult:
+        """`wait(root)`: the run's result — the entry agent's, once nothing in the runtime runs (a
+        restored run may be recovering a child, or cascading an answer up, under a parked entry)."""
+        entry = root.children[0] if root.children else None
+        if entry is None:
+            return result_of(root, "root never runs a turn: spawn an agent under it and wait for that", TaskStatus.ERROR)
+        quiet = asyncio.ensure_future(self.quiet())
+        timer = self.clock.call_later(timeout_ms / 1000, quiet.cancel) if timeout_ms else None
+        try:
+            await quiet
+        except asyncio.CancelledError:
+            if not quiet.cancelled() or asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise
+            text = f"wait timeout after {timeout_ms}ms (run still {self.run_status()})"
+            return result_of(entry, text, TaskStatus.TIMEOUT, limit=LIMIT_TIMEOUT)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            quiet.cancel()
+        if entry.state == HandleState.IDLE and live_turn(entry) is None and entry.last_result is not None:
+            return entry.last_result  # queued wakes a restored runtime has not dispatched do not count
+        return await self._next_result(entry, None)
+
+    async def quiet(self) -> None:
+        """Until no turn, resume or background task of this runtime is live."""
+        me = asyncio.current_task()
+        while True:
+            watchers = [asyncio.ensure_future(turn.finished.wait()) for turn in builtins.list(self.turns)]
+            live: list[Any] = [t for t in self.background_tasks if t is not me and not t.done()]
+            live += [f for f in self.resumes.values() if not f.done()]
+            if not watchers and not live:
+                return
+            try:
+                await asyncio.wait(watchers + live, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for watcher in watchers:
+                    watcher.cancel()
 
     def interrupt(self, h: Handle) -> None:
         from .turn import settle_turn

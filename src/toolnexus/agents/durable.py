@@ -404,6 +404,7 @@ class DurableRun:
             if plan is None:
                 return None
             changes, taken, creating = plan
+            changes.sync = True  # the side effect comes next: this commit must survive power loss too
             prepared = None
             if creating:
                 if not self.named:  # a generated id cannot be in use: the run is created with the start

@@ -10,7 +10,8 @@ definitions passed in. Then it picks up what the previous process left in flight
   the run journal (`client.continue_run`): recorded results are kept, an LLM call the crash cut is
   sent again, a tool call that started but recorded nothing is not re-run silently — it parks as
   an `in_doubt` request (or simply runs again when its tool is `idempotent`);
-- an answer that was **claimed** by a process that died before applying it is applied now;
+- an answer that was **claimed** by a process that died before applying it (on this host; on
+  another, once the claim is older than the lease TTL) is applied now;
 - a resume **cascade** that was cut (a child settled, its parked parent not yet continued) goes on.
 
 Parked handles otherwise stay parked until answered. A definition the run needs but `agents`
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 from .._diag import warn
 from ..durable import RestoreError, RunStore, StoreVersionError
 from ..durable.model import APPLIED, CLAIMED, KIND_AGENTS, RUN_FORMAT, Holder, LoadedRun, epoch
+from ..durable.queue import QUEUED_RUN
 from ..types import Answer
 from .defs import AgentDef
 from .handle import Handle, is_parked
@@ -120,8 +122,10 @@ def _rebuild(core: "RuntimeCore", loaded: LoadedRun) -> None:
     durable.load_calls(loaded.calls, loaded.handles)
     durable.entry_agent = loaded.entry_agent
     durable.state = dict(loaded.state or {})
-    durable.state["registry"] = registry_fingerprint(core.registry)
-    durable.set_state()
+    fingerprint = registry_fingerprint(core.registry)
+    if durable.state.get("registry") != fingerprint:  # unchanged: nothing to write (no commit of its own)
+        durable.state["registry"] = fingerprint
+        durable.set_state()
 
 
 def _was_running(h: Handle) -> bool:
@@ -188,7 +192,9 @@ def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
         claimer = Holder.from_dict(row.claim)
         if claimer is not None and me is not None and claimer.id == me.id:
             continue  # claimed by the host restoring us: it applies the answer itself
-        if claimer is None or claimer.is_dead_here():
+        ttl = core.durable.lease_ttl if core.durable is not None else 30.0
+        stale = row.answered_at is not None and row.answered_at + ttl <= epoch()  # its claimer (elsewhere) is gone
+        if claimer is None or claimer.is_dead_here() or stale:
             core.background(apply_answer(core, Answer.from_dict(row.answer)))
     core.dispatch_queued()
 
@@ -212,6 +218,9 @@ async def restore_run(cls: type["AgentRuntime"], store: RunStore, run_id: str, *
         if loaded.kind != KIND_AGENTS:
             raise RestoreError(_PREFIX + f"{run_id!r} is a client conversation, not an agent run; continue it with "
                                "client.ask(..., id=...)")
+        if loaded.status == QUEUED_RUN and not loaded.handles:
+            raise RestoreError(_PREFIX + f"run {run_id!r} is queued and has not started yet: a worker starts it "
+                               "(toolnexus worker --store ...), or cancel it (toolnexus cancel)")
         if loaded.format > RUN_FORMAT:
             raise StoreVersionError(f"toolnexus: run {run_id!r} was written by a newer toolnexus (format "
                                     f"{loaded.format}; this version reads {RUN_FORMAT})")

@@ -2,15 +2,18 @@
 
 It routes the answer by request id to its run, claims it exactly once (the loser of a race gets
 `AnswerAlreadyApplied`), restores the run here (`restore.py`), applies the answer, waits for the
-entry agent and returns its `TaskResult` — closing the run when it is over, or leaving it parked
-in the store (and this process) when it waits on another request.
+run and returns the entry agent's `TaskResult` — closing the run when it is over, or leaving it
+parked in the store when it waits on another request (`lifecycle.apply_claimed`). Cancelled
+(Ctrl-C, a request handler given up), it hands the run back as a crash would leave it: still
+`running`, continued by `toolnexus resume RUN` or any worker, the answer not lost.
 
 What it raises means the answer was not applied (its claim is given back; answer again). Once the
 answer's application has committed — before the answered tool runs — it is reported as applied:
 a store failure after that (the store went down while the run went on) does not make `resume`
 raise. It returns what the run did, and the failure is a warning on the `toolnexus` logger naming
 run and request; the store holds the run as of its last commit, the answer applied, and a restore
-(`AgentRuntime.restore`, any process, once the store is back) continues it from there.
+(`AgentRuntime.restore`, `toolnexus resume RUN`, any worker, once the store is back) continues it
+from there (`lifecycle.finish`).
 """
 
 from __future__ import annotations
@@ -20,15 +23,13 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..client import ResumeError
-from ..durable import RunStore, StoreError
+from ..durable import RunStore
 from ..durable.model import CONVERSATION_PREFIX, Holder
 from ..errors import ToolnexusTypeError
 from ..types import Answer, Request
-from .answering import apply_answer, checked_answer
+from .answering import checked_answer
 from .handle import TaskResult
-from .restore import restore_run
-from .runtime import AgentRuntime
-from .vocab import TaskStatus
+from .lifecycle import apply_claimed
 
 __all__ = ["resume"]
 
@@ -54,31 +55,5 @@ async def resume(store: RunStore, answer: Any, *, agents: Any, transport: Any = 
     holder = Holder.here()
     await store.claim(answer.id, holder, dataclasses.asdict(answer), ttl=float(options.get("lease_ttl") or 30.0),
                       run_id=row.run_id)
-    try:
-        rt = await restore_run(AgentRuntime, store, str(row.run_id), agents=agents, transport=transport, llm=llm,
-                               takeover=takeover, holder=holder, **options)
-    except BaseException:
-        await store.unclaim(answer.id, holder)
-        raise
-    durable = rt._core.durable
-    assert durable is not None
-    try:
-        await apply_answer(rt._core, answer, claimed=True)
-        entry = rt.entry
-        if entry is None:
-            final = TaskResult("no entry agent", True, TaskStatus.ERROR)
-        else:
-            final = await rt._core.wait(entry, commit=False)
-        unsaved = await durable.flush_applied(answer.id)  # raises only while the answer is not applied yet
-    except BaseException:
-        await rt.aclose()
-        raise
-    try:
-        if final.status == TaskStatus.PENDING or unsaved is not None:
-            await rt.aclose()
-        else:
-            await rt.close(rt.root)
-    except StoreError:
-        if not durable.landed(answer.id):
-            raise  # (cannot happen: the answer's application committed above, or that raised)
-    return dataclasses.replace(final, runtime=None, run_id=row.run_id)
+    return await apply_claimed(store, str(row.run_id), answer, holder, agents=agents, transport=transport, llm=llm,
+                               takeover=takeover, **options)

@@ -11,13 +11,21 @@ Exit codes: 0 success / help / version / clean stop; 1 runtime failure (toolkit 
 `--once` run that raised; `doctor` found a damaged run in service); 2 usage (no or unknown
 subcommand, bad flag or value, missing required flag or key, nothing to serve, unsafe exposure);
 3 a `--once` run (or an answered durable run) that ended `pending` or `incomplete`; 4 `answer` of
-a request already answered; 130 interrupted (Ctrl-C in `run`).
+a request already answered; 130 interrupted (Ctrl-C in `run`; in `answer` / `resume` the run is
+handed back as it was).
 
 An unknown command close to a real one (`toolnexus runn`) gets one line naming it — `unknown
 command "runn"; did you mean "run"?` — and a pointer to `--help`, not the whole usage text, which
 would scroll the one line that matters off the screen; one that resembles nothing keeps the
 pinned 0.21 output (`unknown command "x"`, an empty line, the usage on stdout). `-V` is
 `--version`.
+
+Which verbs may create a store (`open_run_store(opts, existing=...)`): only those that write a
+run of their own — `run --store`, and `worker --store` (a fleet worker may be the first process
+on a fresh database: it creates the schema and waits for work). Every other verb names runs that
+must already be there, so a store that does not exist is an error naming it, never an empty one
+made on the spot by a typo: the read-only `pending`, `runs`, `show`, `workers`, `doctor`, and
+`answer`, `resume`, `cancel`, `prune`.
 """
 
 from __future__ import annotations
@@ -29,8 +37,14 @@ from types import ModuleType
 from typing import Optional
 
 from . import answer as _answer
+from . import cancel as _cancel
 from . import doctor as _doctor
 from . import pending as _pending
+from . import prune as _prune
+from . import resume as _resume
+from . import runs as _runs
+from . import show as _show
+from . import workers as _workers
 from . import run as _run
 from . import serve as _serve
 from . import tools as _tools
@@ -40,7 +54,8 @@ from .flags import Flag, UsageError, parse
 
 __all__ = ["COMMANDS", "main", "usage"]
 
-COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer, _worker, _doctor)}
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer, _worker, _runs, _show,
+                                                      _resume, _cancel, _prune, _workers, _doctor)}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

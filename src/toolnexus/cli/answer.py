@@ -6,7 +6,8 @@ checked against the tool's input schema first), `--reject` (it does not run; `--
 the model why), `--always` (the same for this tool for the rest of the run). `--by NAME` says who
 answers (default: the login name; a two-person rule needs two different ones). The older
 `--ok` / `--decline [--reason]` with `--data JSON` answer any request (`--data` is the answer's
-data, e.g. `{"amount": 40}`; `NaN` and `Infinity` are not JSON numbers and are refused). The request id may come first or as `--id`.
+data, e.g. `{"amount": 40}`; `NaN` and `Infinity` are not JSON numbers and are refused). The
+request id may come first or as `--id`.
 
 Where the run is: an agent run is restored from the store with the agent definitions `--agents`
 names (an `Agent`, a list of them, `AgentDef`s or a registry dict: the code; the store holds only
@@ -25,11 +26,14 @@ request (its prompt is printed, `status: pending` on stderr) or ended incomplete
 request was already answered or withdrawn (nothing applied); 2 for a malformed flag or an answer
 the request refuses (its schema, an invalid edit, an approver who already approved); 1 for
 anything else (an unknown request id, a store that is down, a run another live process holds, a
-run whose stored rows cannot be read — see `toolnexus doctor`).
+run whose stored rows cannot be read — see `toolnexus doctor`); 130 on Ctrl-C, the agent run
+handed back as it was (status `running`: `toolnexus resume RUN` or any worker continues it, the
+answer not lost once applied).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from typing import Any, Optional
@@ -163,17 +167,27 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     from ..durable.model import CONVERSATION_PREFIX
 
     answer = _answer(opts)
+    conversation = False
     store = open_run_store(opts)  # first: a store that does not exist is the likeliest slip, and is never created
     try:
         async with store:
             row = await store.find_request(answer.id)
-            if row is not None and str(row.run_id or "").startswith(CONVERSATION_PREFIX) and row.request:
+            conversation = (row is not None and bool(row.request)
+                            and str(row.run_id or "").startswith(CONVERSATION_PREFIX))
+            if conversation:
                 final, run_id = await _conversation(opts, console, store, row, answer)
                 turns, tokens = final.turns, final.usage.get("total_tokens", 0)
             else:
                 agents, llm = _agents(opts), await _llm(opts, console)
                 final = await resume(store, answer, agents=agents, llm=llm)
                 run_id, turns, tokens = final.run_id, final.turns, final.total_tokens
+    except asyncio.CancelledError:  # Ctrl-C: an agent run is handed back as it was, not recorded as interrupted
+        if conversation:
+            console.err("interrupted: the answer was not applied (its claim was given back); answer again")
+        else:
+            console.err("interrupted: the run was handed back as it was (status running); continue it with "
+                        "toolnexus resume RUN (toolnexus runs lists it), or let a worker do it")
+        raise
     except (AnswerAlreadyApplied, RequestWithdrawn) as exc:
         console.err(f"error: {exc}")
         return EXIT_ALREADY_ANSWERED

@@ -3,9 +3,10 @@
 A subcommand declares its flags as `Flag`s; `parse` turns argv into a dict keyed by the flag's
 `dest`. Accepted spellings: `--flag value`, `--flag=value`, and the single-dash long forms
 `-flag value` / `-flag=value`. A flag without a metavar is a switch (`--a2a`); a repeatable flag
-collects every occurrence in order; a flag with `choices` rejects other values. Anything else —
+collects every occurrence in order; a flag with `choices` rejects other values; a `positional`
+flag may also be given bare, once (`toolnexus show RUN` is `toolnexus show --run RUN`; `toolnexus
+answer ID` is `--id ID`). Anything else —
 an unknown flag, a missing value, a stray positional argument — raises `UsageError` naming it,
-(a flag declared `positional` also takes one bare argument: `toolnexus answer ID` is `--id ID`),
 which the dispatcher turns into exit code 2. argparse is not used: its error text and exit
 behaviour are not ours to pin, and it would accept abbreviations. `--help` / `-h` anywhere in
 flag position sets the `help` key.
@@ -42,6 +43,8 @@ class Flag:
 
     @property
     def spelled(self) -> str:
+        if self.positional:
+            return f"{self.metavar} (or --{self.name} {self.metavar})"
         head = f"--{self.name}" + (f" {self.metavar}" if self.metavar else "")
         return head + (" (repeatable)" if self.repeat else "")
 
@@ -71,10 +74,13 @@ def parse(flags: Sequence[Flag], argv: Sequence[str], *, command: str) -> dict[s
         arg = args[i]
         name, inline = _split(arg)
         if name is None:
-            bare = next((f for f in flags if f.positional and out[f.dest] in (None, [])), None)
+            bare = next((f for f in flags if f.positional and (f.repeat or out[f.dest] is None)), None)
             if bare is None:
                 raise UsageError(f'unexpected argument "{arg}" for {command}')
-            out[bare.dest] = arg
+            if bare.repeat:
+                out[bare.dest].append(arg)
+            else:
+                out[bare.dest] = arg
             i += 1
             continue
         flag = by_name.get(name)

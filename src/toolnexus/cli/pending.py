@@ -9,6 +9,10 @@ arguments (secrets redacted) and the agent in one line; `--json` gives them as f
 (`tool`, `arguments`, `agent_path`: null for other kinds), and its whole approval under
 `request.data.approval` (`toolnexus.approvals`).
 An empty inbox prints nothing (exit 0). No model is needed.
+
+Paged: `--limit N` requests (default 50), oldest first; when there are more, stderr says how to
+get the next page (`--after CURSOR`); `--all` prints every page. Filters: `--agent NAME` (the
+run's entry agent), `--kind KIND`, `--older-than 1h` (waiting at least that long).
 """
 
 from __future__ import annotations
@@ -18,13 +22,22 @@ import json
 from typing import Any
 
 from ..approvals import approval_of
-from .common import Console
+from .common import CliExit, Console
 from .flags import Flag
 from .inbox import RUN_STORE_FLAG, open_run_store
 
 NAME = "pending"
-SUMMARY = "list the requests durable agent runs are waiting on"
-FLAGS = [RUN_STORE_FLAG, Flag("json", None, "print one JSON array instead of lines")]
+SUMMARY = "list the requests durable agent runs are waiting on (paged)"
+FLAGS = [
+    RUN_STORE_FLAG,
+    Flag("agent", "NAME", "only requests of runs of this entry agent"),
+    Flag("kind", "KIND", "only requests of this kind (approval, input, in_doubt, timer, ...)"),
+    Flag("older-than", "DURATION", "only requests waiting at least this long (90s, 15m, 12h, 30d)"),
+    Flag("limit", "N", "requests per page (default 50)", default="50"),
+    Flag("after", "CURSOR", "the page after this cursor (printed with the page before)"),
+    Flag("all", None, "every page, not just the first"),
+    Flag("json", None, "print one JSON array instead of lines"),
+]
 
 
 def _approval_fields(request: Any) -> dict[str, Any]:
@@ -37,9 +50,27 @@ def _iso(value: Any) -> Any:
 
 
 async def execute(opts: dict[str, Any], console: Console) -> int:
+    from .lifecycle import duration
+    from .runs import limit_of
+
+    older = duration(opts.get("older_than"), "older-than")
+    limit = limit_of(opts)
     store = open_run_store(opts)
+    waiting: list[Any] = []
+    after = opts.get("after")
     async with store:
-        waiting = await store.pending()
+        while True:
+            try:
+                page = await store.pending(limit=limit, after=after, agent=opts.get("agent"), kind=opts.get("kind"),
+                                           older_than=older)
+            except ValueError as exc:
+                raise CliExit(2, f"error: {exc}") from None
+            waiting += page
+            after = page.next
+            if not opts.get("all") or after is None:
+                break
+    if after is not None:
+        console.err(f"more: toolnexus pending ... --after {after}")
     if opts.get("json"):
         console.out(json.dumps([
             {"id": p.request.id, "run_id": p.run_id, "kind": p.request.kind, "prompt": p.request.prompt,

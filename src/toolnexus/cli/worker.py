@@ -1,4 +1,6 @@
-"""`toolnexus worker`: host agent definitions on a Temporal task queue until stopped.
+"""`toolnexus worker`: host agent definitions until stopped — on a durable store (`--store URL`: one
+worker of a fleet sharing a PostgreSQL database or a SQLite file, see `fleet_worker.py`) or on a
+Temporal task queue (`--temporal HOST:PORT`, below). Exactly one of the two.
 
 `toolnexus worker --temporal HOST:PORT --agents MODULE:ATTR [--agents ...] [--task-queue Q]
 [--namespace NS] [--base-url URL --style S --model ID --api-key KEY] [--transport MODULE:ATTR]`
@@ -17,8 +19,10 @@ another worker; `--sticky-timeout` (seconds) how soon its workflows are.
 
 Run as the `toolnexus` program, the command leaves with `os._exit` once it has talked to Temporal
 (after flushing stdout, stderr and logging): the SDK's native runtime can crash while the
-interpreter finalizes, which would turn a clean exit 0 or 1 into an abort. Called in-process
-(`toolnexus.cli.main([...])`), it returns normally.
+interpreter finalizes, which would turn a clean exit 0 or 1 into an abort. The store worker
+leaves the same way once it has stopped (everything it wrote is committed by then): a tool's
+thread still blocked in a run it handed back would otherwise hold the process open. Called
+in-process (`toolnexus.cli.main([...])`), it returns normally.
 """
 
 from __future__ import annotations
@@ -31,11 +35,14 @@ import sys
 from typing import Any
 
 from .common import MODEL_FLAGS, CliExit, Console, apply_model_settings, load_object, resolve_key
+from .fleet_worker import STORE_FLAGS, serve
 from .flags import Flag
 
 NAME = "worker"
-SUMMARY = "host agents on a Temporal task queue (--temporal HOST:PORT --agents MODULE:ATTR)"
+SUMMARY = ("host agents: on a durable store (--store URL) or a Temporal task queue (--temporal HOST:PORT), "
+           "with --agents MODULE:ATTR")
 FLAGS = [
+    *STORE_FLAGS,
     Flag("temporal", "HOST:PORT", "the Temporal frontend to connect to (e.g. 127.0.0.1:7233)"),
     Flag("agents", "MODULE:ATTR", "the agent definitions to host: an Agent, AgentDefs, a list or a dict (repeatable)",
          repeat=True),
@@ -100,6 +107,17 @@ def _leave(code: int) -> None:
 
 
 async def execute(opts: dict[str, Any], console: Console) -> int:
+    if opts.get("store") and opts.get("temporal"):
+        raise CliExit(2, "error: toolnexus worker takes --store URL or --temporal HOST:PORT, not both")
+    if opts.get("store"):
+        try:
+            code = await serve(opts, console)
+        except CliExit as exc:
+            code = exc.code
+            if exc.message:
+                console.err(exc.message)
+        _leave(code)  # a tool's thread still stuck in a handed-back run must not keep the process alive
+        return code
     code = 1
     try:
         code = await _execute(opts, console)
@@ -120,7 +138,8 @@ async def _execute(opts: dict[str, Any], console: Console) -> int:
     address = opts.get("temporal")
     specs = opts.get("agents") or []
     if not address or not specs:
-        raise CliExit(2, "error: toolnexus worker needs --temporal HOST:PORT and at least one --agents MODULE:ATTR")
+        raise CliExit(2, "error: toolnexus worker needs --store URL (a fleet on a durable store) or --temporal "
+                         "HOST:PORT, and at least one --agents MODULE:ATTR")
     try:
         from ..temporal import TemporalOptions, connect, create_worker
     except ImportError as exc:

@@ -67,8 +67,7 @@ from .errors import ResumeError
 from .journal import IN_DOUBT_KIND, not_run_text
 from .loop import Prelude, RunLoop, drain
 from .result import RunResult
-from .tool_calls import (CallOutcome, ToolRunner, answer_schema_error, expired_answer, is_expired,
-                         resolve_with_answer)
+from .tool_calls import CallOutcome, ToolRunner, answer_schema_error, late_answer, resolve_with_answer
 from .wire.base import ResultEntry, ToolCall
 from ..errors import ToolnexusValueError
 
@@ -264,8 +263,7 @@ def _prepare(client: Any, toolkit: Any, history: Any, pending: RequestLike, answ
     _check_relay_outputs(request, reply)
     if not is_run_store(client.store):  # a durable store's ledger is checked when the answer is claimed
         client.keeper.answers.check(request.id)
-    if reply.ok and is_expired(request, client.clock()):
-        reply = expired_answer(reply)
+    reply = late_answer(request, reply, client.clock())
     refused = answer_problem(request, reply)
     if refused is not None:
         raise _fail(f"the answer to {request.id!r} is refused: {refused}")

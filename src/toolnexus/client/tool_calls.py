@@ -21,12 +21,13 @@ the gate runs the body (with edited arguments, if any). A re-run that suspends o
 own request after its approval is a new suspension too, not `unresolved`. An answer with
 `always` is remembered in the runner's `ApprovalMemory` (sticky for the rest of the run).
 
-Two answer checks come first: an `ok` answer that arrives
-when the request's `expiresAt` is not after `client.clock()` is treated as expired
-(`declined/expired: <prompt>`), and an `ok` answer whose `data` does not match the request's flat
-`data["schema"]` gives the error result `invalid answer for <prompt>: <detail>` — in both cases the
-tool does not run (no retry, no hook, no metric). Durable resume applies the same two checks
-before anything runs (`resume.py`).
+Two answer checks come first: an `ok` answer that arrives when the request's `expiresAt` is not
+after `client.clock()` gets the one expiry action, `expiry_answer` (`late_answer`): a decline with
+reason `expired` (`declined/expired: <prompt>`; an approval whose rule escalates is asked again of
+its escalation group instead; a timer fires), and an `ok` answer whose `data` does not match the
+request's flat `data["schema"]` gives the error result `invalid answer for <prompt>: <detail>` — in
+both cases the tool does not run (no retry, no hook, no metric). Durable resume applies the same
+two checks before anything runs (`resume.py`).
 
 Tool calls carry the run's cancel signal as `ctx.signal` (`RunSignal`, run_signal.py): it fires when
 the run is cancelled, runs out of time, or the call is abandoned. Every `ToolContext` a call gets
@@ -56,7 +57,7 @@ from .wire.base import ToolCall, arguments_error_text
 from ..errors import ToolnexusTypeError
 
 __all__ = ["CallOutcome", "ToolRunner", "resolve_with_answer", "gather_in_order", "first_leaf", "utc_now",
-           "expires_at", "is_expired", "answer_schema_error", "expired_answer"]
+           "expires_at", "is_expired", "answer_schema_error", "expiry_answer", "late_answer", "TIMER_KIND"]
 
 T = TypeVar("T")
 
@@ -214,18 +215,13 @@ async def gather_in_order(coros: list[Awaitable[T]]) -> list[T]:
     return [t.result() for t in tasks]
 
 
-def expired_answer(answer: Answer) -> Answer:
-    """`answer` turned into the decline its lateness makes it (who answered, and how, are kept)."""
-    return Answer(id=answer.id, ok=False, reason="expired", by=answer.by, via=answer.via)
-
-
 async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: Optional[Answer]) -> ToolResult:
     """Apply `answer` to one suspended call (see module docstring)."""
     request = outcome.request
     assert request is not None
     now = runner.client.clock()
-    if answer is not None and answer.ok and is_expired(request, now):
-        answer = expired_answer(answer)
+    if answer is not None:
+        answer = late_answer(request, answer, now)
     approval = is_approval_request(request)
     if approval:
         decision = decide(request, answer, now)
@@ -287,6 +283,30 @@ def is_expired(request: Request, now: datetime) -> bool:
     if when is None:
         return False
     return when <= (now if now.tzinfo is not None else now.replace(tzinfo=timezone.utc))
+
+
+TIMER_KIND = "timer"  # a request a tool makes to be called again at its `expiresAt` (`toolnexus.agents.timer`)
+
+
+def expiry_answer(request: Request, late: Optional[Answer] = None) -> Answer:
+    """What a request gets once its `expiresAt` has passed — the one place the expiry action is
+    decided, for an answer that arrives late (every resume path: `late`, whose `by`/`via` are kept)
+    and for a worker of the fleet firing the expiry while nothing runs: a decline with reason
+    `expired`; a timer (`kind="timer"`) fires instead: ok, `data={"timer": "fired", "at": <expiresAt>}`.
+    For an approval request, `approvals.decide` then turns the decline into its rule's `on_expiry`
+    (asking the escalation group), so a late answer and a fired expiry escalate alike."""
+    if request.kind == TIMER_KIND:
+        return Answer(id=request.id, ok=True, data={"timer": "fired", "at": request.expiresAt})
+    return Answer(id=request.id, ok=False, reason="expired", by=late.by if late is not None else None,
+                  via=late.via if late is not None else None)
+
+
+def late_answer(request: Request, answer: Answer, now: datetime) -> Answer:
+    """`answer` as applied at `now`: an ok answer to an expired request gets the expiry action (a
+    timer's own answer stands: answering a timer early or late fires it)."""
+    if answer.ok and request.kind != TIMER_KIND and is_expired(request, now):
+        return expiry_answer(request, answer)
+    return answer
 
 
 def answer_schema_error(request: Request, answer: Answer) -> Optional[str]:

@@ -29,7 +29,7 @@ from ..types import ToolContext, ToolResult
 from .tool_calls import CallOutcome, ToolRunner
 
 __all__ = ["Tracer", "RunSpan", "LlmSpan", "ToolSpan", "WaitSpan", "install", "installed", "run_span", "resume_context",
-           "resuming", "TracedRunner"]
+           "resuming", "TracedRunner", "job_span"]
 
 
 class LlmSpan(Protocol):
@@ -59,6 +59,7 @@ class RunSpan(Protocol):
 
 class Tracer(Protocol):
     def start_run(self, loop: Any, *, resumed: bool, resume: Optional[tuple[Any, Any]]) -> RunSpan: ...
+    def job(self, name: str, attributes: dict[str, Any]) -> AbstractContextManager[None]: ...
 
 
 _installed: Optional[Tracer] = None
@@ -81,6 +82,18 @@ def run_span(loop: Any, *, resumed: bool) -> Optional[RunSpan]:
     if tracer is None:
         return None
     return tracer.start_run(loop, resumed=resumed, resume=_resume.get())
+
+
+@contextmanager
+def job_span(name: str, attributes: dict[str, Any]) -> Iterator[None]:
+    """A span around one piece of a worker's work (`toolnexus.fleet`), current while it runs, so
+    the runs it drives nest under it; nothing when no tracer is installed."""
+    tracer = _installed
+    if tracer is None:
+        yield
+        return
+    with tracer.job(name, attributes):
+        yield
 
 
 @contextmanager

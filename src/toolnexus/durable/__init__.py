@@ -1,7 +1,9 @@
 """The durable-store interface shared by the client, the agent runtime and `toolnexus.stores`.
 
 `protocol.RunStore` is what a store must do, `model` the plain records it reads and writes,
-`rules` the lease and claim decisions every backend makes alike, `errors` what it can refuse.
+`rules` the lease and claim decisions every backend makes alike, `errors` what it can refuse,
+`paging` the paged listings (`Page`, cursors), `queue` the work queue and worker rows a fleet of
+workers shares.
 Nothing here does I/O; the backends are in `toolnexus.stores`.
 """
 
@@ -12,7 +14,9 @@ from .errors import (AnswerAlreadyApplied, LeaseLost, RequestWithdrawn, RestoreE
                      StoreVersionError)
 from .model import (Changes, ConversationOps, DamagedRow, DamagedRun, Holder, LoadedRun, PendingRow, PendingRun,
                     RunSummary)
+from .paging import FINAL_STATUSES, Page
 from .protocol import DEFAULT_LEASE_TTL, PreparedCommit, RunStore, is_run_store
+from .queue import FleetBackend, QueueStats, Queued, WorkerInfo, WorkItem
 
 __all__ = [
     "RunStore",
@@ -26,6 +30,13 @@ __all__ = [
     "ConversationOps",
     "LoadedRun",
     "PendingRow",
+    "Page",
+    "FINAL_STATUSES",
+    "Queued",
+    "WorkItem",
+    "WorkerInfo",
+    "QueueStats",
+    "FleetBackend",
     "StoreError",
     "StoreUnavailable",
     "StoreVersionError",

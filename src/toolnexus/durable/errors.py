@@ -116,11 +116,14 @@ class RunChanged(StoreError):
 class AnswerAlreadyApplied(StoreError):
     """The request was answered already, or is being answered right now by another process."""
 
-    def __init__(self, request_id: str, run_id: Optional[str], *, in_flight: bool = False) -> None:
+    def __init__(self, request_id: str, run_id: Optional[str], *, in_flight: bool = False,
+                 queued: bool = False) -> None:
         self.request_id = request_id
         self.run_id = run_id
         of = f" of run {run_id!r}" if run_id else ""
         what = "is being answered right now by another process" if in_flight else "was already answered"
+        if queued:
+            what = "was already answered (that answer waits in the store's work queue for a worker)"
         super().__init__(f"toolnexus: request {request_id!r}{of} {what}; this answer was not applied")
 
 

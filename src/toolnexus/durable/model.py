@@ -78,6 +78,7 @@ def new_run_id() -> str:
 # pending row states
 OPEN = "open"
 CLAIMED = "claimed"
+QUEUED = "queued"  # answered through the store's work queue (`submit_answer`); a worker applies it
 APPLIED = "applied"
 CANCELLED = "cancelled"
 # A damaged run taken out of service (`store.quarantine`): the run's status, and its waiting requests'.
@@ -197,7 +198,8 @@ class PendingRun:
 
     `request` carries `data["path"]` (the handle path of the top of the suspended subtree) for
     agent runs; `path` is the same list. A client conversation's halt has `path=None` and
-    `run_id` `"conversation:<id>"`.
+    `run_id` `"conversation:<id>"`. `status`: `open` (waiting), `claimed` (an answer is being
+    applied right now) or `queued` (an answer was submitted to the work queue; a worker applies it).
     """
 
     run_id: str
@@ -205,11 +207,13 @@ class PendingRun:
     path: Optional[list[str]]
     created_at: datetime
     expires_at: Optional[datetime]
+    status: str = OPEN
 
 
 @dataclass(frozen=True)
 class RunSummary:
-    """One run as `store.runs()` lists it."""
+    """One run as `store.runs()` lists it. `holder`: who holds its lease right now (a process and
+    host), None when nothing runs it; `lease_expires`: when that lease ends unless renewed."""
 
     run_id: str
     status: str
@@ -217,6 +221,8 @@ class RunSummary:
     updated_at: datetime
     created_at: datetime
     kind: str = KIND_AGENTS
+    holder: Optional[str] = None
+    lease_expires: Optional[datetime] = None
 
 
 def _start_ticks(pid: int) -> Optional[int]:
@@ -235,6 +241,13 @@ def _start_ticks(pid: int) -> Optional[int]:
         return None
 
 
+def this_host() -> str:
+    """The name leases record for this machine: `TOOLNEXUS_HOST` when set (containers that share a
+    hostname but not a process table; or a test standing in for another machine), else the
+    hostname. A holder is judged dead by its pid only on the machine of the same name."""
+    return os.environ.get("TOOLNEXUS_HOST") or socket.gethostname()
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who holds a lease: a fresh id per runtime, and the process it lives in."""
@@ -247,7 +260,7 @@ class Holder:
     @classmethod
     def here(cls) -> "Holder":
         pid = os.getpid()
-        return cls(uuid.uuid4().hex, socket.gethostname(), pid, _start_ticks(pid))
+        return cls(uuid.uuid4().hex, this_host(), pid, _start_ticks(pid))
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "host": self.host, "pid": self.pid, "started": self.started}
@@ -262,7 +275,7 @@ class Holder:
     def is_dead_here(self) -> bool:
         """True only when this holder's process is on this host and provably gone (or its pid
         now belongs to another process). A holder on another host is never judged dead here."""
-        if self.host != socket.gethostname() or self.pid <= 0:
+        if self.host != this_host() or self.pid <= 0:
             return False
         ticks = _start_ticks(self.pid)
         if ticks is None:
@@ -307,8 +320,11 @@ class PendingRow:
             req = Request.from_dict(self.request or {"id": self.request_id, "kind": "", "prompt": ""})
         except (TypeError, ValueError) as exc:
             raise RunDamaged(self.run_id, "request", str(exc), request_id=self.request_id, store=store) from None
-        return PendingRun(self.run_id or "", req, list(self.path) if self.path else None,
-                          to_datetime(self.created_at), to_datetime(self.expires_at))  # type: ignore[arg-type]
+        created = to_datetime(self.created_at)
+        if created is None:
+            raise RunDamaged(self.run_id, "request", "no creation time", request_id=self.request_id, store=store)
+        return PendingRun(self.run_id or "", req, list(self.path) if self.path else None, created,
+                          to_datetime(self.expires_at), self.status)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -336,6 +352,7 @@ class Changes:
     release: bool = False  # give the lease up in the same transaction
     take_lease: bool = False  # take the lease in the same transaction (it must be free, expired or dead)
     expect_version: Optional[int] = None  # refuse (RunChanged) unless the run is at this version (a fence)
+    sync: bool = False  # must survive power loss before the caller goes on (it precedes a side effect)
 
     def empty(self) -> bool:
         return not (self.status or self.entry_agent or self.state is not None or self.result is not None

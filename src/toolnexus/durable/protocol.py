@@ -17,10 +17,14 @@ This module defines the interface only; it does no I/O.
 from __future__ import annotations
 
 import abc
-from typing import Any, AsyncContextManager, Optional, Protocol
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Optional, Protocol, Sequence, Union
 
 from .errors import StoreError
-from .model import Changes, DamagedRun, Holder, LoadedRun, PendingRow, PendingRun, RunSummary
+from .model import Changes, DamagedRun, Holder, LoadedRun, PendingRow, PendingRun, RunSummary, epoch
+from .paging import FINAL_STATUSES, Age, Page, seconds_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .queue import FleetBackend, Queued
 
 __all__ = ["RunStore", "PreparedCommit", "DEFAULT_LEASE_TTL", "is_run_store"]
 
@@ -55,12 +59,61 @@ class RunStore(abc.ABC):
     # -- what a host reads -------------------------------------------------------------------------
 
     @abc.abstractmethod
-    async def pending(self) -> list[PendingRun]:
-        """Every request still waiting for an answer, oldest first."""
+    async def pending(self, *, limit: Optional[int] = None, after: Optional[str] = None, agent: Optional[str] = None,
+                      kind: Optional[str] = None, older_than: Optional[Age] = None) -> Page[PendingRun]:
+        """Requests still waiting for an answer, oldest first. With no argument, every one (a
+        `Page` is a `list`); `limit=` pages (`page.next` is the cursor to pass as `after=` for the
+        next page); `agent=` (the run's entry agent), `kind=` and `older_than=` (seconds or a
+        `timedelta` waited at least) filter."""
 
     @abc.abstractmethod
-    async def runs(self, status: Optional[str] = None) -> list[RunSummary]:
-        """Run summaries, newest update first; `status` filters (e.g. `"pending"`)."""
+    async def runs(self, status: Union[None, str, Sequence[str]] = None, *, limit: Optional[int] = None,
+                   after: Optional[str] = None, agent: Optional[str] = None, kind: Optional[str] = None,
+                   older_than: Optional[Age] = None) -> Page[RunSummary]:
+        """Run summaries. With no paging argument, every run, newest update first; `limit=` /
+        `after=` page them newest *created* first (see `durable.paging`). `status` (one or
+        several), `agent=` (entry agent), `kind=` and `older_than=` (created at least that long
+        ago) filter."""
+
+    # -- the run lifecycle and the work queue (SQL stores; see `durable.queue`) -------------------
+
+    async def submit_run(self, agent: str, prompt: str, *, run_id: Optional[str] = None) -> "Queued":
+        """Queue a new run of `agent` with `prompt` for a worker to start, and return at once; the
+        run is listed with status `queued` until then. `RunExists` when `run_id` is taken."""
+        raise StoreError(f"toolnexus: {type(self).__name__} has no work queue — use a SQLite or PostgreSQL store "
+                         "for workers (toolnexus worker --store ...)")
+
+    async def submit_answer(self, answer: Any) -> "Queued":
+        """Queue an answer for a worker to apply, and return at once. The answer is checked and
+        claimed now, exactly once: a second answer to the request gets `AnswerAlreadyApplied`."""
+        raise StoreError(f"toolnexus: {type(self).__name__} has no work queue — use a SQLite or PostgreSQL store "
+                         "for workers (toolnexus worker --store ...)")
+
+    def fleet(self) -> "FleetBackend":
+        """What a worker process needs from this store (`toolnexus.fleet.Worker`)."""
+        raise StoreError(f"toolnexus: {type(self).__name__} cannot host workers — use a SQLite file (one machine) or "
+                         "a PostgreSQL database")
+
+    async def cancel_run(self, run_id: str, *, force: bool = False) -> str:
+        """Cancel a run: its waiting requests are withdrawn and it does nothing more. Returns the
+        status it is left in (`cancelled`, or its final status if it had ended), or `requested`
+        when a live process holds it: that process stops it (a worker does so at its next beat);
+        `force=True` takes the run from that process instead (it gets `LeaseLost`)."""
+        raise StoreError(f"toolnexus: {type(self).__name__} cannot cancel runs")
+
+    async def prune(self, *, older_than: Age, statuses: Sequence[str] = FINAL_STATUSES) -> int:
+        """Delete runs in a final status whose last update is at least `older_than` (seconds or a
+        `timedelta`) old, with everything they hold; how many were deleted. A parked or running
+        run is never pruned."""
+        age = seconds_of(older_than, "older_than")
+        assert age is not None
+        cutoff = epoch() - age
+        deleted = 0
+        for summary in await self.runs(list(statuses)):
+            if summary.updated_at.timestamp() <= cutoff:
+                await self.delete_run(summary.run_id)
+                deleted += 1
+        return deleted
 
     @abc.abstractmethod
     async def delete_run(self, run_id: str) -> None:

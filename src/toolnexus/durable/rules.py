@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .errors import AnswerAlreadyApplied, RequestWithdrawn, RunDamaged, RunInProgress
-from .model import APPLIED, CANCELLED, CLAIMED, QUARANTINED, Holder, PendingRow
+from .model import APPLIED, CANCELLED, CLAIMED, QUARANTINED, QUEUED, Holder, PendingRow
 
 __all__ = ["check_lease", "lease_is_ours", "check_claim", "expires_at_epoch"]
 
@@ -41,6 +41,11 @@ def check_claim(row: PendingRow, me: Holder, now: float, ttl: float) -> None:
         raise RequestWithdrawn(row.request_id, row.run_id)
     if row.status == QUARANTINED:
         raise RunDamaged(row.run_id, "request", "", request_id=row.request_id, quarantined=True)
+    if row.status == QUEUED:  # the work queue holds the answer until a worker takes it (never by age)
+        queued = Holder.from_dict(row.claim)
+        if queued is not None and queued.id == me.id:
+            return
+        raise AnswerAlreadyApplied(row.request_id, row.run_id, queued=True)
     if row.status != CLAIMED:
         return
     claimer = Holder.from_dict(row.claim)

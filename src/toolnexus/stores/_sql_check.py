@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..durable import DamagedRow, DamagedRun, Holder, RunDamaged, RunInProgress, RunNotFound, StoreError
-from ..durable.model import CLAIMED, OPEN, QUARANTINED, decoded, epoch
+from ..durable.model import CLAIMED, OPEN, QUARANTINED, QUEUED, decoded, epoch
 from ._damage import QUARANTINE_NS, group, quarantine_record, quarantined
-from .sql import (_PENDING_COLS, _RUN_ROWS, RECORD, Query, SqlStore, Steps, _pending_row, _run_row,
-                  get_record_steps, put_record_steps)
+from .sql import (_PENDING_COLS, _RUN_ROWS, RECORD, Query, SqlStore, Steps, _run_row, get_record_steps,
+                  pending_row, put_record_steps)
 
 __all__ = ["SqlChecks"]
 
@@ -54,7 +54,7 @@ def _ledger_damage(where: str, params: tuple[Any, ...]) -> Steps[list[DamagedRow
     found: list[DamagedRow] = []
     for r in (yield Query(f"SELECT {_PENDING_COLS} FROM tn_pending WHERE {where}", params, "all")):
         try:
-            row = _pending_row(r)
+            row = pending_row(r)
             if row.request is not None:
                 row.to_pending_run()
         except RunDamaged as exc:
@@ -88,14 +88,15 @@ def quarantine_steps(run_id: str, url: str) -> Steps[None]:
     if row is not None:
         _refuse_live(run_id, row[10], row[11])
     damaged = (yield from _run_damage(run_id)) + (yield from _ledger_damage("run_id = ?", (run_id,)))
-    waiting = {rid: status for rid, status in ledger if status in (OPEN, CLAIMED)}
+    waiting = {rid: status for rid, status in ledger if status in (OPEN, CLAIMED, QUEUED)}
     yield from put_record_steps(QUARANTINE_NS, run_id,
                                 quarantine_record(run_id, row[3] if row is not None else None, waiting, damaged))
     if row is not None:
         yield Query("UPDATE tn_runs SET status = ? WHERE run_id = ?", (QUARANTINED, run_id))
     if waiting:
-        yield Query("UPDATE tn_pending SET status = ? WHERE run_id = ? AND status IN (?, ?)",
-                    (QUARANTINED, run_id, OPEN, CLAIMED))
+        # a queued answer (the work queue's) waits with its run: its item is taken after `unquarantine`
+        yield Query("UPDATE tn_pending SET status = ? WHERE run_id = ? AND status IN (?, ?, ?)",
+                    (QUARANTINED, run_id, OPEN, CLAIMED, QUEUED))
 
 
 def _refuse_live(run_id: str, lease_text: Optional[str], expires: Optional[float]) -> None:

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Union
 
 from ..client.memory import IdLocks
 from ..durable import (Changes, ConversationOps, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged,
                        RunDamaged, RunExists, RunNotFound, RunStore, RunSummary, StoreConflict, StoreVersionError)
 from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN,
-                             QUARANTINED, RUN_FORMAT, decoded, dumps, epoch, to_datetime)
+                             QUARANTINED, QUEUED, RUN_FORMAT, decoded, dumps, epoch, to_datetime)
+from ..durable.paging import Age, Page, PendingQuery, RunsQuery
+from ..durable.rules import check_claim, check_lease, expires_at_epoch, lease_is_ours
 from .._text import plain_text
 from ._damage import report, sift
-from ..durable.rules import check_claim, check_lease, expires_at_epoch, lease_is_ours
+from ._doc_lifecycle import DocLifecycle, page_pending, page_runs
 from .seen import SeenConversations
 
 __all__ = ["RunDoc", "DocumentStore", "Edits", "trim_trace"]
@@ -158,7 +160,7 @@ def _loaded(doc: RunDoc, ledger: list[PendingRow], url: str) -> LoadedRun:
         calls=calls, pending=[r for r in ledger if r.run_id == doc.run_id], trace=list(doc.trace))
 
 
-class DocumentStore(RunStore):
+class DocumentStore(DocLifecycle, RunStore):
     """`RunStore` over run documents and a ledger; backends provide the four primitives."""
 
     def __init__(self) -> None:
@@ -261,19 +263,33 @@ class DocumentStore(RunStore):
 
     # -- host-facing -------------------------------------------------------------------------------
 
-    async def pending(self) -> list[PendingRun]:
+    async def pending(self, *, limit: Optional[int] = None, after: Optional[str] = None, agent: Optional[str] = None,
+                      kind: Optional[str] = None, older_than: Optional[Age] = None) -> Page[PendingRun]:
+        query = PendingQuery.of(limit, after, agent, kind, older_than)
         await self.open()
         damaged: list[RunDamaged] = []
         async with self._locked():
-            rows = [r for r in (await self._ledger(damaged)).values() if r.status in (OPEN, CLAIMED) and r.request]
-        rows.sort(key=lambda r: (r.created_at, r.request_id))
-        found, unreadable = sift(rows, lambda r: r.to_pending_run(self.url))
+            rows = [r for r in (await self._ledger(damaged)).values()
+                    if r.status in (OPEN, CLAIMED, QUEUED) and r.request]
+            entries: dict[str, Optional[str]] = {}
+            if query.agent is not None:
+                for run_id in {r.run_id for r in rows if r.run_id}:
+                    try:
+                        doc = await self._read(run_id, messages=False)
+                    except RunDamaged as exc:  # its requests are left out (no entry agent to match)
+                        damaged.append(exc)
+                        doc = None
+                    entries[run_id] = doc.entry_agent if doc is not None else None
+        page, unreadable = page_pending(rows, query, entries, epoch(), self.url)
         report(damaged + unreadable, "the inbox")
-        return found
+        return page
 
-    async def runs(self, status: Optional[str] = None) -> list[RunSummary]:
+    async def runs(self, status: Union[None, str, Sequence[str]] = None, *, limit: Optional[int] = None,
+                   after: Optional[str] = None, agent: Optional[str] = None, kind: Optional[str] = None,
+                   older_than: Optional[Age] = None) -> Page[RunSummary]:
+        query = RunsQuery.of(status, limit, after, agent, kind, older_than)
         await self.open()
-        out = []
+        docs = []
         damaged: list[RunDamaged] = []
         async with self._locked():
             for run_id in await self._run_ids():
@@ -282,12 +298,10 @@ class DocumentStore(RunStore):
                 except RunDamaged as exc:
                     damaged.append(exc)
                     continue
-                if doc is not None and (status is None or doc.status == status):
-                    out.append(RunSummary(doc.run_id, doc.status, doc.entry_agent, to_datetime(doc.updated_at),  # type: ignore[arg-type]
-                                          to_datetime(doc.created_at), doc.kind))  # type: ignore[arg-type]
+                if doc is not None:
+                    docs.append(doc)
         report(damaged, "the runs listed")
-        out.sort(key=lambda s: s.updated_at, reverse=True)
-        return out
+        return page_runs(docs, query, epoch())
 
     async def delete_run(self, run_id: str) -> None:
         await self.open()

@@ -19,7 +19,9 @@ from typing import Any, Optional, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..durable import StoreError, StoreUnavailable
+from ..durable.queue import WorkListener
 from ._damage import unstorable
+from ._fleet_sql import FleetSqlStore, channel_name, fleet_statements
 from ._sql_check import SqlChecks
 from .sql import Query, Steps, schema_statements, schema_steps
 from ..errors import ToolnexusValueError
@@ -39,7 +41,7 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresStore(SqlChecks):
+class PostgresStore(SqlChecks, FleetSqlStore):
     """Runs in a PostgreSQL database, shared by any number of processes and hosts."""
 
     dialect = "postgres"
@@ -55,6 +57,8 @@ class PostgresStore(SqlChecks):
         self.timeout = float(options.pop("timeout", 10))
         self._conninfo = urlunsplit(parts._replace(query=urlencode(options)))
         self.url = redact_url(url)
+        self.channel: str = channel_name(self.schema)
+        self.fleet_key = self.schema or "public"
         self._pool: Any = None
         self._opened = False
         self._open_lock: Optional[asyncio.Lock] = None
@@ -87,7 +91,7 @@ class PostgresStore(SqlChecks):
                     "that the server is running and the URL (host, port, database, user) is right") from exc
             self._pool = pool
             try:
-                statements = schema_statements("postgres")
+                statements = schema_statements("postgres") + fleet_statements("postgres")
                 if self.schema:
                     statements = [f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'] + statements
                 await self._call(_with_schema_lock(schema_steps(statements, self.url, "postgres")), True)
@@ -197,6 +201,13 @@ class PostgresStore(SqlChecks):
     async def _run(self, steps: Steps[T], *, write: bool = True) -> T:
         await self.open()
         return await self._call(steps, write)
+
+    def work_listener(self) -> WorkListener:
+        """`LISTEN` on this store's channel, on a connection of its own (see `_pg_listen`)."""
+        from ._pg_listen import PgListener
+
+        options = f"-c search_path={self.schema}" if self.schema else None
+        return PgListener(self._conninfo, self.channel, options=options, timeout=self.timeout, url=self.url)
 
     async def aclose(self) -> None:
         pool, self._pool = self._pool, None

@@ -31,17 +31,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, NoReturn, Optional, TypeVar
 
 from ..client.memory import IdLocks
-from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged,
-                       RunDamaged, RunExists, RunNotFound, RunStore, RunSummary, StoreConflict, StoreVersionError)
+from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, RunChanged, RunDamaged, RunExists,
+                       RunNotFound, RunStore, StoreConflict, StoreVersionError)
 from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN, QUARANTINED,
-                             RUN_FORMAT, decoded, dumps, epoch, to_datetime)
+                             RUN_FORMAT, decoded, dumps, epoch)
 from ..durable.rules import check_claim, check_lease, expires_at_epoch, lease_is_ours
 from .._text import plain_text
 from ._damage import QUARANTINE_NS, report, sift
 from .document import TRACE_KEEP
 from .seen import SeenConversations
 
-__all__ = ["FlatCommit", "Query", "SqlStore", "schema_statements"]
+__all__ = ["FlatCommit", "Query", "SqlStore", "schema_statements", "pending_row"]
 
 T = TypeVar("T")
 
@@ -136,7 +136,7 @@ _RUN_COLS = ("run_id, kind, entry_agent, status, created_at, updated_at, version
 _PENDING_COLS = "request_id, run_id, handle_id, request, path, created_at, expires_at, status, claim, answer, answered_at"
 
 
-def _pending_row(r: Any, url: str = "") -> PendingRow:
+def pending_row(r: Any, url: str = "") -> PendingRow:
     """A ledger row, each JSON column decoded on its own (`RunDamaged` naming run and request)."""
     request_id, run_id = r[0], r[1]
     try:
@@ -232,8 +232,14 @@ def _must_run(run_id: str, url: str, *, lock: bool = True) -> Steps[tuple[Any, .
     return row
 
 
+# A run submitted to the work queue is listed before a worker starts it (status `queued`, no
+# lease): starting it takes that row over; any other taken id inserts nothing (`RunExists`).
 _INSERT_RUN = (f"INSERT INTO tn_runs ({_RUN_COLS}, lease_id) VALUES ({', '.join('?' * 14)}) "
-               "ON CONFLICT (run_id) DO NOTHING")
+               "ON CONFLICT (run_id) DO UPDATE SET kind = excluded.kind, entry_agent = excluded.entry_agent, "
+               "status = excluded.status, updated_at = excluded.updated_at, version = excluded.version, "
+               "format = excluded.format, state = excluded.state, result = excluded.result, lease = excluded.lease, "
+               "lease_expires = excluded.lease_expires, trace_seq = excluded.trace_seq, lease_id = excluded.lease_id "
+               "WHERE tn_runs.status = 'queued'")
 
 
 def _insert_run_query(run_id: str, kind: str, entry: Optional[str], status: str, version: int,
@@ -655,7 +661,7 @@ def _trace_writes(run_id: str, lines: list[str], last_trace: int) -> list[Query]
 
 def _get_pending(request_id: str, *, lock: bool = False) -> Steps[Optional[PendingRow]]:
     found = yield Query(f"SELECT {_PENDING_COLS} FROM tn_pending WHERE request_id = ?", (request_id,), "one", lock=lock)
-    return _pending_row(found) if found is not None else None
+    return pending_row(found) if found is not None else None
 
 
 def find_steps(request_id: str) -> Steps[Optional[PendingRow]]:
@@ -712,7 +718,7 @@ def load_steps(run_id: str, url: str) -> Steps[LoadedRun]:
         result=decoded(row[9], run_id, "run result", store=url, shape=dict), lease=_lease_of(row, url),
         lease_expires=row[11], handles=handles, conversations=conversations,
         calls={(c, k): decoded(e, run_id, f"journal entry {k!r} of {c!r}", store=url, shape=dict) for c, k, e in calls},
-        pending=[_pending_row(p, url) for p in pend], trace=[t[0] for t in trace][-TRACE_KEEP:])
+        pending=[pending_row(p, url) for p in pend], trace=[t[0] for t in trace][-TRACE_KEEP:])
 
 
 def _run_rows(run_id: str, kind: str, rows: list[tuple[str, Optional[str]]],
@@ -732,20 +738,6 @@ def _run_rows(run_id: str, kind: str, rows: list[tuple[str, Optional[str]]],
                 msgs.append(decoded(text, run_id, f"message {len(msgs)} of conversation {conv_id!r}", store=url,
                                     shape=dict))
     return handles, conversations
-
-
-def pending_steps(url: str = "") -> Steps[tuple[list[PendingRun], list[RunDamaged]]]:
-    """The inbox: each row decoded on its own — the healthy ones, and why each other one is not."""
-    rows = yield Query(f"SELECT {_PENDING_COLS} FROM tn_pending WHERE status IN (?, ?) AND request IS NOT NULL "
-                       "ORDER BY created_at, request_id", (OPEN, CLAIMED), "all")
-    return sift(rows, lambda r: _pending_row(r, url).to_pending_run(url))
-
-
-def runs_steps(status: Optional[str]) -> Steps[list[RunSummary]]:
-    where, params = ("WHERE status = ?", (status,)) if status is not None else ("", ())
-    rows = yield Query(f"SELECT run_id, status, entry_agent, updated_at, created_at, kind FROM tn_runs {where} "
-                       "ORDER BY updated_at DESC", params, "all")
-    return [RunSummary(r[0], r[1], r[2], to_datetime(r[3]), to_datetime(r[4]), r[5]) for r in rows]  # type: ignore[arg-type]
 
 
 def delete_steps(run_id: str) -> Steps[None]:
@@ -850,7 +842,9 @@ def conversation_save_steps(conv: str, messages: list[Any], seen: Optional[tuple
 
 
 class SqlStore(RunStore):
-    """`RunStore` over the step generators above; a driver supplies `_run` (and `open`/`aclose`)."""
+    """`RunStore` over the step generators above; a driver supplies `_run` (and `open`/`aclose`).
+    The listings (`pending`, `runs`) and the work queue are `_fleet_sql.FleetSqlStore`'s, which
+    both drivers build on."""
 
     dialect = "sqlite"
     update_returning = True  # a commit reads its run row back with `UPDATE … RETURNING` (see `commit_steps`)
@@ -863,14 +857,6 @@ class SqlStore(RunStore):
     @abc.abstractmethod
     async def _run(self, steps: Steps[T], *, write: bool = True) -> T:
         """Run one step generator as one transaction."""
-
-    async def pending(self) -> list[PendingRun]:
-        found, damaged = await self._run(pending_steps(self.url), write=False)
-        report(damaged, "the inbox")
-        return found
-
-    async def runs(self, status: Optional[str] = None) -> list[RunSummary]:
-        return await self._run(runs_steps(status), write=False)
 
     async def delete_run(self, run_id: str) -> None:
         await self._run(delete_steps(run_id))

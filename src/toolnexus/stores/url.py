@@ -4,7 +4,7 @@
 |---|---|
 | `memory:` | `MemoryStore` — this process only |
 | `file:DIR` (also `file:///abs/dir`) | `FileStore` — a directory, several processes on one machine |
-| `sqlite:///runs.db`, `sqlite:////abs/runs.db` | `SqliteStore` — the default for one machine |
+| `sqlite:///runs.db`, `sqlite:////abs/runs.db` (`?timeout=S`, `?synchronous=...`) | `SqliteStore` — the default for one machine |
 | `postgresql://user@host[:port]/db[?schema=…&pool=…]` (also `postgres://`) | `PostgresStore` — many workers |
 
 Opening is lazy: `open_store` only parses; the first operation (or `async with`) connects and
@@ -60,9 +60,11 @@ def open_store(url: str) -> RunStore:
                              "shared; use 'memory:' for a store in this process)")
         options = dict(parse_qsl(query))
         timeout = float(options.pop("timeout", 10))
+        synchronous = options.pop("synchronous", "critical").lower()
         if options:
-            raise ToolnexusValueError(f"toolnexus: unknown option(s) {', '.join(sorted(options))} in {url!r} (known: timeout)")
-        return SqliteStore(path, timeout=timeout)
+            raise ToolnexusValueError(f"toolnexus: unknown option(s) {', '.join(sorted(options))} in {url!r} (known: "
+                                      "timeout, synchronous)")
+        return SqliteStore(path, timeout=timeout, synchronous=synchronous)
     if scheme in ("postgresql", "postgres"):
         from .postgres import PostgresStore
 
