@@ -37,7 +37,11 @@ from .requests import approval_of, iso, redact_arguments, reissued
 __all__ = ["Decision", "RUN", "DECLINE", "REASK", "INVALID", "decide", "answer_problem", "edited_note",
            "answer_from_text"]
 
-RUN, DECLINE, REASK, INVALID = "run", "decline", "reask", "invalid"
+# one assignment each (the API reference reads module-level names assigned one by one)
+RUN = "run"
+DECLINE = "decline"
+REASK = "reask"
+INVALID = "invalid"
 
 
 @dataclass(frozen=True)
