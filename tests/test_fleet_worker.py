@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
 
 import pytest
 
 from support.fleet_agents import AGENTS, GATEKEEPER, LLM, MODEL, SLEEPER, effects
 from support.stores import _url, postgres_url  # noqa: F401 - fixture
-from toolnexus import Answer, define_tool
+from toolnexus import Answer, ApprovalRule, Escalate, define_tool
 from toolnexus.agents import AgentRuntime, agent, resume
-from toolnexus.agents.clock import VirtualClock
+from toolnexus.agents.clock import AsyncioClock, VirtualClock
+from toolnexus.approvals import approval_of
 from toolnexus.durable import AnswerAlreadyApplied, RunExists
 from toolnexus.fleet import Worker
 from toolnexus.stores import open_store
@@ -146,6 +148,56 @@ async def test_an_expiry_fires_while_nothing_runs(fleet_url, tmp_path, monkeypat
         await w.drain()
 
 
+class _AnHourAgo(AsyncioClock):
+    """Real time, but the run's wall clock an hour behind: the requests it makes are due at once."""
+
+    def utc_now(self) -> datetime:
+        return datetime.now(timezone.utc) - timedelta(hours=1)
+
+
+def release(tag: str) -> str:
+    """Release a service."""
+    RELEASED.append(tag)
+    return f"{tag} released"
+
+
+RELEASED: list[str] = []
+ESCALATING = agent("gatekeeper", does="releases", model="fleet-model", uses={"tools": [
+    define_tool(release, name="gate", needs_approval=ApprovalRule(expires_in=600, group="leads",
+                                                                 on_expiry=Escalate("oncall", expires_in=3600)))]})
+
+
+async def test_a_worker_s_expiry_of_an_approval_escalates_as_its_rule_says(tmp_path):
+    """The one expiry path: the worker fires `expiry_answer` (a decline, reason `expired`) and the
+    approval's rule turns it into the same question asked of the escalation group — not a decline.
+    (A request with no such rule is declined: `test_an_expiry_fires_while_nothing_runs`.)"""
+    RELEASED.clear()
+    async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        r = await ESCALATING.run("api", store=store, run_id="esc", llm=LLM, transport=MODEL, clock=_AnHourAgo())
+        await r.runtime.aclose()
+        asked = r.pending
+        assert approval_of(asked)["group"] == "leads" and asked.expiresAt
+        w = worker(store, agents=[ESCALATING])
+        await w.start()
+        assert await w.step() == 1  # the due expiry, queued by the scan and taken
+        await w.wait_idle()
+        [waiting] = await store.pending()
+        a = approval_of(waiting.request)
+        assert (waiting.run_id, a["group"], a["escalated_from"]) == ("esc", "oncall", asked.id)
+        assert waiting.request.prompt.endswith("[escalated to oncall]") and waiting.request.expiresAt
+        loaded = await store.load("esc")
+        assert {p.request_id: (p.status, (p.answer or {}).get("reason")) for p in loaded.pending} == {
+            asked.id: ("applied", "expired"), waiting.request.id: ("open", None)}
+        assert [s.status for s in await store.runs()] == ["pending"] and RELEASED == []
+        assert w.metrics_registry.value("toolnexus_fleet_expiries_total") == 1
+        # the escalation group approves: the call runs
+        await store.submit_answer(Answer(id=waiting.request.id, ok=True, by="oncall-olga"))
+        assert await w.step() == 1
+        await w.wait_idle()
+        assert [s.status for s in await store.runs()] == ["done"] and RELEASED == ["api"]
+        await w.drain()
+
+
 async def test_a_tool_s_timer_fires_and_calls_it_again(fleet_url, tmp_path, monkeypatch):
     monkeypatch.setenv("FLEET_EFFECTS", str(tmp_path / "fx.jsonl"))
     async with open_store(fleet_url) as store:
@@ -181,6 +233,36 @@ async def test_a_run_whose_holder_died_is_taken_over_from_its_last_commit(fleet_
         assert {s.run_id: s.status for s in await store.runs()} == {"crash": "done"}
         assert w.metrics_registry.value("toolnexus_fleet_recoveries_total") == 1
         assert w.metrics_registry.value("toolnexus_fleet_lease_takeovers_total") == 1
+        await w.drain()
+
+
+async def test_a_run_row_that_cannot_be_read_does_not_stop_the_scan_or_the_listing(tmp_path, monkeypatch, caplog):
+    """A damaged lease (a hand edit, a bad disk) on one running run: the worker's scan skips that
+    run and still fires another run's expiry; `runs()` lists the healthy runs and names the damaged
+    one in a warning (`toolnexus doctor` finds it), as every listing does."""
+    import logging
+    import sqlite3
+
+    monkeypatch.setenv("FLEET_EXPIRES_S", "-1")
+    path = tmp_path / "runs.db"
+    async with open_store(f"sqlite:///{path}") as store:
+        await park(store, GATEKEEPER, "late", "late")
+        await park(store, GATEKEEPER, "torn", "torn")
+        conn = sqlite3.connect(path)
+        with conn:
+            conn.execute("UPDATE tn_runs SET lease = '{\"id\": \"go', status = 'running', lease_expires = 1 "
+                         "WHERE run_id = 'torn'")
+            conn.execute("UPDATE tn_pending SET expires_at = NULL WHERE run_id = 'torn'")
+        conn.close()
+        caplog.set_level(logging.WARNING, logger="toolnexus")
+        w = worker(store)
+        await w.start()
+        assert await w.step(scan=True) == 1  # the expiry of "late"; "torn" is skipped, not fatal
+        await w.wait_idle()
+        assert {s.run_id: s.status for s in await store.runs()} == {"late": "done"}
+        assert any("'torn'" in r.getMessage() and "lease" in r.getMessage() for r in caplog.records)
+        [damaged] = await store.check()
+        assert damaged.run_id == "torn" and [row.part for row in damaged.rows] == ["lease"]
         await w.drain()
 
 

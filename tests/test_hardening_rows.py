@@ -105,6 +105,38 @@ async def test_a_cut_ledger_row_leaves_the_inbox_working_and_names_run_and_reque
         assert (final.status, final.text) == ("done", "refunded")
 
 
+async def test_a_cut_ledger_row_in_a_page_is_reported_and_the_pages_go_on(
+        shared_store_url: str, llm: LlmServer, caplog: pytest.LogCaptureFixture) -> None:
+    """The paged and filtered inbox (`pending(limit=, after=, kind=, agent=)`) decodes each row on
+    its own too: the damaged row is left out with a warning and the cursor moves past it. The
+    index on the request's kind is built and kept whatever a row holds (a damaged request is
+    no kind), so its queries, and the quarantine of that row, still work."""
+    url = shared_store_url
+    healthy, victim = await _park_two(url, llm)
+    cut_request(url, victim)
+    caplog.set_level(logging.WARNING, logger="toolnexus")
+    async with open_store(url) as store:
+        pages, after = [], None
+        while True:
+            page = await store.pending(limit=1, after=after)
+            pages.append([p.request.id for p in page])
+            after = page.next
+            if after is None:
+                break
+        # SQL stores: two pages, the second empty (its one row damaged); the file store cannot place
+        # a request it cannot read, so it leaves it out of the whole listing: one page
+        assert pages in ([[healthy], []], [[healthy]])
+        [said] = _damage_messages(caplog)
+        assert "'victim-1'" in said and repr(victim) in said
+        for filtered in (await store.pending(kind="approval", limit=10), await store.pending(agent="payer", limit=10)):
+            assert [p.request.id for p in filtered] == [healthy]
+        assert {s.run_id for s in await store.runs(limit=10)} == {"healthy-1", "victim-1"}
+        await store.quarantine("victim-1")
+        caplog.clear()
+        assert [p.request.id for p in await store.pending(kind="approval", limit=10)] == [healthy]
+        assert _damage_messages(caplog) == []
+
+
 async def test_a_cut_transcript_message_names_the_run_and_the_conversation_on_restore(
         shared_store_url: str, llm: LlmServer) -> None:
     url = shared_store_url
