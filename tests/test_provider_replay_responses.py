@@ -263,3 +263,14 @@ async def test_a_durable_run_parks_in_sqlite_and_resumes_on_this_wire(server, tm
     assert json.dumps(sent).count(REASONING_ID) == 1
     assert outputs(server.requests[1]) == [{"type": "function_call_output", "call_id": "call_gate0001",
                                             "output": "through"}]
+
+
+def test_the_command_speaks_the_responses_api(server):
+    from support.cli_run import cli_env, run_cli
+
+    server.add(step("responses/text.json"))
+    done = run_cli("run", "--style", "responses", "--base-url", server.base_url + "/v1", "--model", "gpt-5-mini",
+                   "--no-builtins", "--once", "q", env=cli_env(OPENAI_API_KEY="sk-test"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("In a peaceful grove")
+    assert server.requests[0].path == "/v1/responses"

@@ -63,7 +63,8 @@ FLAGS = [
     Flag("agents", "MODULE:ATTR", "the agent definitions the run was started with"),
     Flag("base-url", "URL", "the LLM endpoint's base URL (else the config's llm block, then OPENAI_BASE_URL or "
          "ANTHROPIC_BASE_URL by style)"),
-    Flag("style", "openai|anthropic", "the endpoint's API style (default openai)", choices=("openai", "anthropic")),
+    Flag("style", "openai|anthropic|responses", "the endpoint's API style (default openai)",
+         choices=("openai", "anthropic", "responses")),
     Flag("model", "ID", "the model for agents that do not name their own (else the config's llm block, then "
          "TOOLNEXUS_MODEL)"),
     Flag("config", "PATH", "a JSON config file whose llm block gives the model settings"),

@@ -64,7 +64,7 @@ API_KEY_ENV = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 NO_KEY_MESSAGE = "No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY"
 MISSING_MODEL = "--base-url and --model are required"
 MODEL_ENV = "TOOLNEXUS_MODEL"
-BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL", "responses": "OPENAI_BASE_URL"}
 LLM_BLOCK_KEYS = ("base_url", "style", "model")
 _REDACTED = "«redacted»"
 
@@ -79,7 +79,8 @@ TOOLKIT_FLAGS = [
 MODEL_FLAGS = [
     Flag("base-url", "URL", "the LLM endpoint's base URL (else the config's llm block, then OPENAI_BASE_URL or "
          "ANTHROPIC_BASE_URL by style)"),
-    Flag("style", "openai|anthropic", "the endpoint's API style (default openai)", choices=("openai", "anthropic")),
+    Flag("style", "openai|anthropic|responses", "the endpoint's API style (default openai; responses: the OpenAI "
+         "Responses API)", choices=("openai", "anthropic", "responses")),
     Flag("model", "ID", f"the model id (else the config's llm block, then {MODEL_ENV})"),
     Flag("system", "TEXT", "system prompt (the skills catalogue is appended by the client)"),
     Flag("api-key", "KEY", "API key; else OPENROUTER_API_KEY, then OPENAI_API_KEY or ANTHROPIC_API_KEY by style"),
@@ -157,7 +158,7 @@ def apply_model_settings(opts: dict[str, Any], config: Optional[dict[str, Any]] 
                 opts[key] = value
     style = opts.get("style") or "openai"
     if style not in BASE_URL_ENV:
-        raise CliExit(1, f'error: config "llm" style must be openai or anthropic, got "{style}"')
+        raise CliExit(1, f'error: config "llm" style must be openai, anthropic or responses, got "{style}"')
     opts["style"] = style
     if not opts.get("base_url"):
         opts["base_url"] = os.environ.get(BASE_URL_ENV[style]) or None
