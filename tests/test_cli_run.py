@@ -17,7 +17,7 @@ import select
 import signal
 import subprocess
 import time
-from typing import Iterator
+from typing import Iterator, Optional
 
 import pytest
 
@@ -194,9 +194,10 @@ def test_the_repl_reports_errors_and_pending_and_goes_on_then_leaves_at_end_of_i
 class Terminal:
     """A child process on a real pseudo-terminal; reads are bounded by a deadline."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], env: Optional[dict[str, str]] = None) -> None:
         self.master, slave = pty.openpty()
-        self.proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=cli_env(TERM="dumb"),
+        self.proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave,
+                                     env=env if env is not None else cli_env(TERM="dumb"),
                                      start_new_session=True)
         os.close(slave)
         self.seen = ""

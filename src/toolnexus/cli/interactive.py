@@ -13,7 +13,12 @@
   `{"text": ...}` (or under the schema's single property name when the request has a one-field
   schema). `/decline` declines any request. Never used when stdin or stderr is not a terminal.
   An approval gate's request (`toolnexus.approvals`) gets the approval prompt instead: tool,
-  source, agent and arguments, then `approve? [y/N/e(dit)/a(lways)]` (`cli.approvals`).
+  source, agent and arguments, then `approve? [y/N/e(dit)/a(lways)]` (`cli.approvals`). A
+  sign-in to an MCP server behind OAuth (`kind="auth"`) prints the authorization address, opens
+  the browser (`$BROWSER` decides which; `BROWSER=true` opens none) and listens on the request's
+  loopback redirect address (`toolnexus.mcp_auth.LoopbackCallback`): the sign-in completes when
+  the browser comes back. A person whose browser runs elsewhere pastes the address it ended on
+  instead; `/decline` declines.
 """
 
 from __future__ import annotations
@@ -139,6 +144,8 @@ class TtyAnswerer:
             self._progress.stop()
         if is_approval_request(req):
             return await approval_prompt(self._console, self._lines, req)
+        if req.kind == "auth" and req.url:
+            return await self._sign_in(req)
         c = self._console
         c.err(f"? {req.prompt}")
         if req.url:
@@ -160,3 +167,52 @@ class TtyAnswerer:
             return Answer(id=req.id, ok=True)
         field = _single_field(req)
         return Answer(id=req.id, ok=True, data={field or "text": text})
+
+    async def _sign_in(self, req: Request) -> Answer:
+        """An MCP server's OAuth sign-in: the browser's loopback redirect, or a pasted address."""
+        from ..errors import ConfigError
+        from ..mcp_auth import LoopbackCallback, callback_answer
+
+        c = self._console
+        c.err(f"? {req.prompt}")
+        c.err(f"  open this address to sign in: {req.url}")
+        redirect = str((req.data or {}).get("redirect_uri") or "")
+        landing: Optional[asyncio.Future[Any]] = None
+        try:
+            helper = LoopbackCallback(redirect, announce=lambda _text: None)
+        except ConfigError:  # not a loopback redirect: the browser lands elsewhere, the person pastes it
+            c.err("  then paste the address your browser ended on here", end="")
+        else:
+            landing = asyncio.ensure_future(helper(req))
+            c.err("  waiting for your browser to come back (or paste the address it ended on)", end="")
+        c.err(f" ({DECLINE} to decline): ", end="")
+        won = await _first(asyncio.ensure_future(self._lines.readline()), landing)
+        if won is not landing:
+            line = won.result()
+            if line is None or line.strip() in ("", DECLINE):
+                return Answer(id=req.id, ok=False, reason="declined")
+            return callback_answer(req.id, line.strip())
+        c.err()
+        assert landing is not None
+        answer: Answer = landing.result()
+        c.err("  signed in" if answer.ok else "  the sign-in was refused")
+        return answer
+
+
+async def _first(reading: "asyncio.Future[Optional[str]]", landing: "Optional[asyncio.Future[Any]]") -> Any:
+    """Whichever comes first: a line typed at the terminal, or the browser's redirect (an answer).
+    A loopback listener that could not start (its port taken) leaves the terminal the only way."""
+    pending: set[asyncio.Future[Any]] = {reading} if landing is None else {reading, landing}
+    try:
+        while True:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if reading in done:
+                return reading
+            assert landing is not None
+            if landing.exception() is None and landing.result() is not None:
+                return landing
+            if not pending:
+                return reading
+    finally:
+        for f in pending:
+            f.cancel()
