@@ -102,11 +102,11 @@ def too_large(url: str, cap: int) -> ResponseTooLarge:
                             "raise Client.max_response_bytes if that is expected")
 
 
-def _field(data: dict, snake: str, camel: str) -> Any:
+def _field(data: dict[str, Any], snake: str, camel: str) -> Any:
     return data.get(snake, data.get(camel))
 
 
-def _wire_call(index: int, call: dict) -> dict[str, Any]:
+def _wire_call(index: int, call: dict[str, Any]) -> dict[str, Any]:
     """One generated call as an OpenAI tool call (flat `{id,name,arguments|args}` or OpenAI-shaped)."""
     function = call.get("function")
     fn: dict[str, Any] = function if isinstance(function, dict) else call
@@ -122,7 +122,7 @@ class InProcessTransport:
     The reply is wrapped as an OpenAI chat completion, so the normal openai wire parses it.
     """
 
-    def __init__(self, generate: Callable[[dict], Any]) -> None:
+    def __init__(self, generate: Callable[[dict[str, Any]], Any]) -> None:
         self.generate = generate
 
     def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> dict[str, Any]:
