@@ -1,22 +1,21 @@
-"""`Http11Transport`: the default transport — HTTP/1.1 framed by h11, on our own asyncio connection pool.
+"""`Http11Transport`: the default transport — a lean HTTP/1.1 keep-alive client on asyncio streams.
 
-Why not `httpx.AsyncClient` under every turn: one request to a model endpoint is a POST of a JSON
-body and a JSON (or SSE) reply, and httpx's general machinery costs several times what the
-exchange itself does on a fast link (figures: docs/performance.md). So the connections, the pool,
-the timeouts and cancellation are ours, and the HTTP/1.1 framing is h11's — a parser that does no
-I/O (as `stores/sql.py` keeps SQL apart from its drivers), maintained with httpx and already
-installed with it. What it does:
+Why our own: one request to a model endpoint is a POST of a JSON body and a JSON (or SSE) reply,
+and the default transport sits under every turn. `httpx.AsyncClient` costs several times what the
+exchange itself does on a fast link, and framing the exchange with h11 (the parser under httpx,
+which does no I/O) under this same pool was measured too and kept slower than this module's own
+framing by more than the margin we allow; the figures are in docs/performance.md
+(`benchmarks/transport.py` measures all three). What it does:
 
 - a pool of idle keep-alive connections per (scheme, host, port), bounded (`max_idle_per_host`),
   each dropped after `idle_timeout` seconds or when the server closed it; the pool belongs to the
-  event loop that made it (another loop starts a fresh pool); a connection goes back to the pool
-  only when h11 says both sides finished the exchange and neither asked to close;
+  event loop that made it (another loop starts a fresh pool);
 - TLS with the default certificate store (certifi's when it is installed, as httpx does);
-- bodies framed by `Content-Length`, chunked transfer encoding, or the end of the connection
-  (which is then not reused); informational replies (`100 Continue`, `103 Early Hints`, any 1xx)
-  skipped, the final response read;
-- a 2xx body read up to `max_response_bytes` (default 32 MiB; `ResponseTooLarge` above), the
-  response head up to 64 KiB; a non-2xx reply raises `ProviderError` with at most 64 KiB of its body;
+- bodies framed by `Content-Length` or chunked transfer encoding (or, for a server that sends
+  neither, by the end of the connection, which is then not reused); informational replies
+  (`100 Continue`, `103 Early Hints`, any 1xx) skipped, the final response read;
+- a 2xx body read up to `max_response_bytes` (default 32 MiB; `ResponseTooLarge` above), response
+  headers up to 64 KiB; a non-2xx reply raises `ProviderError` with at most 64 KiB of its body;
 - no redirects followed (a 3xx is a `ProviderError`), so a key never travels to another origin;
 - header values with CR or LF refused (no header injection);
 - the whole exchange bounded by the attempt's `timeout` (`NetworkTimeout`), and a stream's every
@@ -39,8 +38,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 from urllib.parse import urlsplit
-
-import h11
 
 from ..errors import NetworkError, NetworkTimeout, ToolnexusValueError
 from .errors import MAX_ERROR_READ_BYTES, ProviderError, ResponseTooLarge
@@ -77,52 +74,16 @@ def _network_timeout(message: str) -> Exception:
     return NetworkTimeout(message)
 
 
-class _Closed(asyncio.IncompleteReadError):
-    """The server closed the connection `received` bytes into a reply."""
-
-    def __init__(self, received: int) -> None:
-        super().__init__(b"", None)
-        self.received = received
-
-
-class _Garbled(ValueError):
-    """What came back is not HTTP/1.x (h11 says why)."""
-
-
 @dataclass
 class _Conn:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     key: tuple[str, str, int]
-    http: h11.Connection = field(default_factory=lambda: h11.Connection(h11.CLIENT,
-                                                                         max_incomplete_event_size=MAX_HEADER_BYTES))
     reused: bool = False
     idle_since: float = field(default_factory=time.monotonic)
-    received: int = 0  # bytes of the current reply so far
 
     def alive(self) -> bool:
         return not (self.reader.at_eof() or self.writer.is_closing())
-
-    def reusable(self) -> bool:
-        """Both sides finished one exchange and neither asked to close."""
-        return self.http.our_state is h11.DONE and self.http.their_state is h11.DONE and self.alive()
-
-    async def next_event(self) -> Any:
-        """The next thing the server said, framed by h11; the socket is read only when h11 needs more.
-        The connection ending before a whole reply is `_Closed`; bytes that are not HTTP, `_Garbled`."""
-        http = self.http
-        while True:
-            try:
-                event = http.next_event()
-            except h11.RemoteProtocolError as exc:
-                if self.reader.at_eof():
-                    raise _Closed(self.received) from None
-                raise _Garbled(str(exc)) from None
-            if event is not h11.NEED_DATA:
-                return event
-            data = await self.reader.read(_READ)
-            self.received += len(data)
-            http.receive_data(data)
 
     def close(self) -> None:
         try:
@@ -132,26 +93,50 @@ class _Conn:
 
 
 class _Response:
-    """Status, headers, and a body read as it arrives (h11 frames it: by length, chunks, or to the end)."""
+    """Status, headers, and a body read as it arrives (by length, chunks, or to the end)."""
 
     def __init__(self, conn: _Conn, status: int, headers: dict[str, str]) -> None:
         self.conn = conn
         self.status = status
         self.headers = headers
         self.done = False
+        self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        length = headers.get("content-length")
+        self._left: Optional[int] = int(length) if length is not None and not self._chunked else None
+        if status in (204, 304):  # no body, whatever the headers say
+            self._chunked, self._left = False, 0
+        self.reusable = (self._chunked or self._left is not None) and "close" not in headers.get("connection", "").lower()
+        if self._left == 0:
+            self.done = True
 
     async def chunk(self) -> bytes:
         """The next piece of the body; b"" at its end."""
-        while not self.done:
-            event = await self.conn.next_event()
-            if type(event) is h11.Data:
-                if event.data:
-                    return bytes(event.data)
-            elif type(event) is h11.EndOfMessage:
+        if self.done:
+            return b""
+        reader = self.conn.reader
+        if self._chunked:
+            line = await reader.readuntil(b"\r\n")
+            size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
+                    pass
                 self.done = True
-            else:  # the connection ended inside the body
-                raise _Closed(self.conn.received)
-        return b""
+                return b""
+            data = await reader.readexactly(size)
+            await reader.readexactly(2)
+            return data
+        if self._left is not None:
+            data = await reader.read(min(self._left, _READ))
+            if not data:
+                raise asyncio.IncompleteReadError(b"", self._left)
+            self._left -= len(data)
+            if self._left == 0:
+                self.done = True
+            return data
+        data = await reader.read(_READ)
+        if not data:
+            self.done = True
+        return data
 
     async def read(self, cap: Optional[int], url: str) -> bytes:
         body = bytearray()
@@ -272,19 +257,18 @@ class Http11Transport(AsyncTransport):
         scheme, host, port = key
         reader, writer = await asyncio.open_connection(
             host, port, ssl=self._context() if scheme == "https" else None,
-            server_hostname=host if scheme == "https" else None)
+            server_hostname=host if scheme == "https" else None, limit=MAX_HEADER_BYTES)
         return _Conn(reader, writer, key)
 
     def _release(self, response: _Response) -> None:
         conn = response.conn
-        if not (response.done and conn.reusable()) or self._loop is not _running_loop():
+        if not (response.done and response.reusable and conn.alive()) or self._loop is not _running_loop():
             conn.close()
             return
         idle = self._idle.setdefault(conn.key, [])
         if len(idle) >= self.max_idle_per_host:
             conn.close()
             return
-        conn.http.start_next_cycle()
         conn.idle_since = time.monotonic()
         idle.append(conn)
 
@@ -297,42 +281,43 @@ class Http11Transport(AsyncTransport):
         return self._encoded[1]
 
     @staticmethod
-    def _request(target: str, host: str, headers: dict[str, str], length: int) -> h11.Request:
-        fields = [("Host", host)]
+    def _head(method: str, target: str, host: str, headers: dict[str, str], length: int) -> bytes:
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
         seen = {"host", "content-length", "connection"}
         for name, value in headers.items():
             text = str(value)
             if "\r" in text or "\n" in text or "\r" in name or "\n" in name or ":" in name:
                 raise ToolnexusValueError(f"toolnexus: header {name!r} has a line break or colon in it; refused")
             if name.lower() not in seen:
-                fields.append((name, text))
+                lines.append(f"{name}: {text}")
         if not any(k.lower() == "content-type" for k in headers):
-            fields.append(("Content-Type", "application/json"))
+            lines.append("Content-Type: application/json")
         if not any(k.lower() == "user-agent" for k in headers):
-            fields.append(("User-Agent", "toolnexus"))
-        fields += [("Content-Length", str(length)), ("Connection", "keep-alive")]
-        try:
-            return h11.Request(method="POST", target=target, headers=fields)
-        except h11.LocalProtocolError as exc:
-            raise ToolnexusValueError(f"toolnexus: the request cannot be sent as HTTP/1.1: {exc}; refused") from None
+            lines.append("User-Agent: toolnexus")
+        lines += [f"Content-Length: {length}", "Connection: keep-alive", "", ""]
+        return "\r\n".join(lines).encode("latin-1")
 
     @staticmethod
     async def _read_head(conn: _Conn) -> _Response:
-        """The final response's status and headers; informational ones (`100 Continue`, `103 Early
-        Hints`, any 1xx) are skipped."""
+        """The final response's status and headers; informational replies (any 1xx but `101
+        Switching Protocols`, which we never ask for) are skipped, each within the head cap."""
         while True:
-            try:
-                event = await conn.next_event()
-            except _Garbled as exc:
-                raise _network_error(f"not an HTTP/1.x response: {exc}") from None
-            if type(event) is h11.Response:
-                headers: dict[str, str] = {}
-                for raw_name, raw_value in event.headers:
-                    key, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
-                    headers[key] = f"{headers[key]}, {value}" if key in headers else value
-                return _Response(conn, event.status_code, headers)
-            if type(event) is not h11.InformationalResponse:  # the connection ended first
-                raise _Closed(conn.received)
+            raw = await conn.reader.readuntil(b"\r\n\r\n")
+            lines = raw.decode("latin-1").split("\r\n")
+            parts = lines[0].split(" ", 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+                raise _network_error(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+            status = int(parts[1])
+            headers: dict[str, str] = {}
+            for line in lines[1:]:
+                if not line:
+                    continue
+                name, _, value = line.partition(":")
+                key = name.strip().lower()
+                headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
+            if 100 <= status < 200 and status != 101:  # informational (100 Continue, 103 Early Hints): not the reply
+                continue
+            return _Response(conn, status, headers)
 
     async def _exchange(self, url: str, headers: dict[str, str], body: bytes) -> _Response:
         parts = urlsplit(url)
@@ -343,20 +328,17 @@ class Http11Transport(AsyncTransport):
         key = (scheme, parts.hostname, port)
         host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        request = self._request(target, host, headers, len(body))
+        head = self._head("POST", target, host, headers, len(body))
         for attempt in (1, 2):
             conn = await self._connect(key)
             try:
-                http = conn.http
-                conn.received = 0
-                conn.writer.write(b"".join(http.send(e) or b"" for e in (request, h11.Data(data=body),
-                                                                          h11.EndOfMessage())))
+                conn.writer.write(head + body)
                 await conn.writer.drain()
                 return await self._read_head(conn)
             except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
                 conn.close()
                 nothing_arrived = (not isinstance(exc, (asyncio.IncompleteReadError, NetworkError))
-                                   or isinstance(exc, _Closed) and not exc.received)
+                                   or isinstance(exc, asyncio.IncompleteReadError) and not exc.partial)
                 if attempt == 1 and conn.reused and nothing_arrived:
                     continue  # the server had closed this idle connection: one fresh try
                 raise
@@ -432,8 +414,6 @@ async def _read_some(response: _Response, limit: int) -> bytes:
 
 def _why(exc: BaseException) -> str:
     """A network failure in a few words ("connection refused"); the client adds the endpoint."""
-    if isinstance(exc, _Closed):
-        return f"the connection closed after {exc.received} bytes of an incomplete message"
     if isinstance(exc, asyncio.IncompleteReadError):
         return f"the connection closed after {len(exc.partial)} bytes of an incomplete message"
     if isinstance(exc, OSError) and exc.errno:
