@@ -47,8 +47,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """`HttpxTransport` and `UrllibTransport` load on first use: httpx and urllib.request together
-    cost ~50 ms of import time that a client on the default transport never needs."""
+    """`HttpxTransport` and `UrllibTransport` load on first use: importing httpx and urllib.request
+    costs time a client on the default transport never needs (figures: docs/performance.md)."""
     if name == "HttpxTransport":
         from .httpx_transport import HttpxTransport
 

@@ -72,7 +72,6 @@ __all__ = [
     "openai_tools_to_anthropic",
     "openai_tool_choice_to_anthropic",
     "translate_with_client",
-    "translate_with",
 ]
 
 

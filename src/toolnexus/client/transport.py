@@ -23,8 +23,8 @@ follows a redirect to another origin it forwards no header but the harmless ones
 
 Not here: retries, deadlines and cancellation (`retry.py`); the default transport (`http11.py`),
 `HttpxTransport` (`httpx_transport.py`) and `UrllibTransport` (`urllib_transport.py`), each
-imported only when used (`toolnexus.client` loads them on first access) — `urllib.request` alone
-costs ~15 ms of import time.
+imported only when used (`toolnexus.client` loads them on first access): their imports cost
+more than the rest of the client (figures: docs/performance.md).
 """
 
 from __future__ import annotations
