@@ -88,7 +88,8 @@ def main() -> None:
         for n in range(args.rounds):
             order = rows[n % len(rows):] + rows[: n % len(rows)]
             for label, kind, env in order:
-                out = subprocess.run([sys.executable, __file__, "--row", kind, "--url", url, "--posts", str(args.posts)],
+                out = subprocess.run([sys.executable, __file__, "--row", kind, "--url", url, "--posts",
+                                     str(args.posts)],
                                      env=env, capture_output=True, text=True, check=True)
                 results[label].append(json.loads(out.stdout))
     finally:

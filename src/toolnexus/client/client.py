@@ -235,8 +235,8 @@ class Client:
 
     # -- public API -----------------------------------------------------------------------------
 
-    def _loop(self, toolkit: Any, cancel: Optional[asyncio.Event], *, streaming: bool, id: Optional[str] = None,  # noqa: A002
-              ) -> RunLoop:
+    def _loop(self, toolkit: Any, cancel: Optional[asyncio.Event], *, streaming: bool,
+              id: Optional[str] = None) -> RunLoop:  # noqa: A002
         loop = RunLoop(self._provider, toolkit, cancel, streaming=streaming, approvals=self.keeper.scope(id),
                        journal=self.keeper.journal(id) if id else None)
         loop.conversation_id = id

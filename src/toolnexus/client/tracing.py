@@ -30,7 +30,8 @@ from .settings import ClientSettings
 from .tool_calls import CallOutcome, ToolRunner
 from .wire.base import ToolCall
 
-__all__ = ["Tracer", "TracedRun", "RunSpan", "LlmSpan", "ToolSpan", "WaitSpan", "install", "installed", "run_span", "resume_context",
+__all__ = ["Tracer", "TracedRun", "RunSpan", "LlmSpan", "ToolSpan", "WaitSpan", "install", "installed",
+           "run_span", "resume_context",
            "resuming", "TracedRunner"]
 
 

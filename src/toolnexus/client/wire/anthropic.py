@@ -83,8 +83,8 @@ class AnthropicWire(DialectBase):
     def start_transcript(self, history: list[dict[str, Any]], system: str, prompt: Any) -> list[dict[str, Any]]:
         return list(history) + [{"role": "user", "content": prompt}]
 
-    def build_body(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], system: str, stream: bool,
-                   *, wired: bool = False) -> dict[str, Any]:
+    def build_body(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], system: str,
+                   stream: bool, *, wired: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "system": system,
                                 "messages": messages if wired else self.wire_messages(messages)}
         if stream:
@@ -205,7 +205,8 @@ class AnthropicWire(DialectBase):
         text = system if system is not None else (system_prompt or hoisted)
         return TranslateRequest(wire, self.declare_tools(toolkit) + openai_tools_to_anthropic(tools), text or "")
 
-    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any, max_tokens: int) -> dict[str, Any]:
+    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any,
+                       max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, "max_tokens": max_tokens if max_tokens > 0 else MAX_TOKENS}
         if request.system:
             body["system"] = request.system

@@ -189,8 +189,8 @@ class OpenAIWire(DialectBase):
         messages.append({"role": "user", "content": prompt})
         return messages
 
-    def build_body(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], system: str, stream: bool,
-                   *, wired: bool = False) -> dict[str, Any]:
+    def build_body(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], system: str,
+                   stream: bool, *, wired: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, "messages": messages if wired else self.wire_messages(messages)}
         if stream:
             body["stream"] = True
@@ -351,7 +351,8 @@ class OpenAIWire(DialectBase):
             wire.insert(0, {"role": "system", "content": text})
         return TranslateRequest(wire, self.declare_tools(toolkit) + tools, "")
 
-    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any, max_tokens: int) -> dict[str, Any]:
+    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any,
+                       max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, "messages": request.messages}
         if request.tools:
             body["tools"] = request.tools

@@ -137,8 +137,8 @@ class ResponsesWire(OpenAIWire):
         style = WIRE if part.get("type") == "audio" else "openai"
         return self.policy.encode(part, style, attached=attached)
 
-    def build_body(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], system: str, stream: bool,
-                   *, wired: bool = False) -> dict[str, Any]:
+    def build_body(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], system: str,
+                   stream: bool, *, wired: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model}
         if system:
             body["instructions"] = system
@@ -268,7 +268,8 @@ class ResponsesWire(OpenAIWire):
             out.append(_input_block(p, role) if isinstance(p, dict) else p)
         return out
 
-    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any, max_tokens: int) -> dict[str, Any]:
+    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any,
+                       max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model}
         if request.system:
             body["instructions"] = request.system
