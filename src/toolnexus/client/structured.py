@@ -273,7 +273,7 @@ class OutputRun:
 
     @classmethod
     def of(cls, toolkit: Any) -> Optional["OutputRun"]:
-        spec = getattr(toolkit, "output_spec", None) if isinstance(toolkit, OutputToolkit) else None
+        spec = toolkit.output_spec if isinstance(toolkit, OutputToolkit) else None
         return cls(spec) if spec is not None else None
 
     def _reject(self, problems: list[str], result: Any) -> None:

@@ -133,7 +133,7 @@ class ToolRunner:
 
     def source_of(self, name: str) -> str:
         tool = self.toolkit.get(name) if self.toolkit is not None else None
-        return getattr(tool, "source", None) or "custom"
+        return (tool.source if tool is not None else "") or "custom"
 
     async def execute(self, name: str, args: dict[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
         if self.toolkit is None:
