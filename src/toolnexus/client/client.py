@@ -91,11 +91,10 @@ _T = TypeVar("_T")
 
 
 def _normalized(changes: dict[str, Any]) -> dict[str, Any]:
-    """Settings as the client keeps them: `headers` a dict, `retryable_statuses` a frozenset or
-    None, `timer` checked, `clock` the default when None."""
-    if "headers" in changes:
-        headers = changes["headers"]
-        changes["headers"] = headers if isinstance(headers, dict) else dict(headers) if headers else {}
+    """Settings as the client keeps them: `headers` a dict (`{}` for None), `retryable_statuses` a
+    frozenset or None, `timer` checked, `clock` the default when None."""
+    if "headers" in changes and changes["headers"] is None:
+        changes["headers"] = {}
     if "retryable_statuses" in changes and changes["retryable_statuses"] is not None:
         changes["retryable_statuses"] = frozenset(changes["retryable_statuses"])
     if "timer" in changes:
@@ -180,7 +179,7 @@ class Client:
                  max_response_bytes: Optional[int] = MAX_RESPONSE_BYTES,
                  clock: Optional[Callable[[], datetime]] = None) -> None:
         settings = ClientSettings.of(**_normalized(dict(
-            base_url=base_url, style=style, model=model, api_key=api_key, headers=headers,
+            base_url=base_url, style=style, model=model, api_key=api_key, headers=dict(headers) if headers else {},
             system_prompt=system_prompt, request_params=request_params, body_transform=body_transform,
             on_unsupported_part=on_unsupported_part, max_part_bytes=max_part_bytes, chain_responses=chain_responses,
             retries=retries, retry_base_ms=retry_base_ms, retryable_statuses=retryable_statuses, on_error=on_error,
