@@ -26,9 +26,8 @@ turn's, joined.
 
 Approvals (`toolnexus.approvals`): before anyone sees a gate's approval request, the loop stamps
 it with the call id, the agent path (the run's `ApprovalScope`) and its `expiresAt` by the
-settings' `clock`. A
-request the run's `ApprovalMemory` already decides (`always`) is answered from it at once, with
-or without `wait_for` (it never halts the run). An answer that yields a new suspension (one more
+settings' `clock`. A request the run's `ApprovalMemory` already decides (`always`) is answered
+from it at once, with or without `wait_for` (it never halts the run). An answer that yields a new suspension (one more
 approval of N, an escalation, the approved body's own question) is asked again in process, or
 halts the run on the new request.
 
