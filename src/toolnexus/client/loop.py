@@ -68,7 +68,7 @@ from .prepared import PreparedTranscript
 from .provider import Provider
 from .settings import ClientSettings
 from .result import (FINISH_PAUSE, LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING,
-                     RunResult, zero_usage)
+                     RunResult, Toolset, zero_usage)
 from .retry import race
 from .streaming import streamed_turn
 from .structured import OutputRun
@@ -83,7 +83,7 @@ Prelude = Callable[["RunLoop"], AsyncGenerator[dict[str, Any], None]]
 T = TypeVar("T")
 
 
-def compose_system(system_prompt: Optional[str], toolkit: Any) -> str:
+def compose_system(system_prompt: Optional[str], toolkit: Optional[Toolset]) -> str:
     """`system_prompt` and the toolkit's skills prompt, non-empty ones joined by a blank line."""
     skills = toolkit.skills_prompt() if toolkit is not None else ""
     return "\n\n".join(p for p in (system_prompt, skills) if p)
@@ -118,8 +118,8 @@ class RunLoop:
     `approvals` is the run's approval scope (`Keeper.scope`); `journal` the store's run journal
     for the conversation, when it keeps one."""
 
-    def __init__(self, provider: Provider, toolkit: Any, cancel: Optional[asyncio.Event], *, streaming: bool,
-                 approvals: ApprovalScope, journal: Optional[RunJournal] = None) -> None:
+    def __init__(self, provider: Provider, toolkit: Optional[Toolset], cancel: Optional[asyncio.Event], *,
+                 streaming: bool, approvals: ApprovalScope, journal: Optional[RunJournal] = None) -> None:
         self.provider = provider
         endpoint = provider.settings.endpoint
         self.journal = journal
