@@ -8,6 +8,9 @@ model call returns the final text. 2 LLM round trips + 2 MCP calls per run.
 Rows (each a fresh process per round; `rows/`):
 - `floor` — no framework: one keep-alive socket, raw JSON-RPC;
 - `ours` (OpenAI wire) and `ours anthropic` — this checkout, `client.run(question, toolkit)`;
+- `base` — with `BENCH_BASE_SRC=<another checkout's src/>`, that code on this venv (before/after;
+  compare p50 and p95 only: an A/A run showed that row's import and start-up higher through
+  `PYTHONPATH` alone, its p50 within 3%);
 - `toolnexus 0.21.0` — the published release, when its venv exists (`$BENCH_VENVS/toolnexus-0.21.0`,
   built by the reference harness's `setup_venvs.sh`), running the same row script;
 - with `PEERS=1`: openai-agents, pydantic-ai and langgraph, through the reference harness in
@@ -44,6 +47,10 @@ def _rows() -> list[tuple[str, list[str], dict[str, str]]]:
             ("ours", [ours, str(HERE / "rows" / "toolnexus_row.py")], {"BENCH_LABEL": "ours"}),
             ("ours anthropic", [ours, str(HERE / "rows" / "toolnexus_row.py")],
              {"BENCH_LABEL": "ours anthropic", "BENCH_STYLE": "anthropic"})]
+    base = os.environ.get("BENCH_BASE_SRC")  # another checkout's src/: a before/after in one run
+    if base:
+        rows.append(("base", [ours, str(HERE / "rows" / "toolnexus_row.py")],
+                     {"BENCH_LABEL": "base", "PYTHONPATH": base}))
     old = VENVS / "toolnexus-0.21.0" / "bin" / "python"
     if old.exists():
         rows.append(("toolnexus 0.21.0", [str(old), str(HERE / "rows" / "toolnexus_row.py")],

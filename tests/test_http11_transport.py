@@ -342,3 +342,35 @@ async def test_the_idle_pool_is_bounded_per_host():
                 pass
         assert idle_count(t) == 2
         await t.aclose()
+
+def early_hints_then(final: Reply) -> Reply:
+    """`103 Early Hints` (and a `100 Continue`) before the final response, as a CDN may send."""
+    async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n")
+        await writer.drain()
+        await final(reader, writer)
+    return reply
+
+
+async def test_informational_replies_are_skipped_and_the_final_one_is_read():
+    async with ScriptedServer([early_hints_then(ok({"n": 1})), early_hints_then(sized(b'{"e": 1}', "503 Busy")),
+                               ok({"n": 2})]) as server:
+        t = Http11Transport()
+        assert await t.post(server.url, {}, {}, 5) == {"n": 1}
+        with pytest.raises(ProviderError) as caught:  # the final status counts, not the 103
+            await t.post(server.url, {}, {}, 5)
+        assert caught.value.status == 503
+        assert await t.post(server.url, {}, {}, 5) == {"n": 2}
+        assert [r[0] for r in server.requests] == [1, 1, 1]  # one connection throughout
+        await t.aclose()
+
+
+async def test_a_stream_after_early_hints_yields_the_final_responses_body():
+    async with ScriptedServer([early_hints_then(chunked(b"data: one\n\n", b"data: two\n\n"))]) as server:
+        t = Http11Transport()
+        stream = await t.open(server.url, {}, {}, 5)
+        assert b"".join([piece async for piece in stream]) == b"data: one\n\ndata: two\n\n"
+        assert idle_count(t) == 1
+        await t.aclose()
+

@@ -454,7 +454,7 @@ async def test_who_gets_the_signal_first_runs_keep_ctx_none_unless_the_tool_take
         assert all(isinstance(s, RunSignal) and s.reason is None for s in signals)
         assert signals[0] is not signals[1]  # one per call: abandoning one call fires only its own
 
-        runner = ToolRunner(client, toolkit_of(plain), 0)
+        runner = ToolRunner(client.provider, toolkit_of(plain), 0)
         mine = asyncio.Event()
         await runner.execute("plain", {}, ToolContext(signal=mine, timeout=3.0))
         assert seen[-1][1].signal is mine and seen[-1][1].timeout == 3.0  # a given signal is kept

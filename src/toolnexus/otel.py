@@ -225,17 +225,18 @@ class _WaitSpan:
 
 
 class _RunSpan:
-    def __init__(self, tracer: trace.Tracer, loop: Any, resumed: bool, resume: Optional[tuple[Any, Any]]) -> None:
-        client = loop.client
+    def __init__(self, tracer: trace.Tracer, loop: tracing.TracedRun, resumed: bool,
+                 resume: Optional[tuple[Any, Any]]) -> None:
+        endpoint = loop.settings.endpoint
         self.tracer = tracer
-        self.common = {PROVIDER: client.style, SYSTEM: client.style, **_server(client.base_url)}
-        attributes: dict[str, Any] = {OPERATION: "invoke_agent", REQUEST_MODEL: client.model, **self.common}
-        agent = getattr(client, "agent_name", None)
+        self.common = {PROVIDER: endpoint.style, SYSTEM: endpoint.style, **_server(endpoint.base_url)}
+        attributes: dict[str, Any] = {OPERATION: "invoke_agent", REQUEST_MODEL: endpoint.model, **self.common}
+        agent = loop.settings.loop.agent_name
         if agent:
             attributes[AGENT_NAME] = agent
         if loop.conversation_id:
             attributes[CONVERSATION_ID] = loop.conversation_id
-        if loop.output is not None:
+        if loop.structured:
             attributes[OUTPUT_TYPE] = "json"
         if resumed:
             attributes[RUN_RESUMED] = True
@@ -325,7 +326,7 @@ class _Tracer:
     def __init__(self, tracer: trace.Tracer) -> None:
         self.tracer = tracer
 
-    def start_run(self, loop: Any, *, resumed: bool, resume: Optional[tuple[Any, Any]]) -> _RunSpan:
+    def start_run(self, loop: tracing.TracedRun, *, resumed: bool, resume: Optional[tuple[Any, Any]]) -> _RunSpan:
         return _RunSpan(self.tracer, loop, resumed, resume)
 
     @contextmanager

@@ -1,6 +1,7 @@
 """The unified LLM client: one tool-calling loop for OpenAI- and Anthropic-style endpoints.
 
-Layout: `client.py` (public `Client`), `loop.py` (the one loop), `tool_calls.py` (executing and
+Layout: `client.py` (public `Client`), `settings.py` (its frozen settings), `provider.py` (every
+model call) and `keeper.py` (stored conversations), `loop.py` (the one loop), `tool_calls.py` (executing and
 resolving calls), `wire/` (provider dialects), `transport.py` (the seam) with `http11.py` (the
 default), `httpx_transport.py` and `urllib_transport.py` (loaded on first use), `retry.py`, `streaming.py` + `sse.py`, `memory.py`, `parts.py`, `errors.py`, `result.py`,
 `metrics.py` (Prometheus registry), `structured.py` (`output_type=`), `tracing.py` (the seam
@@ -23,6 +24,7 @@ from .result import (LIMIT_COMPLETION, LIMIT_MAX_TURNS, LIMIT_TIMEOUT, RUN_STATU
                      MetricEvent, OnMetric, RunResult, WaitFor)
 from .retry import Timer, _is_retryable_status, _parse_retry_after
 from .run_signal import RunSignal, SignalTool, wants_signal
+from .settings import ClientSettings, Endpoint, Limits, LoopSettings, RetryPolicy
 from .structured import FINAL_RESULT_TOOL, OutputValidationError
 from .transport import MAX_RESPONSE_BYTES, HttpTransport, InProcessTransport
 
@@ -40,12 +42,13 @@ __all__ = [
     "LIMIT_MAX_TURNS", "LIMIT_COMPLETION", "LIMIT_TIMEOUT", "HttpxTransport", "Http11Transport",
     "Timer", "OutputValidationError", "FINAL_RESULT_TOOL", "NO_DEADLINE", "DEFAULT_CALL_TIMEOUT_MS",
     "MAX_RESPONSE_BYTES", "ResponseTooLarge", "redact_secrets", "RunSignal", "SignalTool", "wants_signal",
+    "ClientSettings", "Endpoint", "Limits", "LoopSettings", "RetryPolicy",
 ]
 
 
 def __getattr__(name: str) -> object:
-    """`HttpxTransport` and `UrllibTransport` load on first use: httpx and urllib.request together
-    cost ~50 ms of import time that a client on the default transport never needs."""
+    """`HttpxTransport` and `UrllibTransport` load on first use: importing httpx and urllib.request
+    costs time a client on the default transport never needs (figures: docs/performance.md)."""
     if name == "HttpxTransport":
         from .httpx_transport import HttpxTransport
 

@@ -1,10 +1,13 @@
 """`Client` / `create_client` / `create_in_process_client`: the public face of the LLM client.
 
-A `Client` holds configuration and the seams (transport, hooks, store, metrics); every run builds a
-`RunLoop` (loop.py) and either drains its events (`run`, `ask`) or yields them (`stream`). Two
-parts do the work the loop, `toolnexus.translate` and durable resume share: `client.provider`
-(provider.py: the wire, the key, sending with retries, hooks, the `llm` metric) and
-`client.keeper` (keeper.py: locks, journals and saves of stored conversations, the answer ledger).
+A `Client` holds its settings — one frozen `ClientSettings` (settings.py), built once; each
+keyword is also an attribute, and setting one replaces the settings with a copy — and two parts
+that take them as values, shared by the loop, `toolnexus.translate` and durable resume:
+`client.provider` (provider.py: the wire, the key, sending with retries, hooks, the `llm`
+metric, over the settings) and `client.keeper` (keeper.py: the store; locks, journals and saves of
+stored conversations, the answer ledger). Every run builds a `RunLoop` (loop.py) over the
+provider and either drains its events (`run`, `ask`) or yields them (`stream`). Neither part, nor
+the loop, nor resume, holds the client.
 
 Choices beyond the contract (all opt-in or invisible to the wire):
 - default transport: `Http11Transport` (a lean pooled keep-alive HTTP/1.1 client; `HttpxTransport`
@@ -17,8 +20,8 @@ Choices beyond the contract (all opt-in or invisible to the wire):
   exception type as a `[toolnexus] on_metric raised …` warning and never fails the run.
 - the forbidden-`request_params` warning is issued once per key per client.
 - `run_with_answer` / `ask_with_answer` (durable resume, resume.py) keep a per-client answer
-  ledger; `client.clock` (a settable attribute, default aware-UTC now) is what `expiresAt` is
-  checked against, in-process and on resume.
+  ledger; `clock` (default aware-UTC now) is what `expiresAt` is checked against, in-process and
+  on resume.
 - `chain_responses` (opt-in, `style="responses"` only): each request sends `previous_response_id`
   and only the items after the last reply, the provider keeping the rest (wire/responses.py).
 - `approvals` (optional, a `toolnexus.approvals.ApprovalScope`): the sticky approval decisions
@@ -39,8 +42,8 @@ Safety defaults (all overridable):
   Tools and `wait_for` are not inside this bound (they are not LLM calls). It is measured in real
   time even when a `timer` (e.g. an agent runtime's virtual clock) is injected. With `timeout_ms=N` the
   run-wide budget applies instead, exactly as before (it bounds every call too). "No deadline at
-  all" is said explicitly: `timeout_ms=NO_DEADLINE` (`math.inf`); `client.call_timeout_ms = None`
-  drops only the per-call default.
+  all" is said explicitly: `timeout_ms=NO_DEADLINE` (`math.inf`); `call_timeout_ms=None` drops
+  only the per-call default.
 - `max_response_bytes` (`MAX_RESPONSE_BYTES`, 32 MiB): the most a 2xx reply may hold, whole body
   or whole stream; above it the call fails with `ResponseTooLarge` (not retried) instead of
   buffering without end. The default transports enforce it on whole bodies, the client on streams.
@@ -60,9 +63,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-import math
 from contextlib import aclosing, nullcontext
-from typing import Any, AsyncGenerator, Callable, Concatenate, Iterable, Optional, ParamSpec, Union
+from datetime import datetime
+from typing import (Any, AsyncGenerator, Callable, Concatenate, Generic, Iterable, Optional, ParamSpec, TypeVar,
+                    Union, cast, overload)
 
 from ..approvals import ApprovalScope
 from .keeper import Keeper
@@ -73,24 +77,90 @@ from .provider import Provider, api_key_from_env
 from .result import ClientStyle, ErrorClassifier, Hooks, OnMetric, RunResult, WaitFor
 from .resume import ask_with_answer, run_with_answer
 from .retry import Timer, check_timer
+from .settings import DEFAULT_CALL_TIMEOUT_MS, NO_DEADLINE, ClientSettings, utc_now
 from .structured import DEFAULT_OUTPUT_RETRIES, with_output
 from .tracing import resume_context
-from .tool_calls import utc_now
 from .transport import MAX_RESPONSE_BYTES, AsyncTransport, HttpTransport, InProcessTransport, as_async_transport
 from ..errors import ToolnexusTypeError
 
 __all__ = ["Client", "create_client", "create_in_process_client", "api_key_from_env", "NO_DEADLINE",
            "DEFAULT_CALL_TIMEOUT_MS"]
 
-NO_DEADLINE = math.inf
-"""`timeout_ms=NO_DEADLINE`: no run deadline and no per-call default deadline."""
-DEFAULT_CALL_TIMEOUT_MS = 300_000
-"""Without `timeout_ms`, the overall bound on one logical LLM call (all attempts, the whole read)."""
 _instances = itertools.count(1)
+_T = TypeVar("_T")
+
+
+def _normalized(changes: dict[str, Any]) -> dict[str, Any]:
+    """Settings as the client keeps them: `headers` a dict (`{}` for None), `retryable_statuses` a
+    frozenset or None, `timer` checked, `clock` the default when None."""
+    if "headers" in changes and changes["headers"] is None:
+        changes["headers"] = {}
+    if "retryable_statuses" in changes and changes["retryable_statuses"] is not None:
+        changes["retryable_statuses"] = frozenset(changes["retryable_statuses"])
+    if "timer" in changes:
+        changes["timer"] = check_timer(changes["timer"])
+    if "clock" in changes and changes["clock"] is None:
+        changes["clock"] = utc_now
+    return changes
+
+
+class _Setting(Generic[_T]):
+    """A client attribute that reads the client's `ClientSettings`; setting it replaces them with a
+    copy (so 0.21 code assigning `client.max_turns = 3` keeps working)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, client: None, owner: type) -> "_Setting[_T]": ...
+
+    @overload
+    def __get__(self, client: "Client", owner: type) -> _T: ...
+
+    def __get__(self, client: Optional["Client"], owner: type) -> Union["_Setting[_T]", _T]:
+        if client is None:
+            return self
+        return cast(_T, client.settings.value(self.name))
+
+    def __set__(self, client: "Client", value: _T) -> None:
+        client.settings = client.settings.changed(**_normalized({self.name: value}))
 
 
 class Client:
-    """A tool-calling LLM client for OpenAI-, Anthropic- or Responses-style endpoints. See `create_client`."""
+    """A tool-calling LLM client for OpenAI-, Anthropic- or Responses-style endpoints. See `create_client`.
+
+    Its settings are one frozen `ClientSettings` (`client.settings`, settings.py); every keyword
+    is also an attribute of the same name, which reads them and, when set, replaces them with a
+    copy. `store` and `approvals` are the client's `Keeper`'s (keeper.py)."""
+
+    base_url: _Setting[str] = _Setting()
+    style: _Setting[ClientStyle] = _Setting()
+    model: _Setting[str] = _Setting()
+    api_key: _Setting[Optional[str]] = _Setting()
+    headers: _Setting[dict[str, str]] = _Setting()
+    system_prompt: _Setting[Optional[str]] = _Setting()
+    request_params: _Setting[Optional[dict[str, Any]]] = _Setting()
+    body_transform: _Setting[Optional[Callable[[dict[str, Any]], Optional[dict[str, Any]]]]] = _Setting()
+    on_unsupported_part: _Setting[Optional[str]] = _Setting()
+    max_part_bytes: _Setting[Optional[int]] = _Setting()
+    chain_responses: _Setting[bool] = _Setting()
+    retries: _Setting[int] = _Setting()
+    retry_base_ms: _Setting[int] = _Setting()
+    retryable_statuses: _Setting[Optional[frozenset[int]]] = _Setting()
+    on_error: _Setting[Optional[ErrorClassifier]] = _Setting()
+    max_retry_after_ms: _Setting[Optional[int]] = _Setting()
+    max_turns: _Setting[int] = _Setting()
+    timeout_ms: _Setting[Optional[float]] = _Setting()
+    call_timeout_ms: _Setting[Optional[float]] = _Setting()
+    max_response_bytes: _Setting[Optional[int]] = _Setting()
+    wait_for: _Setting[Optional[WaitFor]] = _Setting()
+    race_tools: _Setting[bool] = _Setting()
+    resolve_concurrently: _Setting[bool] = _Setting()
+    clock: _Setting[Callable[[], datetime]] = _Setting()
+    agent_name: _Setting[Optional[str]] = _Setting()
+    hooks: _Setting[Hooks] = _Setting()
+    on_metric: _Setting[Optional[OnMetric]] = _Setting()
+    timer: _Setting[Optional[Timer]] = _Setting()
 
     def __init__(self, *, base_url: str, style: ClientStyle, model: str, api_key: Optional[str] = None,
                  headers: Optional[dict[str, str]] = None, system_prompt: Optional[str] = None,
@@ -98,65 +168,80 @@ class Client:
                  retryable_statuses: Optional[Iterable[int]] = None, timeout_ms: Optional[int] = None,
                  store: Optional[ConversationStore] = None, on_metric: Optional[OnMetric] = None,
                  wait_for: Optional[WaitFor] = None, request_params: Optional[dict[str, Any]] = None,
-                 body_transform: Optional[Callable[[dict], Optional[dict]]] = None,
-                 http_transport: Union[HttpTransport, AsyncTransport, None] = None, on_error: Optional[ErrorClassifier] = None,
-                 on_unsupported_part: Optional[str] = None, max_part_bytes: Optional[int] = None,
-                 max_retry_after_ms: Optional[int] = None, race_tools: bool = False,
-                 resolve_concurrently: bool = False, timer: Optional[Timer] = None,
+                 body_transform: Optional[Callable[[dict[str, Any]], Optional[dict[str, Any]]]] = None,
+                 http_transport: Union[HttpTransport, AsyncTransport, None] = None,
+                 on_error: Optional[ErrorClassifier] = None, on_unsupported_part: Optional[str] = None,
+                 max_part_bytes: Optional[int] = None, max_retry_after_ms: Optional[int] = None,
+                 race_tools: bool = False, resolve_concurrently: bool = False, timer: Optional[Timer] = None,
                  agent_name: Optional[str] = None, chain_responses: bool = False,
-                 approvals: Optional[ApprovalScope] = None) -> None:
-        self.base_url = base_url
-        self.style = style
-        self.model = model
-        self.api_key = api_key
-        self.headers = dict(headers) if headers else {}
-        self.system_prompt = system_prompt
-        self.max_turns = max_turns
-        self.hooks = hooks
-        self.retries = retries
-        self.retry_base_ms = retry_base_ms
-        self.retryable_statuses = frozenset(retryable_statuses) if retryable_statuses is not None else None
-        self.timeout_ms = timeout_ms
-        self.store = store if store is not None else InMemoryConversationStore()
-        self.on_metric = on_metric
-        self.wait_for = wait_for
-        self.request_params = request_params
-        self.body_transform = body_transform
-        self.on_error = on_error
-        self.on_unsupported_part = on_unsupported_part
-        self.max_part_bytes = max_part_bytes
-        self.max_retry_after_ms = max_retry_after_ms
-        self.race_tools = race_tools
-        self.resolve_concurrently = resolve_concurrently
-        self.timer = check_timer(timer)
-        self.agent_name = agent_name
-        self.chain_responses = chain_responses
-        self.approvals = approvals
-        self.call_timeout_ms: Optional[float] = DEFAULT_CALL_TIMEOUT_MS
-        self.max_response_bytes: Optional[int] = MAX_RESPONSE_BYTES
+                 approvals: Optional[ApprovalScope] = None,
+                 call_timeout_ms: Optional[float] = DEFAULT_CALL_TIMEOUT_MS,
+                 max_response_bytes: Optional[int] = MAX_RESPONSE_BYTES,
+                 clock: Optional[Callable[[], datetime]] = None) -> None:
+        settings = ClientSettings.of(**_normalized(dict(
+            base_url=base_url, style=style, model=model, api_key=api_key, headers=dict(headers) if headers else {},
+            system_prompt=system_prompt, request_params=request_params, body_transform=body_transform,
+            on_unsupported_part=on_unsupported_part, max_part_bytes=max_part_bytes, chain_responses=chain_responses,
+            retries=retries, retry_base_ms=retry_base_ms, retryable_statuses=retryable_statuses, on_error=on_error,
+            max_retry_after_ms=max_retry_after_ms, max_turns=max_turns, timeout_ms=timeout_ms,
+            call_timeout_ms=call_timeout_ms, max_response_bytes=max_response_bytes, wait_for=wait_for,
+            race_tools=race_tools, resolve_concurrently=resolve_concurrently, clock=clock, agent_name=agent_name,
+            hooks=hooks, on_metric=on_metric, timer=timer)))
         self._owns_transport = http_transport is None
         if http_transport is None:
             from .http11 import default_transport
 
-            http_transport = default_transport(max_response_bytes=lambda: self.max_response_bytes)
-        self.provider = Provider(self, as_async_transport(http_transport), http_transport, next(_instances))
-        """Calls the model for the loop, `translate` and resume (provider.py)."""
-        self.keeper = Keeper(self)
+            http_transport = default_transport(max_response_bytes=lambda: self.settings.limits.max_response_bytes)
+        self._provider = Provider(settings, as_async_transport(http_transport), http_transport, next(_instances))
+        self.keeper = Keeper(store if store is not None else InMemoryConversationStore(), approvals)
         """Locks, journals, saves and answers of stored conversations (keeper.py)."""
-        self.clock: Callable[[], Any] = utc_now
 
     @property
-    def _http_transport(self) -> Any:
+    def settings(self) -> ClientSettings:
+        """Every setting of this client, frozen (settings.py). Assigning a new value (e.g.
+        `client.settings.changed(max_turns=3)`) is what setting one attribute does."""
+        return self._provider.settings
+
+    @settings.setter
+    def settings(self, settings: ClientSettings) -> None:
+        self._provider.settings = settings
+
+    @property
+    def provider(self) -> Provider:
+        """Calls the model for the loop, `translate` and resume (provider.py), over `settings`."""
+        return self._provider
+
+    @property
+    def store(self) -> ConversationStore:
+        return self.keeper.store
+
+    @store.setter
+    def store(self, store: ConversationStore) -> None:
+        self.keeper.store = store
+
+    @property
+    def approvals(self) -> Optional[ApprovalScope]:
+        return self.keeper.approvals
+
+    @approvals.setter
+    def approvals(self, approvals: Optional[ApprovalScope]) -> None:
+        self.keeper.approvals = approvals
+
+    @property
+    def _http_transport(self) -> object:
         """The transport as supplied (or the default the client made), before the async seam."""
-        return self.provider.supplied
+        return self._provider.supplied
 
     # -- public API -----------------------------------------------------------------------------
 
-    def _loop(self, prompt: Any, toolkit: Any, history: Optional[list[dict]], cancel: Any, *,
-              streaming: bool) -> RunLoop:
-        return RunLoop(self, toolkit, cancel, streaming=streaming).start(normalize_prompt(prompt), history)
+    def _loop(self, toolkit: Any, cancel: Optional[asyncio.Event], *, streaming: bool,
+              id: Optional[str] = None) -> RunLoop:  # noqa: A002
+        loop = RunLoop(self._provider, toolkit, cancel, streaming=streaming, approvals=self.keeper.scope(id),
+                       journal=self.keeper.journal(id) if id else None)
+        loop.conversation_id = id
+        return loop
 
-    async def run(self, prompt: Any, toolkit: Any = None, history: Optional[list[dict]] = None,
+    async def run(self, prompt: Any, toolkit: Any = None, history: Optional[list[dict[str, Any]]] = None,
                   cancel: Optional[asyncio.Event] = None, *, output_type: Any = None,
                   output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """One run: loop until a final answer, a suspension halt or `max_turns`.
@@ -165,7 +250,8 @@ class Client:
         Schema dict) the run must end with a validated value, returned as `result.output`; after
         `output_retries` rejected attempts it raises `OutputValidationError` (see structured.py)."""
         toolkit = with_output(toolkit, output_type, output_retries)
-        return await drain(self._loop(prompt, toolkit, history, cancel, streaming=False).events())
+        loop = self._loop(toolkit, cancel, streaming=False)
+        return await drain(loop.start(normalize_prompt(prompt), history).events())
 
     async def ask(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
                   on_text: Optional[Callable[[str], Any]] = None, cancel: Optional[asyncio.Event] = None,
@@ -176,13 +262,12 @@ class Client:
             return await drain(self.stream(prompt, toolkit, id=id, cancel=cancel), on_text)
         if not id:
             return await self.run(prompt, toolkit, cancel=cancel)
-        async with self.keeper.lock(id):
-            history = await self.store.get(id) or []
-            loop = RunLoop(self, toolkit, cancel, streaming=False, journal=self.keeper.journal(id),
-                           approvals=self.keeper.scope(id))
-            loop.conversation_id = id
+        keeper = self.keeper
+        async with keeper.lock(id):
+            history = await keeper.store.get(id) or []
+            loop = self._loop(toolkit, cancel, streaming=False, id=id)
             result = await drain(loop.start(normalize_prompt(prompt), history).events())
-            await self.keeper.save(id, result)
+            await keeper.save(id, result)
         return result
 
     async def stream(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
@@ -195,15 +280,14 @@ class Client:
         `output_type`, the `done` result carries `output`.
         """
         toolkit = with_output(toolkit, output_type, output_retries)
-        async with self.keeper.lock(id) if id else nullcontext():
-            history = (await self.store.get(id) or []) if id else None
-            loop = RunLoop(self, toolkit, cancel, streaming=True, journal=self.keeper.journal(id) if id else None,
-                           approvals=self.keeper.scope(id))
-            loop.conversation_id = id
+        keeper = self.keeper
+        async with keeper.lock(id) if id else nullcontext():
+            history = (await keeper.store.get(id) or []) if id else None
+            loop = self._loop(toolkit, cancel, streaming=True, id=id)
             async with aclosing(loop.start(normalize_prompt(prompt), history).events()) as events:
                 async for event in events:
                     if id and event["type"] == "done":
-                        await self.keeper.save(id, event["result"])
+                        await keeper.save(id, event["result"])
                     yield event
 
     async def run_with_answer(self, toolkit: Any, history: list[dict[str, Any]], pending: Any, answer: Any, *,
@@ -212,7 +296,7 @@ class Client:
         """Resume a halted transcript with the host's `Answer` (see resume.py)."""
         toolkit = with_output(toolkit, output_type, output_retries)
         with resume_context(pending, answer):
-            return await run_with_answer(self, toolkit, history, pending, answer, cancel=cancel)
+            return await run_with_answer(self._provider, self.keeper, toolkit, history, pending, answer, cancel=cancel)
 
     async def ask_with_answer(self, toolkit: Any, id: str, pending: Any, answer: Any, *,  # noqa: A002
                               cancel: Optional[asyncio.Event] = None, output_type: Any = None,
@@ -220,7 +304,7 @@ class Client:
         """`run_with_answer` on the conversation stored under `id`: load, resume, save (under its lock)."""
         toolkit = with_output(toolkit, output_type, output_retries)
         with resume_context(pending, answer):
-            return await ask_with_answer(self, toolkit, id, pending, answer, cancel=cancel)
+            return await ask_with_answer(self._provider, self.keeper, toolkit, id, pending, answer, cancel=cancel)
 
     async def continue_run(self, toolkit: Any, id: str, calls: dict[str, dict[str, Any]], *,  # noqa: A002
                            cancel: Optional[asyncio.Event] = None, output_type: Any = None,
@@ -229,37 +313,37 @@ class Client:
         from .recover import continue_run
 
         toolkit = with_output(toolkit, output_type, output_retries)
-        return await continue_run(self, toolkit, id, calls, cancel=cancel)
+        return await continue_run(self._provider, self.keeper, toolkit, id, calls, cancel=cancel)
 
     def conversation(self, toolkit: Any = None, cancel: Optional[asyncio.Event] = None) -> Conversation:
         return Conversation(self, toolkit, cancel)
 
-    async def translate(self, messages: list, *, tools: Optional[list] = None, toolkit: Any = None,
+    async def translate(self, messages: list[Any], *, tools: Optional[list[Any]] = None, toolkit: Any = None,
                         tool_choice: Any = None, system: Optional[str] = None, max_tokens: int = 0,
                         cancel: Optional[asyncio.Event] = None) -> Any:
         """One provider call translating `messages` (see `toolnexus.translate`)."""
-        from .translation import translate_with_client
+        from .translation import translate_with
 
-        return await translate_with_client(self, messages, tools=tools, toolkit=toolkit, tool_choice=tool_choice,
-                                           system=system, max_tokens=max_tokens, cancel=cancel)
+        return await translate_with(self._provider, messages, tools=tools, toolkit=toolkit, tool_choice=tool_choice,
+                                    system=system, max_tokens=max_tokens, cancel=cancel)
 
     def metrics(self) -> str:
         """Prometheus text of everything this client recorded."""
-        return self.provider.metrics.render()
+        return self._provider.metrics.render()
 
     @property
     def conversation_store(self) -> ConversationStore:
-        return self.store
+        return self.keeper.store
 
     async def aclose(self) -> None:
         """Release the default transport's pooled connections (a supplied transport is left alone)."""
         if self._owns_transport:
-            await self.provider.transport.aclose()
+            await self._provider.transport.aclose()
 
     async def __aenter__(self) -> "Client":
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 
@@ -286,7 +370,7 @@ def create_client(**options: Any) -> Client:
 _IN_PROCESS_RESERVED = ("base_url", "api_key", "style", "http_transport")
 
 
-def create_in_process_client(*, model: str, generate: Callable[[dict], Any], **options: Any) -> Client:
+def create_in_process_client(*, model: str, generate: Callable[[dict[str, Any]], Any], **options: Any) -> Client:
     """A client whose model is the plain function `generate` (no network, `retries=0` by default)."""
     if not callable(generate):
         raise ToolnexusTypeError("toolnexus: create_in_process_client requires a callable `generate`")

@@ -12,7 +12,7 @@ replaces every given secret (the client passes its API key and the values of its
 headers), and `redact_secrets` also masks `Bearer …` tokens and `sk-…`-style keys it was not told
 about.
 
-Where and what to check: once the retries are spent, the client (`Client._with_retries`, one
+Where and what to check: once the retries are spent, the client (`Provider.locate`, one
 place above every transport) tells the error where it was going — `ProviderError.locate` adds
 `(POST <endpoint>)` and, for 401/403/404, a hint saying what to check; a network error of ours
 (`NetworkError`, `NetworkTimeout`) gets the same suffix. The endpoint is `endpoint_of(url)`:

@@ -1,15 +1,19 @@
 """`Http11Transport`: the default transport — a lean HTTP/1.1 keep-alive client on asyncio streams.
 
-Why our own: one request to a model endpoint is a POST of a JSON body and a JSON (or SSE) reply.
-Measured on loopback, a keep-alive POST costs about 0.9 ms through `httpx.AsyncClient` and about
-0.1 ms through asyncio streams — and the default transport sits under every turn. What it does:
+Why our own: one request to a model endpoint is a POST of a JSON body and a JSON (or SSE) reply,
+and the default transport sits under every turn. `httpx.AsyncClient` costs several times what the
+exchange itself does on a fast link, and framing the exchange with h11 (the parser under httpx,
+which does no I/O) under this same pool was measured too and kept slower than this module's own
+framing by more than the margin we allow; the figures are in docs/performance.md
+(`benchmarks/transport.py` measures all three). What it does:
 
 - a pool of idle keep-alive connections per (scheme, host, port), bounded (`max_idle_per_host`),
   each dropped after `idle_timeout` seconds or when the server closed it; the pool belongs to the
   event loop that made it (another loop starts a fresh pool);
 - TLS with the default certificate store (certifi's when it is installed, as httpx does);
 - bodies framed by `Content-Length` or chunked transfer encoding (or, for a server that sends
-  neither, by the end of the connection, which is then not reused); `100 Continue` skipped;
+  neither, by the end of the connection, which is then not reused); informational replies
+  (`100 Continue`, `103 Early Hints`, any 1xx) skipped, the final response read;
 - a 2xx body read up to `max_response_bytes` (default 32 MiB; `ResponseTooLarge` above), response
   headers up to 64 KiB; a non-2xx reply raises `ProviderError` with at most 64 KiB of its body;
 - no redirects followed (a 3xx is a `ProviderError`), so a key never travels to another origin;
@@ -295,6 +299,8 @@ class Http11Transport(AsyncTransport):
 
     @staticmethod
     async def _read_head(conn: _Conn) -> _Response:
+        """The final response's status and headers; informational replies (any 1xx but `101
+        Switching Protocols`, which we never ask for) are skipped, each within the head cap."""
         while True:
             raw = await conn.reader.readuntil(b"\r\n\r\n")
             lines = raw.decode("latin-1").split("\r\n")
@@ -309,7 +315,7 @@ class Http11Transport(AsyncTransport):
                 name, _, value = line.partition(":")
                 key = name.strip().lower()
                 headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
-            if status == 100:
+            if 100 <= status < 200 and status != 101:  # informational (100 Continue, 103 Early Hints): not the reply
                 continue
             return _Response(conn, status, headers)
 

@@ -8,7 +8,7 @@ calls>)` before the loop):
 
     text* → (tool_call+ → [pending] … tool_result*)* → [usage] → done
 
-Per turn: `before_llm` → the dialect builds the body → `Client._shape_body` → one logical call
+Per turn: `before_llm` → the dialect builds the body → `Provider.shape_body` → one logical call
 (whole reply or SSE stream) → usage → `after_llm` → append the assistant turn → no calls ⇒ done;
 else the calls run concurrently (`ToolRunner`) and their outcomes are written back strictly in
 call order, applying the suspension rule: with `wait_for`, each suspension is
@@ -25,16 +25,21 @@ of the same run (bounded by `max_turns`); the run's text is the paused turns' te
 turn's, joined.
 
 Approvals (`toolnexus.approvals`): before anyone sees a gate's approval request, the loop stamps
-it with the call id, the agent path (`client.approvals`) and its `expiresAt` by `client.clock`. A
-request the run's `ApprovalMemory` already decides (`always`) is answered from it at once, with
-or without `wait_for` (it never halts the run). An answer that yields a new suspension (one more
+it with the call id, the agent path (the run's `ApprovalScope`) and its `expiresAt` by the
+settings' `clock`. A request the run's `ApprovalMemory` already decides (`always`) is answered
+from it at once, with or without `wait_for` (it never halts the run). An answer that yields a new suspension (one more
 approval of N, an escalation, the approved body's own question) is asked again in process, or
 halts the run on the new request.
 
 `Client(resolve_concurrently=True)` (opt-in) emits all of a turn's `pending` events first and
 runs their `wait_for`s concurrently (a host collecting N relay calls before answering cannot
-deadlock); results are still recorded in call order. `Client(race_tools=True)` (opt-in) lets the deadline and `cancel` also interrupt tool execution and
-`wait_for`; by default they bound only LLM calls.
+deadlock); results are still recorded in call order. `Client(race_tools=True)` (opt-in) lets the
+deadline and `cancel` also interrupt tool execution and `wait_for`; by default they bound only
+LLM calls.
+
+A loop takes its client's `Provider` (provider.py) and reads each setting from the frozen
+`ClientSettings` the provider holds (settings.py) where it needs it, so a setting changed during a
+run (`client.clock = ...` from a `wait_for`) counts from its next use, as in 0.21.
 
 With an `output_type` (the toolkit is then an `OutputToolkit`, structured.py) a run ends only
 with a validated value: a turn whose `final_result` call validates ends it, a plain-text turn is
@@ -47,20 +52,23 @@ Not here: HTTP, retries, SSE parsing (client/retry/streaming modules) or any pro
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from contextlib import aclosing
-from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping, Optional
+from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from ..approvals import ApprovalScope, stamp as stamp_approval
 from ..relay import no_result_text
 from ..types import Answer, Request, ToolResult, pending_of
 from .errors import RunCancelled
-from .journal import IN_DOUBT_KIND, not_run_text
+from .journal import IN_DOUBT_KIND, RunJournal, not_run_text
 from .parts import media_parts_summary
 from .prepared import PreparedTranscript
+from .provider import Provider
+from .settings import ClientSettings
 from .result import (FINISH_PAUSE, LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING,
-                     RunResult, zero_usage)
+                     RunResult, Toolset, zero_usage)
 from .retry import race
 from .streaming import streamed_turn
 from .structured import OutputRun
@@ -72,9 +80,10 @@ from .wire.base import STOPPED, ResultEntry, ToolCall, Turn, add_usage, unfinish
 __all__ = ["RunLoop", "Prelude", "compose_system", "drain"]
 
 Prelude = Callable[["RunLoop"], AsyncGenerator[dict[str, Any], None]]
+T = TypeVar("T")
 
 
-def compose_system(system_prompt: Optional[str], toolkit: Any) -> str:
+def compose_system(system_prompt: Optional[str], toolkit: Optional[Toolset]) -> str:
     """`system_prompt` and the toolkit's skills prompt, non-empty ones joined by a blank line."""
     skills = toolkit.skills_prompt() if toolkit is not None else ""
     return "\n\n".join(p for p in (system_prompt, skills) if p)
@@ -104,44 +113,57 @@ async def drain(events: AsyncGenerator[dict[str, Any], None],
 
 
 class RunLoop:
-    """State and turn loop of one run (see module docstring)."""
+    """State and turn loop of one run (see module docstring).
 
-    def __init__(self, client: Any, toolkit: Any, cancel: Any, *, streaming: bool, journal: Any = None,
-                 approvals: Optional[ApprovalScope] = None) -> None:
-        self.client = client
+    `approvals` is the run's approval scope (`Keeper.scope`); `journal` the store's run journal
+    for the conversation, when it keeps one."""
+
+    def __init__(self, provider: Provider, toolkit: Optional[Toolset], cancel: Optional[asyncio.Event], *,
+                 streaming: bool, approvals: ApprovalScope, journal: Optional[RunJournal] = None) -> None:
+        self.provider = provider
+        endpoint = provider.settings.endpoint
         self.journal = journal
-        self.approvals = approvals if approvals is not None else client.keeper.scope(None)
+        self.approvals = approvals
         self.toolkit = toolkit
         self.streaming = streaming
-        self.provider = client.provider
-        self.dialect = self.provider.dialect
-        self.api_key = self.provider.api_key(self.dialect)
-        self.abort = self.provider.abort(cancel)
-        self.system = compose_system(client.system_prompt, toolkit)
+        self.dialect = provider.dialect
+        self.api_key = provider.api_key(self.dialect)
+        self.abort = provider.abort(cancel)
+        self.system = compose_system(endpoint.system_prompt, toolkit)
         # Without a hook or body_transform that could edit them, the declarations and transcript
         # are sent as kept, pre-encoded lists (each part encoded once per change, see prepared.py).
-        editable = client.body_transform is not None or self.provider.has_hook("before_llm")
-        self.tools: list[dict] = self.dialect.declare_tools(toolkit, shared=not editable)
+        editable = endpoint.body_transform is not None or provider.has_hook("before_llm")
+        self.tools: list[dict[str, Any]] = self.dialect.declare_tools(toolkit, shared=not editable)
         kept = not editable and self.dialect.resends_transcript
         self.prepared: Optional[PreparedTranscript] = PreparedTranscript(self.dialect) if kept else None
-        self.messages: list[dict] = []
+        self.messages: list[dict[str, Any]] = []
         self.run_start = 0
         self.usage = zero_usage()
         self.turns = 0
         self.records: list[dict[str, Any]] = []
-        self.model = client.model
+        self.model = endpoint.model
         self.output = OutputRun.of(toolkit)  # set when the run must end with an `output_type` value
         self.conversation_id: Optional[str] = None  # `ask(id=...)` / `stream(id=...)`: names the trace span
         self.span: Optional[tracing.RunSpan] = None  # set while a tracer observes this run
         self.last: Optional[Turn] = None  # the last reply read (its finish goes on the result)
 
-    def start(self, prompt: Any, history: Optional[list[dict]]) -> "RunLoop":
+    @property
+    def settings(self) -> ClientSettings:
+        """The client's settings as they are now."""
+        return self.provider.settings
+
+    @property
+    def structured(self) -> bool:
+        """The run must end with an `output_type` value."""
+        return self.output is not None
+
+    def start(self, prompt: Any, history: Optional[list[dict[str, Any]]]) -> "RunLoop":
         history = list(history or [])
         self.messages = self.dialect.start_transcript(history, self.system, prompt)
         self.run_start = len(history)
         return self
 
-    def continue_from(self, messages: list[dict]) -> "RunLoop":
+    def continue_from(self, messages: list[dict[str, Any]]) -> "RunLoop":
         """Continue a prepared transcript with no new user turn (durable resume)."""
         self.messages = list(messages)
         self.run_start = len(self.messages)
@@ -166,8 +188,9 @@ class RunLoop:
             event["error"] = error
         self.provider.emit(event)
 
-    def _bounded(self, awaitable: Awaitable[Any]) -> Awaitable[Any]:
-        return race(awaitable, self.abort) if self.client.race_tools else awaitable
+    def bounded(self, awaitable: Awaitable[T]) -> Awaitable[T]:
+        """`awaitable`, raced against the run's deadline and cancel when `race_tools` is on."""
+        return race(awaitable, self.abort) if self.settings.loop.race_tools else awaitable
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -209,7 +232,7 @@ class RunLoop:
     async def _turns(self) -> AsyncGenerator[dict[str, Any], None]:
         self.messages = self.dialect.balance(self.messages, lambda c: no_result_text(c.name))
         paused: list[str] = []  # the text of the paused replies this answer continues
-        for turn_index in range(self.client.max_turns):
+        for turn_index in range(self.settings.limits.max_turns):
             self.turns += 1
             turn: Optional[Turn] = None
             async for item in self._llm_turn(turn_index):
@@ -269,17 +292,18 @@ class RunLoop:
 
     async def _llm_turn(self, turn_index: int) -> AsyncGenerator[Any, None]:
         """One LLM round trip: yields text events (streaming) and finally the `Turn`."""
-        client = self.client
+        endpoint = self.provider.settings.endpoint
         hv = await self.provider.call_hook("before_llm", {"messages": self.messages, "tools": self.tools,
-                                                    "model": client.model, "turn": turn_index})
-        model = client.model
+                                                          "model": endpoint.model, "turn": turn_index})
+        model = endpoint.model
         if hv:
-            if hv.get("messages") is not None:
-                self.messages = hv["messages"]
-            if hv.get("tools") is not None:
-                self.tools = hv["tools"]
-            if hv.get("model"):
-                model = hv["model"]
+            messages, tools, override = hv.get("messages"), hv.get("tools"), hv.get("model")
+            if messages is not None:
+                self.messages = messages
+            if tools is not None:
+                self.tools = tools
+            if override:
+                model = override
         self.model = model
         if self.prepared is not None:
             wire, media = self.prepared.prepare(self.messages)
@@ -288,14 +312,14 @@ class RunLoop:
             body = self.dialect.build_body(model, self.messages, self.tools, self.system, self.streaming)
             media = media_parts_summary(self.messages)
         body = self.provider.shape_body(body)
-        url = self.dialect.url(client.base_url)
-        headers = self.dialect.headers(self.api_key, client.headers)
+        url = self.dialect.url(endpoint.base_url)
+        headers = self.dialect.headers(self.api_key, endpoint.headers)
         call = self.provider.llm_call(model, media)
         if self.span is not None:
             call.span = self.span.llm(model, self.streaming)
         async with call:
             if self.streaming:
-                async for item in streamed_turn(client, url, headers, body, self.dialect, self.abort, call):
+                async for item in streamed_turn(self.provider, url, headers, body, self.dialect, self.abort, call):
                     if isinstance(item, Turn):
                         turn = item
                     else:
@@ -323,9 +347,10 @@ class RunLoop:
         return answer
 
     async def _ask_host(self, request: Request) -> Optional[Answer]:
-        answer = await self._bounded(_maybe_await(self.client.wait_for(request)))
-        if isinstance(answer, Mapping):
-            answer = Answer.from_dict(answer)
+        wait_for = self.settings.loop.wait_for
+        assert wait_for is not None  # only asked when the run has one
+        reply = await self.bounded(_maybe_await(wait_for(request)))
+        answer: Optional[Answer] = Answer.from_dict(reply) if isinstance(reply, Mapping) else reply
         return answer
 
     def _append_results(self, entries: list[ResultEntry]) -> None:
@@ -348,7 +373,7 @@ class RunLoop:
         halt_write = write  # a halt's transcript is saved with the run's end, not mid-run
         if self.journal is not None:
             write = self._journaled(write)
-        ran = iter(await self._bounded(runner.run_all(todo)) if todo else [])
+        ran = iter(await self.bounded(runner.run_all(todo)) if todo else [])
         outcomes = [settled[i] if i in settled else next(ran) for i in range(len(calls))]
         for o in outcomes:
             if o.request is not None:
@@ -360,15 +385,15 @@ class RunLoop:
     def runner(self, turn_index: int) -> ToolRunner:
         """The tool runner of one turn (with the run's journal, if any)."""
         if self.span is not None:
-            return tracing.TracedRunner(self.span, self.client, self.toolkit, turn_index, self.model, self.journal,
+            return tracing.TracedRunner(self.span, self.provider, self.toolkit, turn_index, self.model, self.journal,
                                         lambda: self.messages, abort=self.abort, memory=self.approvals.memory)
-        return ToolRunner(self.client, self.toolkit, turn_index, self.model, self.journal, lambda: self.messages,
+        return ToolRunner(self.provider, self.toolkit, turn_index, self.model, self.journal, lambda: self.messages,
                           abort=self.abort, memory=self.approvals.memory)
 
     def _stamp(self, o: CallOutcome) -> None:
         """An approval request learns its call, its agent and its expiry before anyone sees it."""
         if o.request is not None:
-            stamp_approval(o.request, o.call.id, self.approvals.agent_path, self.client.clock())
+            stamp_approval(o.request, o.call.id, self.approvals.agent_path, self.settings.loop.clock())
 
     def _followed(self, o: CallOutcome, result: ToolResult) -> CallOutcome:
         """`o` resolved to `result`: settled, or suspended again on a new request (see module docstring)."""
@@ -380,19 +405,22 @@ class RunLoop:
     def _journaled(self, write: Callable[[list[ResultEntry]], None]) -> Callable[[list[ResultEntry]], None]:
         """`write`, then tell the journal those calls' results are in the transcript."""
 
+        journal = self.journal
+        assert journal is not None
+
         def written(entries: list[ResultEntry]) -> None:
             write(entries)
-            self.journal.results_written(self.messages, [e.call.id for e in entries])
+            journal.results_written(self.messages, [e.call.id for e in entries])
 
         return written
 
     async def _settle(self, runner: ToolRunner, outcomes: list[CallOutcome], write: Callable[[list[ResultEntry]], None],
                       halt_write: Callable[[list[ResultEntry]], None]) -> AsyncGenerator[dict[str, Any], None]:
         """Write outcomes back in call order: resolve suspensions with `wait_for`, or halt durably."""
-        durable = self.client.wait_for is None or self.toolkit is None
+        durable = self.settings.loop.wait_for is None or self.toolkit is None
         memory = self.approvals.memory
         resolved: dict[int, Any] = {}
-        if not durable and self.client.resolve_concurrently:
+        if not durable and self.settings.loop.resolve_concurrently:
             suspended = [i for i, o in enumerate(outcomes)
                          if o.request is not None and memory.answer_for(o.request) is None]
             for i in suspended:
@@ -427,12 +455,12 @@ class RunLoop:
             answer = await self._wait_for(o.request)
             if answer is None or not answer.ok:
                 return ToolResult(not_run_text(o.call.name), True)
-            o = await self._bounded(runner.run_one(o.call))
+            o = await self.bounded(runner.run_one(o.call))
             if o.request is None:
                 return o.result
             self._stamp(o)
         answer = remembered if remembered is not None else await self._wait_for(o.request)  # type: ignore[arg-type]
-        return await self._bounded(resolve_with_answer(runner, o, answer))
+        return await self.bounded(resolve_with_answer(runner, o, answer))
 
     def _record(self, o: CallOutcome, output: str, is_error: bool, metadata: Any) -> None:
         self.records.append({"name": o.call.name, "args": o.args, "output": output, "is_error": is_error,

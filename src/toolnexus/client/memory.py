@@ -5,7 +5,10 @@ never corrupt what was stored), and can be bounded: `max_conversations` evicts t
 saved id, `ttl_seconds` forgets ids not saved for that long (clock injectable for tests). It also
 offers `lock(id)`, the per-id lock `ask(id=...)`/`stream(id=...)` hold across load → run → save so
 two concurrent turns on one conversation cannot overwrite each other. For a store without `lock`,
-the client keeps its own per-id locks (`IdLocks`).
+the client keeps its own per-id locks (`IdLocks`). What a store offers beyond `get` / `save` is
+said by two runtime-checkable protocols, checked once when a client is given the store:
+`LockingStore` (`lock(id)`) and `JournalingStore` (`journal(id)`, the run journal a durable agent
+runtime's store keeps per conversation).
 
 Not here: durable stores (`toolnexus.stores`).
 """
@@ -16,10 +19,14 @@ import asyncio
 import copy
 import time
 from collections import OrderedDict
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_checkable
 
-__all__ = ["ConversationStore", "InMemoryConversationStore", "Conversation", "IdLocks"]
+from .journal import RunJournal
+from .result import RunResult
+
+__all__ = ["ConversationStore", "LockingStore", "JournalingStore", "InMemoryConversationStore", "Conversation",
+           "IdLocks"]
 
 
 @runtime_checkable
@@ -29,6 +36,20 @@ class ConversationStore(Protocol):
     async def get(self, id: str) -> Optional[list[dict[str, Any]]]: ...  # noqa: A002
 
     async def save(self, id: str, messages: list[dict[str, Any]]) -> None: ...  # noqa: A002
+
+
+@runtime_checkable
+class LockingStore(Protocol):
+    """A store that serialises load → run → save for one conversation itself (a durable store's lease)."""
+
+    def lock(self, id: str) -> AbstractAsyncContextManager[None]: ...  # noqa: A002
+
+
+@runtime_checkable
+class JournalingStore(Protocol):
+    """A store that keeps a run journal per conversation (the agent runtime's turn store)."""
+
+    def journal(self, id: str) -> Optional[RunJournal]: ...  # noqa: A002
 
 
 class IdLocks:
@@ -85,21 +106,28 @@ class InMemoryConversationStore:
         while self.max_conversations is not None and len(self._data) > max(self.max_conversations, 0):
             self._data.popitem(last=False)
 
-    def lock(self, id: str) -> Any:  # noqa: A002
+    def lock(self, id: str) -> AbstractAsyncContextManager[None]:  # noqa: A002
         """Async context manager serialising load → run → save for one conversation id."""
         return self._locks.hold(id)
+
+
+class _Runs(Protocol):
+    """What a `Conversation` needs of its client: `run` with a history."""
+
+    async def run(self, prompt: Any, toolkit: Any = None, history: Optional[list[dict[str, Any]]] = None,
+                  cancel: Optional[asyncio.Event] = None) -> RunResult: ...
 
 
 class Conversation:
     """A multi-turn chat held in memory: each `send` continues from the previous messages."""
 
-    def __init__(self, client: Any, toolkit: Any = None, cancel: Optional[asyncio.Event] = None) -> None:
+    def __init__(self, client: _Runs, toolkit: Any = None, cancel: Optional[asyncio.Event] = None) -> None:
         self.client = client
         self.toolkit = toolkit
         self.cancel = cancel
         self.messages: list[dict[str, Any]] = []
 
-    async def send(self, prompt: Any) -> Any:
+    async def send(self, prompt: Any) -> RunResult:
         result = await self.client.run(prompt, self.toolkit, history=self.messages, cancel=self.cancel)
         self.messages = result.messages
         return result

@@ -1,10 +1,11 @@
 """`Provider`: calling the model, for every path that calls it — the run loop, `translate`, and
 durable resume.
 
-One object per `Client` (`client.provider`), reading the client's public settings as they are at
-each call (so changing `client.model` or `client.hooks` between runs takes effect), and owning
-what a call needs beyond them: the transport behind the async seam, the metrics registry, and the
-client's identity for once-only warnings. What it does for a call:
+One per `Client` (`client.provider`). It holds the client's frozen `ClientSettings`
+(settings.py) — a change of a setting replaces them with a copy here, and each call reads them as
+they are then, as 0.21 read the client's attributes — and what a call needs beyond them: the
+transport behind the async seam, the metrics registry, and the client's identity for once-only
+warnings. It never holds the client. What it does for a call:
 
 - the wire (`dialect`), the API key (`api_key`: explicit, then the environment, then — for a loopback
   base URL only — the placeholder a local server ignores), the run's abort
@@ -25,9 +26,8 @@ import inspect
 import math
 import os
 import time
-from collections.abc import Mapping
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from .._diag import warn_once
 from .._loopback import LOOPBACK_PLACEHOLDER_KEY, is_loopback_url
@@ -37,17 +37,16 @@ from .errors import (PLACEHOLDER_KEYS, ProviderError, ProviderResponseError, Run
                      provider_hint)
 from .metrics import MetricsRegistry
 from .parts import PartPolicy
-from .result import USAGE_DETAILS
-from .retry import Abort, RetryPolicy, call_with_retries, monotonic_now
+from .result import USAGE_DETAILS, HookReply, hook_of
+from .retry import Abort, call_with_retries, monotonic_now
+from .settings import ClientSettings
 from .transport import AsyncTransport, ByteStream, InProcessTransport, TransportAdapter
 from .wire import WireDialect, WireOptions, dialect_for
-
-if TYPE_CHECKING:
-    from .client import Client
 
 __all__ = ["FORBIDDEN_PARAMS", "LlmCall", "Provider", "api_key_from_env"]
 
 FORBIDDEN_PARAMS = ("messages", "tools", "stream")
+_R = TypeVar("_R")
 ATTEMPT_CAP = 120.0  # seconds: one attempt's socket timeout under the default call deadline
 
 
@@ -106,78 +105,78 @@ class LlmCall:
 
 
 class Provider:
-    """The model-calling side of one `Client` (see module docstring)."""
+    """The model-calling side of one `Client`, over one `ClientSettings` (see module docstring)."""
 
-    def __init__(self, client: "Client", transport: AsyncTransport, supplied: Any, instance: int) -> None:
-        self._client = client
+    def __init__(self, settings: ClientSettings, transport: AsyncTransport, supplied: object, instance: int) -> None:
+        self.settings = settings
+        """The client's settings; replaced (never edited) when one changes."""
         self.transport = transport
         self.supplied = supplied  # the transport as the user passed it (or the default we made)
         self.metrics = MetricsRegistry()
         self.instance = instance
+        self.in_process = isinstance(transport.inner if isinstance(transport, TransportAdapter) else transport,
+                                     InProcessTransport)
 
     # -- per run ----------------------------------------------------------------------------------
 
     @property
     def dialect(self) -> WireDialect:
-        """The wire for the client's `style` (built per use, so it always reflects its attributes)."""
-        c = self._client
-        store = c.request_params.get("store") if isinstance(c.request_params, dict) else None
-        return dialect_for(c.style, PartPolicy(c.on_unsupported_part, c.max_part_bytes, self.instance),
-                           WireOptions(store if isinstance(store, bool) else None, bool(c.chain_responses)))
+        """The wire for the `style` (built per use: a `request_params` dict edited in place counts)."""
+        e = self.settings.endpoint
+        store = e.request_params.get("store") if isinstance(e.request_params, dict) else None
+        return dialect_for(e.style, PartPolicy(e.on_unsupported_part, e.max_part_bytes, self.instance),
+                           WireOptions(store if isinstance(store, bool) else None, bool(e.chain_responses)))
 
     def api_key(self, dialect: WireDialect) -> str:
-        c = self._client
-        if c.api_key:
-            return c.api_key
+        e = self.settings.endpoint
+        if e.api_key:
+            return e.api_key
         found = api_key_from_env(dialect.env_key)
         if found:
             return found
-        if is_loopback_url(c.base_url):  # a local server takes no key: the agent runtime's placeholder
+        if is_loopback_url(e.base_url):  # a local server takes no key: the agent runtime's placeholder
             return LOOPBACK_PLACEHOLDER_KEY
         raise ToolnexusRuntimeError("No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY")
 
     def abort(self, cancel: Optional[asyncio.Event]) -> Abort:
         """The abort conditions of one run / translate: `cancel` and a deadline starting now."""
-        c = self._client
-        if c.timeout_ms is None or math.isinf(c.timeout_ms):
-            return Abort(cancel, None, c.timeout_ms, c.timer)
-        return Abort(cancel, monotonic_now(c.timer) + c.timeout_ms / 1000, c.timeout_ms, c.timer)
+        timeout_ms, timer = self.settings.limits.timeout_ms, self.settings.timer
+        if timeout_ms is None or math.isinf(timeout_ms):
+            return Abort(cancel, None, timeout_ms, timer)
+        return Abort(cancel, monotonic_now(timer) + timeout_ms / 1000, timeout_ms, timer)
 
     def call_abort(self, abort: Abort) -> Abort:
         """`abort` for one logical LLM call: the run's own, or the default call deadline from now."""
-        c = self._client
-        call_ms = c.call_timeout_ms
-        if abort.deadline is not None or c.timeout_ms is not None or call_ms is None or math.isinf(call_ms):
+        limits = self.settings.limits
+        call_ms = limits.call_timeout_ms
+        if abort.deadline is not None or limits.timeout_ms is not None or call_ms is None or math.isinf(call_ms):
             return abort
-        return Abort(abort.cancel, time.monotonic() + call_ms / 1000, call_ms, c.timer, ATTEMPT_CAP, real_time=True)
+        return Abort(abort.cancel, time.monotonic() + call_ms / 1000, call_ms, self.settings.timer, ATTEMPT_CAP,
+                     real_time=True)
 
     # -- one call ---------------------------------------------------------------------------------
 
     def _secrets(self, headers: dict[str, str]) -> list[str]:
         """What an error body must never show: the API key and credential-like header values."""
-        key = self._client.api_key
+        key = self.settings.endpoint.api_key
         found = [key] if isinstance(key, str) and key else []
         return found + credential_values(headers)
 
-    def shape_body(self, body: dict) -> dict:
-        c = self._client
-        for key, value in (c.request_params or {}).items():
+    def shape_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        e = self.settings.endpoint
+        for key, value in (e.request_params or {}).items():
             if key in FORBIDDEN_PARAMS:
                 warn_once(f"request_params:{self.instance}:{key}",
                           f'[toolnexus] request_params key "{key}" is not allowed — ignored (use body_transform)')
                 continue
             body[key] = value
-        if c.body_transform is not None:
-            out = c.body_transform(body)
+        if e.body_transform is not None:
+            out = e.body_transform(body)
             if out is not None:
                 body = out
         return body
 
-    def retry_policy(self) -> RetryPolicy:
-        c = self._client
-        return RetryPolicy(c.retries, c.retry_base_ms, c.retryable_statuses, c.on_error, c.max_retry_after_ms)
-
-    async def send(self, url: str, headers: dict[str, str], body: dict, abort: Abort, *,
+    async def send(self, url: str, headers: dict[str, str], body: dict[str, Any], abort: Abort, *,
                    call: Optional[LlmCall] = None, check: Optional[Callable[[Any], None]] = None) -> Any:
         """One logical call with retries; the decoded JSON. `call` counts each attempt as it
         starts, so its metric says how many were made even when the last one fails. `check`
@@ -194,7 +193,7 @@ class Provider:
 
         return await self._with_retries(checked, url, headers, body, abort, call)
 
-    async def open(self, url: str, headers: dict[str, str], body: dict, abort: Abort, *,
+    async def open(self, url: str, headers: dict[str, str], body: dict[str, Any], abort: Abort, *,
                    call: Optional[LlmCall] = None) -> ByteStream:
         """Open one streamed call, retrying the opening only (each opening counted on `call`)."""
         async def opened(u: str, h: dict[str, str], p: dict[str, Any], t: float) -> ByteStream:
@@ -202,12 +201,13 @@ class Provider:
 
         return await self._with_retries(opened, url, headers, body, abort, call)
 
-    async def _with_retries(self, op: Callable[..., Awaitable[Any]], url: str, headers: dict[str, str], body: dict,
-                            abort: Abort, call: Optional[LlmCall]) -> Any:
+    async def _with_retries(self, op: Callable[[str, dict[str, str], dict[str, Any], float], Awaitable[_R]], url: str,
+                            headers: dict[str, str], body: dict[str, Any], abort: Abort,
+                            call: Optional[LlmCall]) -> _R:
         payload = dict(body)  # one object per logical call: transports may cache its bytes across retries
         secrets = self._secrets(headers)
 
-        async def attempt(timeout: float) -> Any:
+        async def attempt(timeout: float) -> _R:
             if call is not None:
                 call.attempts += 1
             try:
@@ -216,7 +216,7 @@ class Provider:
                 raise e.scrub(secrets)
 
         try:
-            result, _ = await call_with_retries(attempt, self.retry_policy(), self.call_abort(abort))
+            result, _ = await call_with_retries(attempt, self.settings.retry, self.call_abort(abort))
             return result
         except (ProviderError, ProviderResponseError, OSError) as e:
             self.locate(e, url, headers, payload)
@@ -225,12 +225,12 @@ class Provider:
     def _key_source(self) -> tuple[str, Optional[str]]:
         """Where this call's key came from, as a phrase — a variable's or an option's name, never
         the key — and, when none was configured (a placeholder was sent), the variable to set."""
-        c = self._client
-        for name in c.headers:
+        e = self.settings.endpoint
+        for name in e.headers:
             if str(name).lower() in ("authorization", "x-api-key"):
                 return f"the {name} header passed in headers", None
         style_key = self.dialect.env_key
-        sent = c.api_key or api_key_from_env(style_key)
+        sent = e.api_key or api_key_from_env(style_key)
         for name in ("OPENROUTER_API_KEY", style_key, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
             if name and sent and os.environ.get(name) == sent:
                 return f"the API key from {name}", None
@@ -238,22 +238,19 @@ class Provider:
             return "the placeholder key", style_key or "OPENAI_API_KEY"
         return "the API key passed as api_key", None
 
-    def _in_process(self) -> bool:
-        inner = self.transport.inner if isinstance(self.transport, TransportAdapter) else self.transport
-        return isinstance(inner, InProcessTransport)
-
-    def locate(self, error: BaseException, url: str, headers: dict[str, str], body: dict) -> None:
+    def locate(self, error: BaseException, url: str, headers: dict[str, str], body: dict[str, Any]) -> None:
         """Tell a failed call's final error where it was going (and, for 401/403/404, what to
         check), in place: once per error, for every transport. In-process models have no endpoint."""
-        if getattr(error, "endpoint", None) or isinstance(error, (RunTimeout, RunCancelled)) or self._in_process():
+        if getattr(error, "endpoint", None) or isinstance(error, (RunTimeout, RunCancelled)) or self.in_process:
             return
         endpoint = endpoint_of(url, self._secrets(headers))
         if isinstance(error, ProviderError):
-            base = self._client.base_url.rstrip("/")
+            base = self.settings.endpoint.base_url.rstrip("/")
             suffix = url[len(base):] if url.startswith(base) else ""
             source, unset = self._key_source()
             error.locate(endpoint, provider_hint(error.status, key_source=source, unset_key=unset,
-                                                 model=str(body.get("model", self._client.model)), path_suffix=suffix))
+                                                 model=str(body.get("model", self.settings.endpoint.model)),
+                                                 path_suffix=suffix))
             return
         with suppress(AttributeError, TypeError):
             error.endpoint = endpoint  # type: ignore[attr-defined]
@@ -270,25 +267,20 @@ class Provider:
         return LlmCall(self, model, parts)
 
     def has_hook(self, name: str) -> bool:
-        hooks = self._client.hooks
-        if hooks is None:
-            return False
-        return callable(hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None))
+        return hook_of(self.settings.hooks, name) is not None
 
-    async def call_hook(self, name: str, event: dict) -> Any:
-        hooks = self._client.hooks
-        if hooks is None:
-            return None
-        fn = hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None)
-        if not callable(fn):
+    async def call_hook(self, name: str, event: dict[str, Any]) -> Optional[HookReply]:
+        """Call hook `name` (sync or async) with `event`; its reply when it has `.get`, else None."""
+        fn = hook_of(self.settings.hooks, name)
+        if fn is None:
             return None
         out = fn(event)
         if inspect.isawaitable(out):
             out = await out
-        return out if hasattr(out, "get") else None
+        return out if isinstance(out, HookReply) else None
 
-    def emit(self, event: dict) -> None:
-        for sink_name, sink in (("metrics registry", self.metrics.record), ("on_metric", self._client.on_metric)):
+    def emit(self, event: dict[str, Any]) -> None:
+        for sink_name, sink in (("metrics registry", self.metrics.record), ("on_metric", self.settings.on_metric)):
             if sink is None:
                 continue
             try:

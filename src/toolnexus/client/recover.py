@@ -1,6 +1,7 @@
 """Continue a run that a crash cut short, from its stored transcript and its run journal.
 
-`continue_run(client, toolkit, id, calls)` is what a durable agent runtime calls for a handle
+`continue_run(provider, keeper, toolkit, id, calls)` (`Client.continue_run`) is what a durable
+agent runtime calls for a handle
 that was running when its process died. The transcript under `id` is as the last commit left
 it; `calls` are the journal rows of that conversation (`journal.py`), keyed by call id. If the
 transcript ends with an open tool-call turn, it is filled first:
@@ -24,14 +25,16 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, AsyncGenerator, Callable, Optional
+from typing import Any, AsyncGenerator, Optional
 
 from ..types import Answer, Request, ToolResult, pending_of
 from .journal import FINISHED, QUEUED, STARTED, in_doubt_request, result_from_record
 from .loop import Prelude, RunLoop, drain
-from .result import RunResult
+from .provider import Provider
+from .result import RunResult, Toolset
+from .resume import Conversations
 from .tool_calls import CallOutcome, resolve_with_answer
-from .wire.base import ResultEntry, ToolCall
+from .wire.base import ResultEntry, ToolCall, WireDialect
 
 __all__ = ["continue_run", "open_turn"]
 
@@ -44,7 +47,8 @@ class _OpenTurn:
     open: list[ToolCall]
 
 
-def open_turn(dialect: Any, history: list[Any], calls: dict[str, dict[str, Any]]) -> Optional[_OpenTurn]:
+def open_turn(dialect: WireDialect, history: list[dict[str, Any]],
+              calls: dict[str, dict[str, Any]]) -> Optional[_OpenTurn]:
     """The last tool-call turn if some of its calls still need a result, else None."""
     for index in range(len(history) - 1, -1, -1):
         message = history[index]
@@ -70,9 +74,9 @@ def open_turn(dialect: Any, history: list[Any], calls: dict[str, dict[str, Any]]
     return _OpenTurn(index, turn_calls, results[:kept], turn_calls[kept:])
 
 
-def _idempotent(toolkit: Any, name: str) -> bool:
+def _idempotent(toolkit: Optional[Toolset], name: str) -> bool:
     tool = toolkit.get(name) if toolkit is not None else None
-    return bool(getattr(tool, "idempotent", False))
+    return tool is not None and tool.idempotent
 
 
 async def _settled(loop: RunLoop, turn: _OpenTurn, calls: dict[str, dict[str, Any]]) -> dict[int, CallOutcome]:
@@ -92,7 +96,7 @@ async def _settled(loop: RunLoop, turn: _OpenTurn, calls: dict[str, dict[str, An
         elif status == QUEUED and isinstance(row.get("answer"), dict) and isinstance(row.get("request"), dict):
             request, answer = Request.from_dict(row["request"]), Answer.from_dict(row["answer"])
             halted = CallOutcome(call, args, ToolResult(request.prompt, True, {"pending": request}), request)
-            out[pos] = CallOutcome(call, args, await loop._bounded(resolve_with_answer(runner, halted, answer)))
+            out[pos] = CallOutcome(call, args, await loop.bounded(resolve_with_answer(runner, halted, answer)))
         elif status == STARTED and not _idempotent(loop.toolkit, call.name):
             request = in_doubt_request(call, args)
             result = ToolResult(request.prompt, True, {"pending": request})
@@ -116,17 +120,14 @@ def _prelude(turn: _OpenTurn, calls: dict[str, dict[str, Any]]) -> Prelude:
     return prelude
 
 
-async def continue_run(client: Any, toolkit: Any, id: str, calls: dict[str, dict[str, Any]], *,  # noqa: A002
-                       cancel: Optional[asyncio.Event] = None,
-                       on_history: Optional[Callable[[list[dict[str, Any]]], None]] = None) -> RunResult:
+async def continue_run(provider: Provider, keeper: Conversations, toolkit: Optional[Toolset], id: str,  # noqa: A002
+                       calls: dict[str, dict[str, Any]], *, cancel: Optional[asyncio.Event] = None) -> RunResult:
     """Continue the run stored under `id` after a crash (see the module docstring)."""
-    async with client.keeper.lock(id):
-        history = await client.store.get(id) or []
-        if on_history is not None:
-            on_history(history)
-        loop = RunLoop(client, toolkit, cancel, streaming=False, journal=client.keeper.journal(id),
-                       approvals=client.keeper.scope(id)).continue_from(history)
+    async with keeper.lock(id):
+        history = await keeper.store.get(id) or []
+        loop = RunLoop(provider, toolkit, cancel, streaming=False, journal=keeper.journal(id),
+                       approvals=keeper.scope(id)).continue_from(history)
         turn = open_turn(loop.dialect, history, calls)
         result = await drain(loop.events(prelude=_prelude(turn, calls) if turn is not None else None))
-        await client.keeper.save(id, result)
+        await keeper.save(id, result)
     return result

@@ -19,10 +19,12 @@ additions to them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Optional, TypedDict
+from typing import Any, Callable, Literal, Optional, Protocol, TypedDict, TypeGuard, runtime_checkable
 
-from ..types import Request
+from .._encoded import EncodedList
+from ..types import Request, Tool, ToolContext, ToolResult
 
 __all__ = [
     "RunResult",
@@ -53,6 +55,11 @@ __all__ = [
     "Hooks",
     "MetricEvent",
     "OnMetric",
+    "HookReply",
+    "hook_of",
+    "Toolset",
+    "SharedDeclarations",
+    "declares_shared",
     "zero_usage",
 ]
 
@@ -101,6 +108,50 @@ WaitFor = Callable[[Request], Any]
 Hooks = Any
 MetricEvent = dict[str, Any]
 OnMetric = Callable[[MetricEvent], None]
+
+
+@runtime_checkable
+class HookReply(Protocol):
+    """What a hook's truthy reply is read through: `.get` (a dict, or any object that has it)."""
+
+    def get(self, key: str, /) -> Any: ...
+
+
+class Toolset(Protocol):
+    """What a run asks of its toolkit (`toolnexus.Toolkit` is one; `None` means no tools)."""
+
+    def get(self, name: str) -> Optional[Tool]: ...
+
+    async def execute(self, name: str, args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult: ...
+
+    def skills_prompt(self) -> str: ...
+
+    def to_openai(self) -> list[dict[str, Any]]: ...
+
+    def to_anthropic(self) -> list[dict[str, Any]]: ...
+
+
+@runtime_checkable
+class SharedDeclarations(Protocol):
+    """A toolkit that keeps its declarations encoded once per change (`Toolkit.declarations`)."""
+
+    def declarations(self, style: str) -> EncodedList: ...
+
+
+def declares_shared(toolkit: object) -> TypeGuard[SharedDeclarations]:
+    """Whether `toolkit`'s own class offers `declarations` (a wrapper delegating by `__getattr__`
+    does not count: its extra tools would be missing from the inner toolkit's list)."""
+    return issubclass(type(toolkit), SharedDeclarations)
+
+
+def hook_of(hooks: Hooks, name: str) -> Optional[Callable[[dict[str, Any]], Any]]:
+    """The hook `name` of `hooks` — a mapping (by key) or an object (by attribute) — if it is callable.
+
+    Looked up at each call, so a hooks mapping edited in place counts from the next call on."""
+    if hooks is None:
+        return None
+    fn = hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None)
+    return fn if callable(fn) else None
 
 
 def zero_usage() -> dict[str, int]:

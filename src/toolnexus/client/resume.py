@@ -10,7 +10,7 @@ those plus the host's `Answer` and carries on:
   message of `tool_result` blocks); the halted slot's placeholder is not `pending.prompt` (relay:
   `calls[0]` is the halted call and every call is an open call of H); a relay `output` that is not
   a `str`; the request id is in the client's answer ledger.
-- **B. Expiry**: a parseable `expiresAt` not after `client.clock()` turns the answer into
+- **B. Expiry**: a parseable `expiresAt` not after the client's `clock()` turns the answer into
   `Answer(id, ok=False, reason="expired")`.
 - **C. Filling H**: earlier results are kept byte for byte and the placeholder is replaced. Relay:
   every relayed call gets its `results` entry / the shorthand (first call) / `no result supplied
@@ -44,6 +44,10 @@ the placeholder text and, within one client, by the ledger. Across processes a d
 ledger (`store=` a `RunStore`) tells a stale answer from a live one; without one, the host's own
 record of open requests has to.
 
+What a resume is given: the client's `Provider` (the wire, the settings, the model calls) and what
+its `Keeper` holds about stored conversations (`Conversations`: the store, the lock, the journal,
+the approval scope, the answer ledger) — values, never the `Client` itself.
+
 Not here: the turn loop (loop.py), the suspension rule (tool_calls.py), the relay tool itself (relay.py),
 and a streaming resume (none is offered; one would reuse this prelude with `streaming=True`).
 """
@@ -53,25 +57,28 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Mapping
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import MISSING, asdict, dataclass, fields
-from typing import Any, AsyncGenerator, Iterator, Optional, Union
+from typing import Any, AsyncGenerator, Iterator, Optional, Protocol, TypeVar, Union
 
-from ..approvals import RUN, answer_problem, decide, is_approval_request
-from ..durable import DEFAULT_LEASE_TTL, is_run_store
+from ..approvals import RUN, ApprovalScope, answer_problem, decide, is_approval_request
+from ..durable import DEFAULT_LEASE_TTL, Holder, RunStore
 from ..durable.model import CONVERSATION_PREFIX, epoch
 from ..durable.rules import check_claim
 from ..relay import is_relay_request, relay_calls_of, relay_declined_text, relay_output_of
 from ..types import Answer, Request, ToolResult, pending_of
 from .errors import ResumeError
-from .journal import IN_DOUBT_KIND, not_run_text
+from .journal import IN_DOUBT_KIND, RunJournal, not_run_text
 from .loop import Prelude, RunLoop, drain
-from .result import RunResult
-from .tool_calls import CallOutcome, ToolRunner, answer_schema_error, late_answer, resolve_with_answer
-from .wire.base import ResultEntry, ToolCall
+from .memory import ConversationStore
+from .provider import Provider
+from .result import RunResult, Toolset
+from .tool_calls import CallOutcome, answer_schema_error, late_answer, resolve_with_answer
+from .wire.base import ResultEntry, ToolCall, WireDialect
 from ..errors import ToolnexusValueError
 
-__all__ = ["run_with_answer", "ask_with_answer", "AnswerLedger", "LEDGER_SIZE", "RESUME_PREFIX", "NEEDS_ID"]
+__all__ = ["run_with_answer", "ask_with_answer", "AnswerLedger", "Conversations", "LEDGER_SIZE", "RESUME_PREFIX",
+           "NEEDS_ID"]
 
 RESUME_PREFIX = "toolnexus: cannot resume — "
 NEEDS_ID = "toolnexus: ask_with_answer needs a conversation id"
@@ -79,13 +86,14 @@ LEDGER_SIZE = 4096
 
 RequestLike = Union[Request, Mapping[str, Any]]
 AnswerLike = Union[Answer, Mapping[str, Any]]
+_Shape = TypeVar("_Shape", Request, Answer)
 
 
 def _fail(why: str) -> ResumeError:
     return ResumeError(RESUME_PREFIX + why)
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def _short(value: object, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -130,7 +138,7 @@ class AnswerLedger:
 # -- validation ------------------------------------------------------------------------------------
 
 
-def _coerce(value: Any, cls: type, what: str) -> Any:
+def _coerce(value: object, cls: type[_Shape], what: str) -> _Shape:
     if isinstance(value, cls):
         return value
     if isinstance(value, Mapping):
@@ -138,7 +146,7 @@ def _coerce(value: Any, cls: type, what: str) -> Any:
                    if f.default is MISSING and f.default_factory is MISSING and f.name not in value]
         if missing:
             raise _fail(f"the {what} mapping has no {', '.join(repr(m) for m in missing)}")
-        return cls.from_dict(value)  # type: ignore[attr-defined]
+        return cls.from_dict(value)
     article = "an" if cls.__name__[0] in "AEIOU" else "a"
     raise _fail(f"the {what} must be {article} {cls.__name__} or a mapping, got {type(value).__name__}")
 
@@ -161,12 +169,12 @@ class _HaltedTurn:
         return self.calls[self.slot :]
 
 
-def _describe(message: Any) -> str:
+def _describe(message: object) -> str:
     role = message.get("role") if isinstance(message, dict) else None
     return f"a message with role {role!r}" if role else f"a {type(message).__name__}"
 
 
-def _find_halted(dialect: Any, history: list[Any]) -> _HaltedTurn:
+def _find_halted(dialect: WireDialect, history: list[dict[str, Any]]) -> _HaltedTurn:
     """Locate H, the halted turn, and check that it is open."""
     for index in range(len(history) - 1, -1, -1):
         message = history[index]
@@ -246,24 +254,25 @@ class _Plan:
     answer: Answer
 
 
-def _prepare(client: Any, toolkit: Any, history: Any, pending: RequestLike, answer: AnswerLike) -> _Plan:
+def _prepare(provider: Provider, keeper: "Conversations", toolkit: Optional[Toolset], history: object,
+             pending: RequestLike, answer: AnswerLike) -> _Plan:
     """Every check before anything runs: ids match, the history holds an open halted turn with this
     request's placeholder, the answer is not a repeat, expiry (an expired answer is declined), the
     answer schema, and a tool to run the halted call."""
-    request: Request = _coerce(pending, Request, "pending request")
-    reply: Answer = _coerce(answer, Answer, "answer")
+    request = _coerce(pending, Request, "pending request")
+    reply = _coerce(answer, Answer, "answer")
     if reply.id != request.id:
         raise _fail(f"answer id {reply.id!r} does not match the pending request {request.id!r}")
     if history is not None and not isinstance(history, list):
         raise _fail(f"the history must be a list of messages, got {type(history).__name__}")
     if not history:
         raise _fail("the history is empty (load the transcript the halted run returned)")
-    turn = _find_halted(client.provider.dialect, history)
+    turn = _find_halted(provider.dialect, history)
     _check_placeholder(turn, request)
     _check_relay_outputs(request, reply)
-    if not is_run_store(client.store):  # a durable store's ledger is checked when the answer is claimed
-        client.keeper.answers.check(request.id)
-    reply = late_answer(request, reply, client.clock())
+    if keeper.durable is None:  # a durable store's ledger is checked when the answer is claimed
+        keeper.answers.check(request.id)
+    reply = late_answer(request, reply, provider.settings.loop.clock())
     refused = answer_problem(request, reply)
     if refused is not None:
         raise _fail(f"the answer to {request.id!r} is refused: {refused}")
@@ -307,7 +316,7 @@ async def _answered(loop: RunLoop, plan: _Plan) -> dict[int, CallOutcome]:
         if journal is not None and plan.answer.ok and _runs(loop, pending, plan.answer):
             await journal.call_queued(loop.messages, call, pending, plan.answer)
         halted = CallOutcome(call, call.args, ToolResult(pending.prompt, True, {"pending": pending}), pending)
-        result = await loop._bounded(resolve_with_answer(loop.runner(0), halted, plan.answer))
+        result = await loop.bounded(resolve_with_answer(loop.runner(0), halted, plan.answer))
         if pending_of(result) is not None:  # asked again (N-of-M, escalation, the body's own question)
             if journal is not None:
                 await journal.call_finished(call, result)
@@ -321,7 +330,7 @@ async def _answered(loop: RunLoop, plan: _Plan) -> dict[int, CallOutcome]:
 
 def _runs(loop: RunLoop, pending: Request, answer: Answer) -> bool:
     """Whether this answer runs the halted tool (an approval may decline or ask again instead)."""
-    return not is_approval_request(pending) or decide(pending, answer, loop.client.clock()).kind == RUN
+    return not is_approval_request(pending) or decide(pending, answer, loop.settings.loop.clock()).kind == RUN
 
 
 def _prelude(plan: _Plan) -> Prelude:
@@ -346,50 +355,71 @@ def _prelude(plan: _Plan) -> Prelude:
 # -- the public entry points -------------------------------------------------------------------------
 
 
-async def _resume(client: Any, toolkit: Any, plan: _Plan, cancel: Optional[asyncio.Event],
-                  journal: Any = None, conversation: Optional[str] = None) -> RunResult:
-    loop = RunLoop(client, toolkit, cancel, streaming=False, journal=journal,
-                   approvals=client.keeper.scope(conversation)).continue_from(plan.history)
+class Conversations(Protocol):
+    """What a resume needs of its client's `Keeper` (keeper.py, which takes `AnswerLedger` from here)."""
+
+    answers: AnswerLedger
+    durable: Optional[RunStore]
+
+    @property
+    def store(self) -> ConversationStore: ...
+
+    @property
+    def holder(self) -> Holder: ...
+
+    def lock(self, id: str) -> AbstractAsyncContextManager[None]: ...  # noqa: A002
+
+    def journal(self, id: str) -> Optional[RunJournal]: ...  # noqa: A002
+
+    def scope(self, id: Optional[str]) -> ApprovalScope: ...  # noqa: A002
+
+    async def save(self, id: str, result: RunResult) -> None: ...  # noqa: A002
+
+
+async def _resume(provider: Provider, keeper: Conversations, toolkit: Optional[Toolset], plan: _Plan,
+                  cancel: Optional[asyncio.Event], journal: Optional[RunJournal] = None,
+                  conversation: Optional[str] = None) -> RunResult:
+    loop = RunLoop(provider, toolkit, cancel, streaming=False, journal=journal,
+                   approvals=keeper.scope(conversation)).continue_from(plan.history)
     return await drain(loop.events(prelude=_prelude(plan)))
 
 
-def _durable(client: Any) -> bool:
-    return is_run_store(client.store)
-
-
-async def _ledger_check(client: Any, pending: RequestLike) -> None:
+async def _ledger_check(store: RunStore, holder: Holder, pending: RequestLike) -> None:
     """With a durable store, a request its ledger knows as answered is refused before anything else
     (`AnswerAlreadyApplied` tells the host more than "the transcript is closed")."""
-    request: Request = _coerce(pending, Request, "pending request")
-    row = await client.store.find_request(request.id)
+    request = _coerce(pending, Request, "pending request")
+    row = await store.find_request(request.id)
     if row is not None:
-        check_claim(row, client.keeper.holder, epoch(), DEFAULT_LEASE_TTL)
+        check_claim(row, holder, epoch(), DEFAULT_LEASE_TTL)
 
 
-async def run_with_answer(client: Any, toolkit: Any, history: list[dict[str, Any]], pending: RequestLike,
-                          answer: AnswerLike, *, cancel: Optional[asyncio.Event] = None) -> RunResult:
+async def run_with_answer(provider: Provider, keeper: Conversations, toolkit: Optional[Toolset],
+                          history: list[dict[str, Any]], pending: RequestLike, answer: AnswerLike, *,
+                          cancel: Optional[asyncio.Event] = None) -> RunResult:
     """Resume `history` (halted on `pending`) with `answer`; see the module docstring."""
-    if _durable(client):
-        await _ledger_check(client, pending)
-    plan = _prepare(client, toolkit, history, pending, answer)
-    if _durable(client):
-        store, holder = client.store, client.keeper.holder
+    store = keeper.durable
+    if store is not None:
+        await _ledger_check(store, keeper.holder, pending)
+    plan = _prepare(provider, keeper, toolkit, history, pending, answer)
+    if store is not None:
+        holder = keeper.holder
         await store.claim(plan.pending.id, holder, asdict(plan.answer), ttl=DEFAULT_LEASE_TTL)
         try:
-            result = await _resume(client, toolkit, plan, cancel)
+            result = await _resume(provider, keeper, toolkit, plan, cancel)
         except BaseException:
             await store.unclaim(plan.pending.id, holder)
             raise
         await store.mark_applied(plan.pending.id, holder)
         return result
-    with client.keeper.answers.claim(plan.pending.id):
-        result = await _resume(client, toolkit, plan, cancel)
-        client.keeper.answers.record(plan.pending.id)
+    with keeper.answers.claim(plan.pending.id):
+        result = await _resume(provider, keeper, toolkit, plan, cancel)
+        keeper.answers.record(plan.pending.id)
     return result
 
 
-async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLike,  # noqa: A002
-                          answer: AnswerLike, *, cancel: Optional[asyncio.Event] = None) -> RunResult:
+async def ask_with_answer(provider: Provider, keeper: Conversations, toolkit: Optional[Toolset], id: str,  # noqa: A002
+                          pending: RequestLike, answer: AnswerLike, *,
+                          cancel: Optional[asyncio.Event] = None) -> RunResult:
     """Under the conversation's lock: load `id`, resume, save (on any status; nothing on an exception).
 
     With a durable store the answer is claimed in the store's ledger first (a second client or
@@ -397,25 +427,26 @@ async def ask_with_answer(client: Any, toolkit: Any, id: str, pending: RequestLi
     in the same transaction; a resume that fails gives the claim back."""
     if not id:
         raise ToolnexusValueError(NEEDS_ID)
-    async with client.keeper.lock(id):
-        if _durable(client):
-            await _ledger_check(client, pending)
-        history = await client.store.get(id) or []
-        plan = _prepare(client, toolkit, history, pending, answer)
-        if _durable(client):
-            store, holder = client.store, client.keeper.holder
+    async with keeper.lock(id):
+        store = keeper.durable
+        if store is not None:
+            await _ledger_check(store, keeper.holder, pending)
+        history = await keeper.store.get(id) or []
+        plan = _prepare(provider, keeper, toolkit, history, pending, answer)
+        if store is not None:
+            holder = keeper.holder
             await store.claim(plan.pending.id, holder, asdict(plan.answer), ttl=DEFAULT_LEASE_TTL,
                               run_id=CONVERSATION_PREFIX + id)
             try:
-                result = await _resume(client, toolkit, plan, cancel, conversation=id)
+                result = await _resume(provider, keeper, toolkit, plan, cancel, conversation=id)
                 again = asdict(result.pending) if result.pending is not None else None
                 await store.save_applied(id, result.messages, plan.pending.id, holder, new_request=again)
             except BaseException:
                 await store.unclaim(plan.pending.id, holder)
                 raise
             return result
-        with client.keeper.answers.claim(plan.pending.id):
-            result = await _resume(client, toolkit, plan, cancel, client.keeper.journal(id), conversation=id)
-            await client.store.save(id, result.messages)
-            client.keeper.answers.record(plan.pending.id)
+        with keeper.answers.claim(plan.pending.id):
+            result = await _resume(provider, keeper, toolkit, plan, cancel, keeper.journal(id), conversation=id)
+            await keeper.store.save(id, result.messages)
+            keeper.answers.record(plan.pending.id)
     return result

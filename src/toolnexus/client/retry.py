@@ -86,7 +86,7 @@ def provider_error_info(e: ProviderError, attempt: int, extra: Optional[Iterable
 
 def backoff_seconds(attempt: int, retry_base_ms: int) -> float:
     """Exponential backoff with up to 100 ms of jitter: `base * 2**attempt + U(0, 0.1)` seconds."""
-    return retry_base_ms / 1000 * 2**attempt + random.random() * 0.1
+    return retry_base_ms / 1000 * 2.0**attempt + random.random() * 0.1
 
 
 def check_timer(timer: Any) -> Any:
@@ -174,9 +174,9 @@ async def pause(seconds: float, abort: Abort) -> None:
     abort.check()
 
 
-@dataclass
+@dataclass(frozen=True)
 class RetryPolicy:
-    """The retry knobs of a `Client`."""
+    """The retry knobs of a `Client` (a part of its `ClientSettings`, settings.py)."""
 
     retries: int = 2
     retry_base_ms: int = 500

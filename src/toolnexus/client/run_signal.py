@@ -62,9 +62,9 @@ def wants_signal(tool: Tool) -> SignalTool:
     return SignalTool(**{f.name: getattr(tool, f.name) for f in dataclasses.fields(Tool)})
 
 
-def takes_signal(tool: Any) -> bool:
+def takes_signal(tool: Optional[Tool]) -> bool:
     """Whether `tool`'s first execution gets a `ToolContext` (with the signal) rather than None."""
-    return bool(getattr(tool, "takes_signal", False)) or getattr(tool, "source", None) in SIGNAL_SOURCES
+    return isinstance(tool, SignalTool) or (tool is not None and tool.source in SIGNAL_SOURCES)
 
 
 class RunSignal:

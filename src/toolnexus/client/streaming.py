@@ -23,7 +23,7 @@ again, up to `retries` more times, with the same backoff and `on_error` rule —
 exactly as the same status on a plain reply (an exhausted quota, or a status the policy does not
 retry, fails at once) — and the caller cannot tell. Once a delta was yielded the error
 propagates: replaying would repeat text the caller already has. Whatever ends
-the stream for good names the endpoint, as every failed call does (`Client._locate`).
+the stream for good names the endpoint, as every failed call does (`Provider.locate`).
 
 Not here: the provider's event vocabulary (wire/).
 """
@@ -37,13 +37,14 @@ from .errors import ProviderError, ProviderResponseError, ResponseTooLarge, RunC
 from .result import ErrorInfo
 from .retry import Abort, _parse_retry_after, backoff_seconds, pause, provider_error_info, race
 from .sse import SseParser
+from .provider import LlmCall, Provider
 from .transport import ByteStream
-from .wire.base import Turn
+from .wire.base import Turn, WireDialect
 
 __all__ = ["read_turn", "streamed_turn"]
 
 
-async def read_turn(stream: ByteStream, dialect: Any, abort: Abort,
+async def read_turn(stream: ByteStream, dialect: WireDialect, abort: Abort,
                     max_bytes: Optional[int] = None) -> AsyncGenerator[Union[str, Turn], None]:
     """Yield text deltas as they arrive, then the assembled `Turn`; always closes `stream`."""
     accumulator = dialect.new_stream()
@@ -79,26 +80,25 @@ async def read_turn(stream: ByteStream, dialect: Any, abort: Abort,
         shown = head.decode("utf-8", errors="replace")
         raise ProviderResponseError(f"toolnexus: malformed {dialect.name} stream: no SSE `data:` events "
                                     f"(body began {shown!r})")
-    if not getattr(accumulator, "complete", True):
-        marker = getattr(accumulator, "end_marker", "its end marker")
+    if not accumulator.complete:
         raise StreamTruncated(f"toolnexus: the {dialect.name} stream ended after {total} bytes without "
-                              f"{marker}: the reply is incomplete")
+                              f"{accumulator.end_marker}: the reply is incomplete")
     yield accumulator.turn()
 
 
-async def streamed_turn(client: Any, url: str, headers: dict[str, str], body: dict, dialect: Any, abort: Abort,
-                        call: Any) -> AsyncGenerator[Union[str, Turn], None]:
+async def streamed_turn(provider: Provider, url: str, headers: dict[str, str], body: dict[str, Any],
+                        dialect: WireDialect, abort: Abort, call: LlmCall) -> AsyncGenerator[Union[str, Turn], None]:
     """Open the stream (with retries) and read one turn, re-opening a stream that failed before
     any delta was yielded (see module docstring). `call.attempts` counts every opening."""
-    provider = client.provider
     abort = provider.call_abort(abort)
-    policy = provider.retry_policy()
+    policy = provider.settings.retry
+    max_bytes = provider.settings.limits.max_response_bytes
     reopened = 0
     while True:
         stream = await provider.open(url, headers, body, abort, call=call)  # counts each opening on `call`
         yielded = False
         try:
-            async for item in read_turn(stream, dialect, abort, client.max_response_bytes):
+            async for item in read_turn(stream, dialect, abort, max_bytes):
                 yielded = yielded or not isinstance(item, Turn)
                 yield item
             return

@@ -49,6 +49,7 @@ from ..adapters import to_anthropic, to_openai
 from .._encoded import EncodedList
 from ..errors import ToolnexusError, ToolnexusTypeError, ToolnexusValueError
 from ..types import Tool, ToolResult
+from .result import declares_shared
 
 __all__ = ["FINAL_RESULT_TOOL", "DEFAULT_OUTPUT_RETRIES", "FINAL_RESULT_DESCRIPTION", "ACCEPTED_TEXT", "TEXT_RETRY",
            "JSON_RETRY", "OutputValidationError", "OutputSpec", "OutputToolkit", "OutputRun", "Verdict",
@@ -223,7 +224,7 @@ class OutputToolkit:
         """The inner toolkit's shared declarations (see `Toolkit.declarations`) plus `final_result`."""
         own = EncodedList((to_anthropic if style == "anthropic" else to_openai)([self._tool]))
         inner = self.inner
-        if inner is not None and callable(getattr(type(inner), "declarations", None)):
+        if inner is not None and declares_shared(inner):
             shared = inner.declarations(style)
             return EncodedList([*shared, *own], [*shared.chunks, *own.chunks])
         theirs = [] if inner is None else (inner.to_anthropic() if style == "anthropic" else inner.to_openai())
@@ -234,7 +235,8 @@ class OutputToolkit:
             return self.output_spec.check(args)
         if self.inner is None:
             return ToolResult(output=f"unknown tool: {name}", is_error=True)
-        return await self.inner.execute(name, args, ctx)
+        result: ToolResult = await self.inner.execute(name, args, ctx)
+        return result
 
     def __getattr__(self, name: str) -> Any:  # close(), mcp_status(), ... of the inner toolkit
         inner = self.__dict__.get("inner")
@@ -271,7 +273,7 @@ class OutputRun:
 
     @classmethod
     def of(cls, toolkit: Any) -> Optional["OutputRun"]:
-        spec = getattr(toolkit, "output_spec", None) if isinstance(toolkit, OutputToolkit) else None
+        spec = toolkit.output_spec if isinstance(toolkit, OutputToolkit) else None
         return cls(spec) if spec is not None else None
 
     def _reject(self, problems: list[str], result: Any) -> None:

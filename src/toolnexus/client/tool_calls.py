@@ -51,8 +51,11 @@ from .._shapes import argument_problem, non_finite_problem
 from .._write_ahead import WriteAhead, offered, takes_write_ahead
 from ..approvals import DECLINE, INVALID, REASK, ApprovalMemory, decide, is_approval_request, suspended_on
 from ..types import Answer, Request, ToolContext, ToolResult, declined_text, pending_of
+from .provider import Provider
 from .retry import Abort
 from .run_signal import RunSignal, takes_signal
+from .settings import utc_now
+from .journal import RunJournal
 from .wire.base import ToolCall, arguments_error_text
 from ..errors import ToolnexusTypeError
 
@@ -89,17 +92,21 @@ class ToolRunner:
     to. `model` is the run's model this turn (the `tool` metric's `model`).
     """
 
-    def __init__(self, client: Any, toolkit: Any, turn: int, model: Optional[str] = None, journal: Any = None,
-                 transcript: Optional[Callable[[], list[dict[str, Any]]]] = None, *,
-                 abort: Optional[Abort] = None, memory: Optional[ApprovalMemory] = None) -> None:
-        self.client = client
+    def __init__(self, provider: Provider, toolkit: Any, turn: int, model: Optional[str] = None,
+                 journal: Optional[RunJournal] = None, transcript: Optional[Callable[[], list[dict[str, Any]]]] = None,
+                 *, abort: Optional[Abort] = None, memory: Optional[ApprovalMemory] = None) -> None:
+        self.provider = provider  # hooks, the `tool` metric, the settings
         self.memory = memory  # the run's sticky approval decisions
         self.abort = abort  # the run's cancel event and deadline, which each call's `ctx.signal` follows
         self.toolkit = toolkit
         self.turn = turn
-        self.model = client.model if model is None else model
+        self.model = provider.settings.endpoint.model if model is None else model
         self.journal = journal
         self.transcript = transcript
+
+    def now(self) -> datetime:
+        """What `expiresAt` is judged by: the settings' `clock`, read when it is needed."""
+        return self.provider.settings.loop.clock()
 
     async def begin(self, call: ToolCall, args: dict[str, Any]) -> Optional[WriteAhead]:
         if self.journal is None:
@@ -127,7 +134,7 @@ class ToolRunner:
 
     def source_of(self, name: str) -> str:
         tool = self.toolkit.get(name) if self.toolkit is not None else None
-        return getattr(tool, "source", None) or "custom"
+        return (tool.source if tool is not None else "") or "custom"
 
     async def execute(self, name: str, args: dict[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
         if self.toolkit is None:
@@ -164,14 +171,13 @@ class ToolRunner:
                                  "ms": (time.monotonic() - started) * 1000, "model": self.model}
         if suspended:
             event["pending"] = True
-        self.client.provider.emit(event)
+        self.provider.emit(event)
 
     async def after_tool(self, call: ToolCall, args: dict[str, Any], result: ToolResult) -> ToolResult:
-        hv = await self.client.provider.call_hook("after_tool", {"name": call.name, "args": args, "result": result,
+        hv = await self.provider.call_hook("after_tool", {"name": call.name, "args": args, "result": result,
                                                           "id": call.id, "turn": self.turn})
-        if hv and hv.get("result") is not None:
-            return hv["result"]
-        return result
+        replaced: Optional[ToolResult] = hv.get("result") if hv else None
+        return replaced if replaced is not None else result
 
     async def run_one(self, call: ToolCall) -> CallOutcome:
         args = call.args
@@ -184,14 +190,16 @@ class ToolRunner:
             result = ToolResult(output=arguments_error_text(call), is_error=True)
             self.emit_tool(call.name, result, started)
             return CallOutcome(call, args, result, None)
-        hv = await self.client.provider.call_hook("before_tool", {"name": call.name, "args": args, "id": call.id,
+        hv = await self.provider.call_hook("before_tool", {"name": call.name, "args": args, "id": call.id,
                                                            "turn": self.turn})
         started = time.monotonic()
-        if hv and hv.get("result") is not None:
-            result = hv["result"]
+        short: Optional[ToolResult] = hv.get("result") if hv else None
+        if short is not None:
+            result = short
         else:
-            if hv and hv.get("args") is not None:
-                args = hv["args"]
+            rewritten: Optional[dict[str, Any]] = hv.get("args") if hv else None
+            if rewritten is not None:
+                args = rewritten
             result = await self.execute_call(call, args, None)
             if pending_of(result) is None:
                 result = await self.after_tool(call, args, result)
@@ -219,7 +227,7 @@ async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: 
     """Apply `answer` to one suspended call (see module docstring)."""
     request = outcome.request
     assert request is not None
-    now = runner.client.clock()
+    now = runner.now()
     if answer is not None:
         answer = late_answer(request, answer, now)
     approval = is_approval_request(request)
@@ -252,11 +260,6 @@ async def resolve_with_answer(runner: ToolRunner, outcome: CallOutcome, answer: 
 
 
 # -- answer checks (shared with durable resume) ----------------------------------------------------
-
-
-def utc_now() -> datetime:
-    """The default `Client.clock`: now, timezone-aware UTC."""
-    return datetime.now(timezone.utc)
 
 
 def expires_at(request: Request) -> Optional[datetime]:

@@ -26,10 +26,12 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Iterator, Optional, Protocol
 
 from ..types import ToolContext, ToolResult
+from .settings import ClientSettings
 from .tool_calls import CallOutcome, ToolRunner
+from .wire.base import ToolCall
 
-__all__ = ["Tracer", "RunSpan", "LlmSpan", "ToolSpan", "WaitSpan", "install", "installed", "run_span", "resume_context",
-           "resuming", "TracedRunner", "job_span"]
+__all__ = ["Tracer", "TracedRun", "RunSpan", "LlmSpan", "ToolSpan", "WaitSpan", "install", "installed",
+           "run_span", "resume_context", "resuming", "TracedRunner", "job_span"]
 
 
 class LlmSpan(Protocol):
@@ -57,8 +59,22 @@ class RunSpan(Protocol):
     def close(self) -> None: ...
 
 
+class TracedRun(Protocol):
+    """What a tracer reads of a run as it starts (a `RunLoop`)."""
+
+    conversation_id: Optional[str]
+
+    @property
+    def settings(self) -> ClientSettings: ...
+
+    @property
+    def structured(self) -> bool:
+        """The run must end with an `output_type` value."""
+        ...
+
+
 class Tracer(Protocol):
-    def start_run(self, loop: Any, *, resumed: bool, resume: Optional[tuple[Any, Any]]) -> RunSpan: ...
+    def start_run(self, loop: TracedRun, *, resumed: bool, resume: Optional[tuple[Any, Any]]) -> RunSpan: ...
     def job(self, name: str, attributes: dict[str, Any]) -> AbstractContextManager[None]: ...
 
 
@@ -76,7 +92,7 @@ def installed() -> Optional[Tracer]:
     return _installed
 
 
-def run_span(loop: Any, *, resumed: bool) -> Optional[RunSpan]:
+def run_span(loop: TracedRun, *, resumed: bool) -> Optional[RunSpan]:
     """The span of the run `loop` is about to execute, or None when no tracer is installed."""
     tracer = _installed
     if tracer is None:
@@ -121,7 +137,7 @@ class TracedRunner(ToolRunner):
         self.span = span
         self.call_ids: dict[str, str] = {}  # request id -> the call that suspended with it
 
-    async def run_one(self, call: Any) -> CallOutcome:
+    async def run_one(self, call: ToolCall) -> CallOutcome:
         with self.span.tool(call.name, call.id, self.source_of(call.name)) as reporter:
             outcome = await super().run_one(call)
             reporter.outcome(outcome.result)
@@ -130,7 +146,7 @@ class TracedRunner(ToolRunner):
         return outcome
 
     async def execute(self, name: str, args: dict[str, Any], ctx: Optional[ToolContext]) -> ToolResult:
-        answer = getattr(ctx, "answer", None)
+        answer = ctx.answer if ctx is not None else None
         if answer is None:  # a first run: `run_one` reports it
             return await super().execute(name, args, ctx)
         with self.span.tool(name, self.call_ids.get(answer.id), self.source_of(name), answer=answer) as reporter:

@@ -1,9 +1,10 @@
 """Single-turn translation: OpenAI-shaped request in, ONE provider call, OpenAI-shaped result out.
 
-`Client.translate(...)` delegates to `translate_with_client` here (public home: `toolnexus.translate`).
+`Client.translate(...)` delegates to `translate_with` here (public home: `toolnexus.translate`;
+`translate_with_client(client, ...)` is the same call given the client).
 The caller owns the conversation and runs tools itself; this module only makes the call through
-the client's provider caller (`client.provider`: wire dialect, key, deadline, body shaping,
-retries, hooks, the `llm` metric) and reads the answer back.
+the client's `Provider` (provider.py: wire dialect, key, deadline, body shaping, retries, hooks,
+the `llm` metric, and the settings) and reads the answer back.
 It deliberately has no loop, executes no tool, touches no conversation store and never adds the
 toolkit's skills text (a `toolkit` only contributes its tool declarations).
 
@@ -43,21 +44,18 @@ Choices of ours (a careful caller's expectations):
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 from .parts import media_parts_summary
-from .result import zero_usage
+from .provider import Provider
+from .result import HookReply, Toolset, zero_usage
 from .wire.anthropic import (anthropic_blocks, finish_reason_for, openai_messages_to_anthropic,
                                     openai_tool_choice_to_anthropic, openai_tools_to_anthropic, part_to_anthropic)
 from .wire.base import ToolCall, TranslateRequest, WireDialect, malformed, parse_arguments
 from .wire.openai import args_string, canonical_part, content_text, has_system_message, message_calls
 from ..errors import ToolnexusTypeError, ToolnexusValueError
-
-if TYPE_CHECKING:  # pragma: no cover - import for annotations only
-    import asyncio
-
-    from .client import Client
 
 __all__ = [
     "TranslatedToolCall",
@@ -136,15 +134,15 @@ def _translated(calls: list[ToolCall]) -> list[TranslatedToolCall]:
 # --------------------------------------------------------------------------- the call
 
 
-def _dialect_of(client: "Client") -> WireDialect:
+def _dialect_of(provider: Provider) -> WireDialect:
     try:
-        return client.provider.dialect
+        return provider.dialect
     except ValueError:
-        raise ToolnexusValueError(f'toolnexus: translate does not support style {client.style!r} '
+        raise ToolnexusValueError(f'toolnexus: translate does not support style {provider.settings.endpoint.style!r} '
                                   '(expected "openai", "anthropic" or "responses")') from None
 
 
-def _check_inputs(messages: Any, tools: Any, max_tokens: Any) -> None:
+def _check_inputs(messages: object, tools: object, max_tokens: object) -> None:
     if not isinstance(messages, list):
         raise ToolnexusTypeError(
             "toolnexus: translate messages must be a list of OpenAI-shaped message dicts, "
@@ -158,7 +156,8 @@ def _check_inputs(messages: Any, tools: Any, max_tokens: Any) -> None:
         raise ToolnexusTypeError(f"toolnexus: translate max_tokens must be an int, got {type(max_tokens).__name__}")
 
 
-def _apply_before_llm(override: Any, request: TranslateRequest, model: str) -> tuple[TranslateRequest, str]:
+def _apply_before_llm(override: Optional[HookReply], request: TranslateRequest,
+                      model: str) -> tuple[TranslateRequest, str]:
     """Honour a `before_llm` return: non-None messages/tools replace, a truthy model wins."""
     if not override:
         return request, model
@@ -181,16 +180,30 @@ def _media_summary(messages: list[Any]) -> list[dict[str, Any]]:
     return media_parts_summary(canonical)
 
 
-async def translate_with_client(
-    client: "Client",
+class _HasProvider(Protocol):
+    @property
+    def provider(self) -> Provider: ...
+
+
+async def translate_with_client(client: _HasProvider, messages: list[Any], *, tools: Optional[list[Any]] = None,
+                                toolkit: Optional[Toolset] = None, tool_choice: Any = None,
+                                system: Optional[str] = None, max_tokens: int = 0,
+                                cancel: Optional[asyncio.Event] = None) -> TranslateResult:
+    """`client.translate(...)`: `translate_with` on the client's provider."""
+    return await translate_with(client.provider, messages, tools=tools, toolkit=toolkit, tool_choice=tool_choice,
+                                system=system, max_tokens=max_tokens, cancel=cancel)
+
+
+async def translate_with(
+    provider: Provider,
     messages: list[Any],
     *,
     tools: Optional[list[Any]] = None,
-    toolkit: Any = None,
+    toolkit: Optional[Toolset] = None,
     tool_choice: Any = None,
     system: Optional[str] = None,
     max_tokens: int = 0,
-    cancel: "Optional[asyncio.Event]" = None,
+    cancel: Optional[asyncio.Event] = None,
 ) -> TranslateResult:
     """Make the one provider call of `client.translate(...)` and read the answer back.
 
@@ -199,20 +212,20 @@ async def translate_with_client(
     `RunCancelled`) or `ProviderResponseError` for a non-object reply; a failed call first emits
     its `llm` error metric (tokens 0).
     """
-    dialect = _dialect_of(client)
+    dialect = _dialect_of(provider)
     _check_inputs(messages, tools, max_tokens)
-    provider = client.provider
+    endpoint = provider.settings.endpoint
     key = provider.api_key(dialect)
     abort = provider.abort(cancel)
-    request = dialect.translate_request(messages, list(tools or []), toolkit, system, client.system_prompt)
-    model = client.model
+    request = dialect.translate_request(messages, list(tools or []), toolkit, system, endpoint.system_prompt)
+    model = endpoint.model
     override = await provider.call_hook(
         "before_llm", {"messages": request.messages, "tools": request.tools, "model": model, "turn": 0}
     )
     request, model = _apply_before_llm(override, request, model)
     body = provider.shape_body(dialect.translate_body(model, request, tool_choice, max_tokens or 0))
-    url = dialect.translate_url(client.base_url)
-    headers = dialect.translate_headers(key, client.headers)
+    url = dialect.translate_url(endpoint.base_url)
+    headers = dialect.translate_headers(key, endpoint.headers)
     async with provider.llm_call(model, _media_summary(messages)) as call:
         data = await provider.send(url, headers, body, abort, call=call, check=dialect.check_reply)
         if not isinstance(data, dict):

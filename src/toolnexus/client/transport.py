@@ -23,8 +23,8 @@ follows a redirect to another origin it forwards no header but the harmless ones
 
 Not here: retries, deadlines and cancellation (`retry.py`); the default transport (`http11.py`),
 `HttpxTransport` (`httpx_transport.py`) and `UrllibTransport` (`urllib_transport.py`), each
-imported only when used (`toolnexus.client` loads them on first access) — `urllib.request` alone
-costs ~15 ms of import time.
+imported only when used (`toolnexus.client` loads them on first access): their imports cost
+more than the rest of the client (figures: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+from collections.abc import AsyncIterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, AsyncIterator, Callable, Optional, Protocol, runtime_checkable
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Protocol, runtime_checkable
 
 from .._shapes import as_dict
 from .._redact import SAFE_HEADERS
@@ -70,6 +71,36 @@ class HttpTransport(Protocol):
     def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any: ...
 
 
+@runtime_checkable
+class _Posts(Protocol):
+    def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any: ...
+
+
+@runtime_checkable
+class _Opens(Protocol):
+    def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any: ...
+
+
+@runtime_checkable
+class _Closes(Protocol):
+    def close(self) -> Any: ...
+
+
+@runtime_checkable
+class _AsyncCloses(Protocol):
+    def aclose(self) -> Any: ...
+
+
+@runtime_checkable
+class _Reads1(Protocol):
+    def read1(self, size: int) -> Any: ...
+
+
+@runtime_checkable
+class _Reads(Protocol):
+    def read(self, size: int) -> Any: ...
+
+
 class AsyncTransport:
     """The one seam inside: every transport the client calls is one of these.
 
@@ -102,11 +133,11 @@ def too_large(url: str, cap: int) -> ResponseTooLarge:
                             "raise Client.max_response_bytes if that is expected")
 
 
-def _field(data: dict, snake: str, camel: str) -> Any:
+def _field(data: dict[str, Any], snake: str, camel: str) -> Any:
     return data.get(snake, data.get(camel))
 
 
-def _wire_call(index: int, call: dict) -> dict[str, Any]:
+def _wire_call(index: int, call: dict[str, Any]) -> dict[str, Any]:
     """One generated call as an OpenAI tool call (flat `{id,name,arguments|args}` or OpenAI-shaped)."""
     function = call.get("function")
     fn: dict[str, Any] = function if isinstance(function, dict) else call
@@ -122,7 +153,7 @@ class InProcessTransport:
     The reply is wrapped as an OpenAI chat completion, so the normal openai wire parses it.
     """
 
-    def __init__(self, generate: Callable[[dict], Any]) -> None:
+    def __init__(self, generate: Callable[[dict[str, Any]], Any]) -> None:
         self.generate = generate
 
     def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -165,20 +196,24 @@ class ByteStream:
     `async def read` is awaited). Decided once, when the stream is opened."""
 
     def __init__(self, response: Any) -> None:
-        self._response = response
         self._iter: Optional[AsyncIterator[bytes]] = None
         self._reader: Optional[Callable[[int], Any]] = None
         self._read_async = False
-        if isinstance(response, ByteStream):
-            self._iter = response.__aiter__()
-        elif hasattr(response, "__aiter__"):
+        if isinstance(response, AsyncIterable):  # a ByteStream too
             self._iter = response.__aiter__()
         else:
-            self._reader = getattr(response, "read1", None) or getattr(response, "read", None)
+            self._reader = (response.read1 if isinstance(response, _Reads1)
+                            else response.read if isinstance(response, _Reads) else None)
             if self._reader is None:
                 raise ToolnexusTypeError(f"toolnexus: http_transport.open returned {type(response).__name__}, "
                                          "which has neither read1/read nor async iteration")
             self._read_async = inspect.iscoroutinefunction(self._reader)
+        self._aclose: Optional[Callable[[], Awaitable[Any]]] = None
+        self._close: Optional[Callable[[], Any]] = None
+        if isinstance(response, _AsyncCloses) and inspect.iscoroutinefunction(response.aclose):
+            self._aclose = response.aclose
+        elif isinstance(response, _Closes):
+            self._close = response.close
 
     def __aiter__(self) -> "ByteStream":
         return self
@@ -203,13 +238,10 @@ class ByteStream:
 
     async def aclose(self) -> None:
         """Close the response; a plain `close()` may unblock a read waiting on another thread."""
-        closer = getattr(self._response, "aclose", None)
-        if closer is not None and inspect.iscoroutinefunction(closer):
-            await closer()
-            return
-        close = getattr(self._response, "close", None)
-        if close is not None:
-            await _settled(close())
+        if self._aclose is not None:
+            await self._aclose()
+        elif self._close is not None:
+            await _settled(self._close())
 
 
 class TransportAdapter(AsyncTransport):
@@ -221,13 +253,14 @@ class TransportAdapter(AsyncTransport):
     """
 
     def __init__(self, inner: Any) -> None:
-        post = getattr(inner, "post", None)
-        if not callable(post):
+        if not isinstance(inner, _Posts) or not callable(inner.post):
             raise ToolnexusTypeError(f"toolnexus: http_transport {type(inner).__name__} has no post(url, headers, "
                                      "payload, timeout) method")
-        self.inner = inner
-        self.plain_post = not inspect.iscoroutinefunction(post)
-        self._open_async = inspect.iscoroutinefunction(getattr(inner, "open", None))
+        self.inner: Any = inner  # as the user passed it (the agent runtime's gate reads it)
+        self.plain_post = not inspect.iscoroutinefunction(inner.post)
+        self._opens = isinstance(inner, _Opens)
+        self._open_async = isinstance(inner, _Opens) and inspect.iscoroutinefunction(inner.open)
+        self._closes = isinstance(inner, _AsyncCloses) and callable(inner.aclose)
 
     def submit_post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> "asyncio.Future[Any]":
         """Start a plain `post` on the pool; the future completes when the call is really over."""
@@ -244,17 +277,15 @@ class TransportAdapter(AsyncTransport):
         return await self.inner.post(url, headers, payload, timeout)
 
     async def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> ByteStream:
-        opener = getattr(self.inner, "open", None)
-        if opener is None:
+        if not self._opens:
             raise UnsupportedOperation(f"toolnexus: http_transport {type(self.inner).__name__} cannot stream (no open)")
         if self._open_async:
-            return ByteStream(await opener(url, headers, payload, timeout))
-        return ByteStream(await _settled(await _in_pool(opener, url, headers, payload, timeout)))
+            return ByteStream(await self.inner.open(url, headers, payload, timeout))
+        return ByteStream(await _settled(await _in_pool(self.inner.open, url, headers, payload, timeout)))
 
     async def aclose(self) -> None:
-        closer = getattr(self.inner, "aclose", None)
-        if callable(closer):
-            await _settled(closer())
+        if self._closes:
+            await _settled(self.inner.aclose())
 
 
 def as_async_transport(transport: Any) -> AsyncTransport:

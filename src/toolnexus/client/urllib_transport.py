@@ -62,7 +62,8 @@ class UrllibTransport:
             raw = resp.read() if cap is None else resp.read(cap + 1)
             if cap is not None and len(raw) > cap:
                 raise too_large(url, cap)
-            return decode_json_body(raw, url)
+            data: dict[str, Any] = decode_json_body(raw, url)
+            return data
 
     def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
         return self._request(url, headers, payload, timeout)

@@ -7,7 +7,7 @@ SQL stores' (see `durable.paging`). It has no work queue: workers need SQLite or
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from ..durable import Holder, PendingRow, PendingRun, RunDamaged, RunNotFound, RunSummary
 from ..durable.errors import RunInProgress
@@ -16,9 +16,7 @@ from ..durable.paging import FINAL_STATUSES, Page, PendingQuery, RunsQuery
 from ..durable.queue import CANCELLED_RUN
 from ..durable.rules import check_lease
 from ._damage import sift
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .document import RunDoc
+from ._run_doc import RunDoc
 
 __all__ = ["DocLifecycle", "page_pending", "page_runs", "summary_of"]
 
@@ -54,7 +52,7 @@ def summary_of(run_id: str, status: str, entry_agent: Optional[str], updated_at:
                       holder.describe() if holder is not None else None, to_datetime(lease_expires))
 
 
-def page_runs(docs: list["RunDoc"], query: RunsQuery, now: float) -> Page[RunSummary]:
+def page_runs(docs: list[RunDoc], query: RunsQuery, now: float) -> Page[RunSummary]:
     """The runs `query` asks for (see `RunsQuery` for the orders)."""
     if query.status is not None:
         docs = [d for d in docs if d.status in query.status]
@@ -66,7 +64,7 @@ def page_runs(docs: list["RunDoc"], query: RunsQuery, now: float) -> Page[RunSum
         cutoff = now - query.older_than
         docs = [d for d in docs if d.created_at <= cutoff]
 
-    def summary(d: "RunDoc") -> RunSummary:
+    def summary(d: RunDoc) -> RunSummary:
         return summary_of(d.run_id, d.status, d.entry_agent, d.updated_at, d.created_at, d.kind, d.lease,
                           d.lease_expires)
 

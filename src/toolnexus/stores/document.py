@@ -26,6 +26,7 @@ from ..durable.rules import check_claim, check_lease, expires_at_epoch, lease_is
 from .._text import plain_text
 from ._damage import report, sift
 from ._doc_lifecycle import DocLifecycle, page_pending, page_runs
+from ._run_doc import RunDoc
 from .seen import SeenConversations
 
 __all__ = ["RunDoc", "DocumentStore", "Edits", "trim_trace"]
@@ -35,51 +36,6 @@ TRACE_KEEP = 10_000  # trace lines a store keeps per run (the newest)
 
 def trim_trace(lines: list[str]) -> list[str]:
     return lines[-TRACE_KEEP:] if len(lines) > TRACE_KEEP else lines
-
-
-@dataclass
-class RunDoc:
-    """One run as a document (messages and records as JSON text)."""
-
-    run_id: str
-    kind: str
-    entry_agent: Optional[str]
-    status: str
-    created_at: float
-    updated_at: float
-    version: int = 0
-    format: int = RUN_FORMAT
-    state: Optional[str] = None
-    result: Optional[str] = None
-    lease: Optional[dict[str, Any]] = None
-    lease_expires: Optional[float] = None
-    handles: dict[str, str] = field(default_factory=dict)
-    conversations: dict[str, list[str]] = field(default_factory=dict)
-    calls: dict[str, str] = field(default_factory=dict)  # "<conv>\x00<call id>" → entry
-    counts: dict[str, int] = field(default_factory=dict)  # conv → number of stored messages
-    sizes: dict[str, int] = field(default_factory=dict)  # file store: conv → committed bytes
-    trace: list[str] = field(default_factory=list)
-
-    def row(self) -> dict[str, Any]:
-        """The small part (everything but transcripts and trace)."""
-        return {"run_id": self.run_id, "kind": self.kind, "entry_agent": self.entry_agent, "status": self.status,
-                "created_at": self.created_at, "updated_at": self.updated_at, "version": self.version,
-                "format": self.format, "state": self.state, "result": self.result, "lease": self.lease,
-                "lease_expires": self.lease_expires, "handles": self.handles, "calls": self.calls,
-                "counts": self.counts}
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "RunDoc":
-        doc = cls(row["run_id"], row["kind"], row.get("entry_agent"), row["status"], row["created_at"],
-                  row["updated_at"])
-        for key in ("version", "format", "state", "result", "lease", "lease_expires"):
-            setattr(doc, key, row.get(key))
-        doc.version = int(doc.version or 0)
-        doc.format = int(doc.format or RUN_FORMAT)
-        doc.handles = dict(row.get("handles") or {})
-        doc.calls = dict(row.get("calls") or {})
-        doc.counts = dict(row.get("counts") or {})
-        return doc
 
 
 def _call_key(conv: str, call_id: str) -> str:

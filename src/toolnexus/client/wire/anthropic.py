@@ -80,11 +80,11 @@ class AnthropicWire(DialectBase):
         return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION,
                 "Content-Type": "application/json", **extra}
 
-    def start_transcript(self, history: list[dict], system: str, prompt: Any) -> list[dict]:
+    def start_transcript(self, history: list[dict[str, Any]], system: str, prompt: Any) -> list[dict[str, Any]]:
         return list(history) + [{"role": "user", "content": prompt}]
 
-    def build_body(self, model: str, messages: list[dict], tools: list[dict], system: str, stream: bool,
-                   *, wired: bool = False) -> dict:
+    def build_body(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], system: str,
+                   stream: bool, *, wired: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "system": system,
                                 "messages": messages if wired else self.wire_messages(messages)}
         if stream:
@@ -93,7 +93,7 @@ class AnthropicWire(DialectBase):
             body["tools"] = tools
         return body
 
-    def wire_messages(self, messages: list[dict]) -> list[dict]:
+    def wire_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The canonical transcript as sent (list contents mapped; unchanged messages reused as-is)."""
         out = []
         for m in messages:
@@ -103,7 +103,7 @@ class AnthropicWire(DialectBase):
         return out
 
     @staticmethod
-    def _result_blocks(entries: list[ResultEntry]) -> list[dict]:
+    def _result_blocks(entries: list[ResultEntry]) -> list[dict[str, Any]]:
         blocks = []
         for e in entries:
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": e.call.id, "content": e.output,
@@ -113,10 +113,10 @@ class AnthropicWire(DialectBase):
             blocks.append(block)
         return blocks
 
-    def result_messages(self, entries: list[ResultEntry]) -> list[dict]:
+    def result_messages(self, entries: list[ResultEntry]) -> list[dict[str, Any]]:
         return [{"role": "user", "content": self._result_blocks(entries)}] if entries else []
 
-    def split_results(self, after: list[Any]) -> tuple[list[dict], list[Any]]:
+    def split_results(self, after: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
         """The `tool_result` blocks of the user message opening `after` (only such blocks), and the rest."""
         head = after[0] if after else None
         blocks = head.get("content") if isinstance(head, dict) and head.get("role") == "user" else None
@@ -125,8 +125,8 @@ class AnthropicWire(DialectBase):
             return list(blocks), list(after[1:])
         return [], list(after)
 
-    def rewrite_results(self, messages: list[dict], index: int, kept: list[dict],
-                        entries: list[ResultEntry]) -> list[dict]:
+    def rewrite_results(self, messages: list[dict[str, Any]], index: int, kept: list[dict[str, Any]],
+                        entries: list[ResultEntry]) -> list[dict[str, Any]]:
         """`messages` up to the tool-call turn at `index`, then its results message (which must follow
         it) holding `kept` blocks verbatim and then `entries`."""
         holder = messages[index + 1]
@@ -169,10 +169,10 @@ class AnthropicWire(DialectBase):
     def new_stream(self) -> AnthropicStream:
         return AnthropicStream()
 
-    def exhausted_text(self, messages: list[dict], run_start: int) -> str:
+    def exhausted_text(self, messages: list[dict[str, Any]], run_start: int) -> str:
         return ""
 
-    def balance(self, messages: list[dict], text_for: Callable[[ToolCall], str]) -> list[dict]:
+    def balance(self, messages: list[dict[str, Any]], text_for: Callable[[ToolCall], str]) -> list[dict[str, Any]]:
         i, calls = self.trailing_calls(messages)
         if not calls:
             return messages
@@ -205,7 +205,8 @@ class AnthropicWire(DialectBase):
         text = system if system is not None else (system_prompt or hoisted)
         return TranslateRequest(wire, self.declare_tools(toolkit) + openai_tools_to_anthropic(tools), text or "")
 
-    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any, max_tokens: int) -> dict:
+    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any,
+                       max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, "max_tokens": max_tokens if max_tokens > 0 else MAX_TOKENS}
         if request.system:
             body["system"] = request.system

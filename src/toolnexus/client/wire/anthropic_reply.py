@@ -110,7 +110,7 @@ class AnthropicStream:
         return deltas
 
     @staticmethod
-    def _index(data: dict) -> int:
+    def _index(data: dict[str, Any]) -> int:
         index = data.get("index", 0)
         return index if isinstance(index, int) else 0
 

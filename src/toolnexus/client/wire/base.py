@@ -26,7 +26,7 @@ from ..parts import PartPolicy, tool_result_parts
 from ...content.parts import MEDIA_PART_TYPES, is_part_dict
 from ..result import (FINISH_CONTENT_FILTER, FINISH_LENGTH, FINISH_PAUSE, FINISH_REFUSAL, FINISH_STOP,
                       FINISH_TOOL_CALLS, LIMIT_CONTENT_FILTER, LIMIT_MAX_OUTPUT_TOKENS, LIMIT_REFUSAL, USAGE_DETAILS,
-                      zero_usage)
+                      Toolset, declares_shared, zero_usage)
 from ..sse import SseEvent
 
 __all__ = [
@@ -142,9 +142,12 @@ class TranslateReply:
 
 
 class StreamAccumulator(Protocol):
-    """Assembles one streamed turn from SSE events."""
+    """Assembles one streamed turn from SSE events. `finished`: nothing more is to be read;
+    `complete`: the stream carried its end marker (`end_marker` says which, for the error)."""
 
     finished: bool
+    complete: bool
+    end_marker: str
 
     def feed(self, event: SseEvent) -> list[str]:
         """Consume one event; return the text deltas it carried."""
@@ -164,13 +167,13 @@ class WireDialect(Protocol):
 
     def url(self, base_url: str) -> str: ...
     def headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]: ...
-    def start_transcript(self, history: list[dict], system: str, prompt: Any) -> list[dict]: ...
-    def declare_tools(self, toolkit: Any, *, shared: bool = False) -> list[dict]:
+    def start_transcript(self, history: list[dict[str, Any]], system: str, prompt: Any) -> list[dict[str, Any]]: ...
+    def declare_tools(self, toolkit: Any, *, shared: bool = False) -> list[dict[str, Any]]:
         """The toolkit's declarations: copies to edit, or (`shared`) the toolkit's read-only ones."""
         ...
     def wire_messages(self, messages: list[Any]) -> list[Any]: ...
-    def build_body(self, model: str, messages: list[dict], tools: list[dict], system: str, stream: bool,
-                   *, wired: bool = False) -> dict:
+    def build_body(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], system: str,
+                   stream: bool, *, wired: bool = False) -> dict[str, Any]:
         """The request body; `wired=True` when `messages` are in wire form already."""
         ...
     def parse_response(self, data: Any) -> Turn: ...
@@ -178,19 +181,20 @@ class WireDialect(Protocol):
         """Raise `ProviderError` when a 2xx reply body carries the provider's error instead of a reply."""
         ...
     def new_stream(self) -> StreamAccumulator: ...
-    def result_messages(self, entries: list[ResultEntry]) -> list[dict]: ...
-    def split_results(self, after: list[Any]) -> tuple[list[dict], list[Any]]: ...
-    def rewrite_results(self, messages: list[dict], index: int, kept: list[dict],
-                        entries: list[ResultEntry]) -> list[dict]: ...
-    def exhausted_text(self, messages: list[dict], run_start: int) -> str: ...
+    def result_messages(self, entries: list[ResultEntry]) -> list[dict[str, Any]]: ...
+    def split_results(self, after: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]: ...
+    def rewrite_results(self, messages: list[dict[str, Any]], index: int, kept: list[dict[str, Any]],
+                        entries: list[ResultEntry]) -> list[dict[str, Any]]: ...
+    def exhausted_text(self, messages: list[dict[str, Any]], run_start: int) -> str: ...
     def assistant_calls(self, message: Any) -> list[ToolCall]: ...
-    def balance(self, messages: list[dict], text_for: Callable[[ToolCall], str]) -> list[dict]: ...
+    def balance(self, messages: list[dict[str, Any]], text_for: Callable[[ToolCall], str]) -> list[dict[str, Any]]: ...
     # translate: one call, OpenAI-shaped input
     def translate_url(self, base_url: str) -> str: ...
     def translate_headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]: ...
     def translate_request(self, messages: list[Any], tools: list[Any], toolkit: Any, system: Optional[str],
                           system_prompt: Optional[str]) -> TranslateRequest: ...
-    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any, max_tokens: int) -> dict: ...
+    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any,
+                       max_tokens: int) -> dict[str, Any]: ...
     def translate_reply(self, data: dict[str, Any]) -> TranslateReply: ...
 
 
@@ -343,7 +347,7 @@ def malformed(wire: str, what: str, data: Any) -> ProviderResponseError:
     return ProviderResponseError(f"toolnexus: malformed {wire} response: {what} (got {got})")
 
 
-def find_last_assistant(messages: list[dict]) -> int:
+def find_last_assistant(messages: list[dict[str, Any]]) -> int:
     """Index of the last assistant message, or -1."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
@@ -366,14 +370,14 @@ class DialectBase:
         self.policy = policy or PartPolicy()
         self.options = options or WireOptions()
 
-    def declare_tools(self, toolkit: Any, *, shared: bool = False) -> list[dict]:
+    def declare_tools(self, toolkit: Optional[Toolset], *, shared: bool = False) -> list[dict[str, Any]]:
         """The toolkit's declarations in this wire's shape: copies to edit (`to_openai()` /
         `to_anthropic()`), or (`shared`) the toolkit's own read-only list, encoded once per change."""
         if toolkit is None:
             return []
-        if shared and callable(getattr(type(toolkit), "declarations", None)):  # its own, not a delegate's
+        if shared and declares_shared(toolkit):
             return toolkit.declarations(self.name)
-        return getattr(toolkit, "to_" + self.name)()
+        return toolkit.to_anthropic() if self.name == "anthropic" else toolkit.to_openai()
 
     def encode_part(self, part: dict[str, Any], *, attached: bool) -> dict[str, Any]:
         """One canonical part as this wire's block, under the client's part policy."""
@@ -403,7 +407,7 @@ class DialectBase:
     def assistant_calls(self, message: Any) -> list[ToolCall]:
         raise NotImplementedError
 
-    def trailing_calls(self, messages: list[dict]) -> tuple[int, list[ToolCall]]:
+    def trailing_calls(self, messages: list[dict[str, Any]]) -> tuple[int, list[ToolCall]]:
         """Index and tool calls of the last assistant message (`-1, []` without one)."""
         i = find_last_assistant(messages)
         return i, (self.assistant_calls(messages[i]) if i >= 0 else [])

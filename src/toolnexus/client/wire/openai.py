@@ -182,15 +182,15 @@ class OpenAIWire(DialectBase):
     def headers(self, api_key: str, extra: dict[str, str]) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json", **extra}
 
-    def start_transcript(self, history: list[dict], system: str, prompt: Any) -> list[dict]:
+    def start_transcript(self, history: list[dict[str, Any]], system: str, prompt: Any) -> list[dict[str, Any]]:
         messages = list(history)
         if not messages and system:
             messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": prompt})
         return messages
 
-    def build_body(self, model: str, messages: list[dict], tools: list[dict], system: str, stream: bool,
-                   *, wired: bool = False) -> dict:
+    def build_body(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], system: str,
+                   stream: bool, *, wired: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, "messages": messages if wired else self.wire_messages(messages)}
         if stream:
             body["stream"] = True
@@ -233,7 +233,7 @@ class OpenAIWire(DialectBase):
             out.append({"role": "user", "content": synthetic})
         return out
 
-    def result_messages(self, entries: list[ResultEntry]) -> list[dict]:
+    def result_messages(self, entries: list[ResultEntry]) -> list[dict[str, Any]]:
         out = []
         for e in entries:
             msg: dict[str, Any] = {"role": "tool", "tool_call_id": e.call.id, "content": e.output}
@@ -243,15 +243,15 @@ class OpenAIWire(DialectBase):
             out.append(msg)
         return out
 
-    def split_results(self, after: list[Any]) -> tuple[list[dict], list[Any]]:
+    def split_results(self, after: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
         """The `tool` messages that open `after` (a tool-call turn's results), and what follows them."""
         n = 0
         while n < len(after) and isinstance(after[n], dict) and after[n].get("role") == "tool":
             n += 1
         return list(after[:n]), list(after[n:])
 
-    def rewrite_results(self, messages: list[dict], index: int, kept: list[dict],
-                        entries: list[ResultEntry]) -> list[dict]:
+    def rewrite_results(self, messages: list[dict[str, Any]], index: int, kept: list[dict[str, Any]],
+                        entries: list[ResultEntry]) -> list[dict[str, Any]]:
         """`messages` up to the tool-call turn at `index`, `kept` results verbatim, then `entries`."""
         return messages[: index + 1] + list(kept) + self.result_messages(entries)
 
@@ -308,13 +308,14 @@ class OpenAIWire(DialectBase):
     def new_stream(self) -> "OpenAIStream":
         return OpenAIStream()
 
-    def exhausted_text(self, messages: list[dict], run_start: int) -> str:
+    def exhausted_text(self, messages: list[dict[str, Any]], run_start: int) -> str:
         for m in reversed(messages[run_start:]):
-            if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), str):
-                return m["content"]
+            content = m.get("content") if isinstance(m, dict) and m.get("role") == "assistant" else None
+            if isinstance(content, str):
+                return content
         return ""
 
-    def balance(self, messages: list[dict], text_for: Callable[[ToolCall], str]) -> list[dict]:
+    def balance(self, messages: list[dict[str, Any]], text_for: Callable[[ToolCall], str]) -> list[dict[str, Any]]:
         i, calls = self.trailing_calls(messages)
         if not calls:
             return messages
@@ -350,7 +351,8 @@ class OpenAIWire(DialectBase):
             wire.insert(0, {"role": "system", "content": text})
         return TranslateRequest(wire, self.declare_tools(toolkit) + tools, "")
 
-    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any, max_tokens: int) -> dict:
+    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any,
+                       max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, "messages": request.messages}
         if request.tools:
             body["tools"] = request.tools
@@ -475,7 +477,7 @@ class OpenAIStream:
                         _merge_extra(self._extra, key, value)
         return deltas
 
-    def _merge_call(self, tc: dict) -> None:
+    def _merge_call(self, tc: dict[str, Any]) -> None:
         index = tc.get("index", 0)
         slot = self._calls.setdefault(index if isinstance(index, int) else 0, {"id": "", "name": "", "arguments": ""})
         if tc.get("id"):

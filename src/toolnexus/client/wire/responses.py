@@ -43,6 +43,7 @@ from ..._diag import warn_once
 from ..._encoded import EncodedList
 from ...content.parts import MEDIA_PART_TYPES, is_part_dict
 from ..parts import PartPolicy
+from ..result import declares_shared
 from .base import (ToolCall, TranslateReply, TranslateRequest, Turn, WireOptions, find_last_assistant,
                    malformed)
 from .openai import OpenAIWire, args_string, canonical_part, content_text, has_system_message, message_calls
@@ -120,15 +121,14 @@ class ResponsesWire(OpenAIWire):
     def url(self, base_url: str) -> str:
         return base_url.rstrip("/") + "/responses"
 
-    def start_transcript(self, history: list[dict], system: str, prompt: Any) -> list[dict]:
+    def start_transcript(self, history: list[dict[str, Any]], system: str, prompt: Any) -> list[dict[str, Any]]:
         return list(history) + [{"role": "user", "content": prompt}]
 
-    def declare_tools(self, toolkit: Any, *, shared: bool = False) -> list[dict]:
+    def declare_tools(self, toolkit: Any, *, shared: bool = False) -> list[dict[str, Any]]:
         """The toolkit's function declarations in the Responses shape (encoded once per run when `shared`)."""
         if toolkit is None:
             return []
-        chat = toolkit.declarations("openai") if shared and callable(getattr(type(toolkit), "declarations", None)) \
-            else toolkit.to_openai()
+        chat = toolkit.declarations("openai") if shared and declares_shared(toolkit) else toolkit.to_openai()
         flat = flat_tools(chat)
         return EncodedList(flat) if shared else flat
 
@@ -137,8 +137,8 @@ class ResponsesWire(OpenAIWire):
         style = WIRE if part.get("type") == "audio" else "openai"
         return self.policy.encode(part, style, attached=attached)
 
-    def build_body(self, model: str, messages: list[dict], tools: list[dict], system: str, stream: bool,
-                   *, wired: bool = False) -> dict:
+    def build_body(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], system: str,
+                   stream: bool, *, wired: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model}
         if system:
             body["instructions"] = system
@@ -226,7 +226,7 @@ class ResponsesWire(OpenAIWire):
     def new_stream(self) -> ResponsesStream:  # type: ignore[override]
         return ResponsesStream()
 
-    def exhausted_text(self, messages: list[dict], run_start: int) -> str:
+    def exhausted_text(self, messages: list[dict[str, Any]], run_start: int) -> str:
         return ""
 
     # -- translate --------------------------------------------------------------
@@ -268,7 +268,8 @@ class ResponsesWire(OpenAIWire):
             out.append(_input_block(p, role) if isinstance(p, dict) else p)
         return out
 
-    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any, max_tokens: int) -> dict:
+    def translate_body(self, model: str, request: TranslateRequest, tool_choice: Any,
+                       max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model}
         if request.system:
             body["instructions"] = request.system
