@@ -544,12 +544,13 @@ async def test_sqlite_commits_never_run_a_checkpoint_the_store_checkpoints_in_th
     async with open_store(f"sqlite:///{path}") as first:  # the schema: the 1st commit to the file
         await first.create_run("r1", kind="agents", entry_agent="a", holder=me, lease_ttl=TTL)  # the 2nd
         assert first._conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (sqlite_store.WAL_BOUND_PAGES,)
-        async with open_store(f"sqlite:///{path}") as store:  # its schema: the 3rd (counted per file)
+        async with open_store(f"sqlite:///{path}") as store:  # set up already: opening it writes nothing
+            await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a"))})  # the 3rd
             assert not checkpointed.is_set()
-            await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a"))})  # the 4th
+            await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))})  # the 4th (counted per file)
             assert await asyncio.to_thread(checkpointed.wait, 30)
-            await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))})
-            assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["a", "b"]
+            await commit(store, "r1", me, conversations={"c": ConversationOps(2, msgs("c"))})
+            assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["a", "b", "c"]
     [(thread, (busy, frames, copied))] = done
     assert thread.startswith("toolnexus-sqlite-wal")  # off the commits' threads
     assert busy == 0 and copied == frames > 0  # everything the WAL held went into the database
@@ -645,3 +646,32 @@ async def test_closing_a_store_does_not_wait_for_the_loops_default_executor(stor
     finally:
         release.set()
         await held
+
+
+async def test_opening_a_store_that_is_set_up_takes_no_table_lock(shared_store_url):
+    """A process opening the store while another one writes must not wait for it (nor, on
+    PostgreSQL, deadlock with it: the schema statements' table locks did, under load)."""
+    if shared_store_url.startswith("file:"):
+        pytest.skip("the file store has no tables")
+    async with open_store(shared_store_url):
+        pass  # set up once
+    if shared_store_url.startswith("sqlite"):
+        import sqlite3
+
+        writer = sqlite3.connect(shared_store_url.removeprefix("sqlite:///"), isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")  # holds the database's write lock
+        writer.execute("UPDATE tn_meta SET value = value WHERE key = 'schema'")
+    else:
+        import psycopg
+
+        base, _, query = shared_store_url.partition("?schema=")
+        writer = psycopg.connect(base, options=f"-c search_path={query}")
+        writer.execute("LOCK TABLE tn_runs IN ROW EXCLUSIVE MODE")
+        writer.execute("LOCK TABLE tn_pending IN ROW EXCLUSIVE MODE")
+    try:
+        second = open_store(shared_store_url)
+        await asyncio.wait_for(second.open(), 20)  # the old code waited here for the writer, forever
+        await second.aclose()
+    finally:
+        writer.rollback() if not shared_store_url.startswith("sqlite") else writer.execute("ROLLBACK")
+        writer.close()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, NoReturn, Optional, TypeVar
 
@@ -174,25 +175,50 @@ def _put_pending(row: PendingRow) -> Query:
                  f"ON CONFLICT (request_id) DO UPDATE SET {sets}", _pending_params(row))
 
 
+def schema_is_current(statements: list[str], dialect: str) -> Steps[bool]:
+    """Whether this very layout already made the database (its statements' fingerprint is in
+    `tn_meta`, at schema `SQL_SCHEMA`): then opening it needs no schema statement at all."""
+    probe = ("SELECT to_regclass('tn_meta') IS NOT NULL" if dialect == "postgres" else
+             "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tn_meta')")
+    exists = yield Query(probe, fetch="one")
+    if exists is None or not exists[0]:
+        return False
+    rows = yield Query("SELECT key, value FROM tn_meta WHERE key IN ('schema', 'layout')", fetch="all")
+    meta = {str(k): str(v) for k, v in rows or []}
+    return meta.get("schema") == str(SQL_SCHEMA) and meta.get("layout") == _layout(statements)
+
+
+def _layout(statements: list[str]) -> str:
+    return hashlib.sha256("\n".join(statements).encode()).hexdigest()[:16]
+
+
 def schema_steps(statements: list[str], url: str, dialect: str) -> Steps[None]:
     """Create what is missing; bring a database an earlier version made up to `SQL_SCHEMA`; refuse
-    one a newer version made."""
+    one a newer version made.
+
+    A database this very layout already made is left alone (`schema_is_current`): `CREATE INDEX IF
+    NOT EXISTS` still locks its table before it finds the index there, and on PostgreSQL a process
+    opening the store while another writes could deadlock with it."""
+    if (yield from schema_is_current(statements, dialect)):
+        return
     for sql in statements:
         yield Query(sql)
     found = yield Query("SELECT value FROM tn_meta WHERE key = 'schema'", fetch="one")
     if found is None:
         yield Query("INSERT INTO tn_meta (key, value) VALUES ('schema', ?)", (str(SQL_SCHEMA),))
-        return
-    try:
-        version = int(found[0])
-    except ValueError:
-        version = -1
-    if version > SQL_SCHEMA or version < 1:
-        raise StoreVersionError(
-            f"toolnexus: the store {url} has schema {found[0]!r}, written by a newer toolnexus (this version reads "
-            f"schema {SQL_SCHEMA}) — upgrade toolnexus or point at another database")
-    if version < SQL_SCHEMA:
-        yield from migrate_steps(version, dialect)
+    else:
+        try:
+            version = int(found[0])
+        except ValueError:
+            version = -1
+        if version > SQL_SCHEMA or version < 1:
+            raise StoreVersionError(
+                f"toolnexus: the store {url} has schema {found[0]!r}, written by a newer toolnexus (this version "
+                f"reads schema {SQL_SCHEMA}) — upgrade toolnexus or point at another database")
+        if version < SQL_SCHEMA:
+            yield from migrate_steps(version, dialect)
+    yield Query("INSERT INTO tn_meta (key, value) VALUES ('layout', ?) ON CONFLICT (key) DO UPDATE "
+                "SET value = excluded.value", (_layout(statements),))
 
 
 def migrate_steps(version: int, dialect: str) -> Steps[None]:

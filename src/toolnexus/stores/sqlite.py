@@ -47,7 +47,7 @@ from ..durable import Changes, Holder, StoreError, StoreUnavailable
 from ._damage import unstorable
 from ._fleet_sql import FleetSqlStore, fleet_statements
 from ._sql_check import SqlChecks
-from .sql import FlatCommit, Keys, Query, Steps, schema_statements, schema_steps
+from .sql import FlatCommit, Keys, Query, Steps, schema_is_current, schema_statements, schema_steps
 
 __all__ = ["SqliteStore", "SYNCHRONOUS"]
 
@@ -231,7 +231,9 @@ class SqliteStore(SqlChecks, FleetSqlStore):
         async with self._open_lock:
             if not self._opened:
                 statements = schema_statements("sqlite") + fleet_statements("sqlite")
-                await self._call(schema_steps(statements, self.url, "sqlite"), True)
+                # a read first: a database already set up is opened without waiting for a writer
+                if not await self._call(schema_is_current(statements, "sqlite"), False):
+                    await self._call(schema_steps(statements, self.url, "sqlite"), True)
                 self._opened = True
 
     async def _run(self, steps: Steps[T], *, write: bool = True) -> T:
