@@ -62,7 +62,8 @@ class RuntimeCore:
     def __init__(self, *, registry: dict[str, AgentDef], transport: Any, owns_transport: bool, llm: dict[str, Any],
                  store: Any, clock: Clock, gate: TurnGate, inbox_cap: int, shutdown_ms: float, hooks: Any,
                  on_metric: Any, on_budget: Any, on_transition: Any, resume_mode: str, trace_limit: Optional[int],
-                 durable: Optional["DurableRun"] = None, approvals: Optional[ApprovalPolicy] = None) -> None:
+                 durable: Optional["DurableRun"] = None, approvals: Optional[ApprovalPolicy] = None,
+                 on_pending: Optional[Callable[..., Any]] = None) -> None:
         self.registry = registry
         self.transport = transport
         self.owns_transport = owns_transport
@@ -78,6 +79,7 @@ class RuntimeCore:
         self.on_transition = on_transition
         self.resume_mode = resume_mode
         self.approvals = approvals  # the runtime's approval policy (a def's own wins)
+        self.on_pending = on_pending  # told of each request once the store holds it (`DurableRun._committed`)
         self.durable = durable
         self.trace: TraceRing = TraceRing(trace_limit)
         self.events: TraceRing = TraceRing(trace_limit)
