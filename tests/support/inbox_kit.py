@@ -1,8 +1,8 @@
 """An agent whose tool waits for approval, a scripted model, and helpers for the inbox tests
 (`test_inbox_app.py`, `test_inbox_notify.py`, the browser tests in `browser/`).
 
-- `refunder`: one tool, `refund(order, amount, note="")`, gated by `needs_approval=True` (its
-  group: `$INBOX_GROUP`, default none); when it runs it appends `{"order", "amount", "note"}` to
+- `refunder`: one tool, `refund(order, amount, note="")`, gated by `needs_approval=True`
+  (`finance`: the same for the group "finance"; `two_people`: two approvals); when it runs it appends `{"order", "amount", "note"}` to
   `$INBOX_EFFECTS` (if set). The model calls it once with the user's prompt read as JSON
   arguments, then answers `done: <the tool's result>`.
 - `python -m support.inbox_kit park STORE_URL RUN_ID PROMPT_JSON` parks one run from another
@@ -30,10 +30,16 @@ def refund(order: str, amount: float, note: str = "") -> str:
     return f"refunded {amount:g} on {order}"
 
 
-RULE = ApprovalRule(group=os.environ.get("INBOX_GROUP") or None)
-REFUNDER = agent("refunder", does="refunds orders", model="inbox-model",
-                 uses={"tools": [define_tool(refund, needs_approval=RULE)]})
-AGENTS = [REFUNDER]
+def refunder(name: str = "refunder", **rule: Any) -> Any:
+    """The agent, its tool gated by `ApprovalRule(**rule)` (a group, a two-person rule, ...)."""
+    return agent(name, does="refunds orders", model="inbox-model",
+                 uses={"tools": [define_tool(refund, needs_approval=ApprovalRule(**rule))]})
+
+
+REFUNDER = refunder()
+FINANCE = refunder("finance", group="finance")
+TWO_PEOPLE = refunder("two_people", approvals=2)
+AGENTS = [REFUNDER, FINANCE, TWO_PEOPLE]
 
 
 class InboxModel:
@@ -67,9 +73,9 @@ def effects(path: Any) -> list[dict[str, Any]]:
         return []
 
 
-async def park(store: Any, args: dict[str, Any], run_id: str, **options: Any) -> Any:
-    """Run `refunder` until it parks on its approval; the result (`.pending` is the request)."""
-    r = await REFUNDER.run(json.dumps(args), store=store, run_id=run_id, llm=LLM, transport=MODEL, **options)
+async def park(store: Any, args: dict[str, Any], run_id: str, *, who: Any = None, **options: Any) -> Any:
+    """Run `refunder` (or `who`) until it parks on its approval; the result (`.pending` is the request)."""
+    r = await (who or REFUNDER).run(json.dumps(args), store=store, run_id=run_id, llm=LLM, transport=MODEL, **options)
     await r.runtime.aclose()
     return r
 
