@@ -80,6 +80,7 @@ class RuntimeCore:
         self.resume_mode = resume_mode
         self.approvals = approvals  # the runtime's approval policy (a def's own wins)
         self.on_pending = on_pending  # told of each request once the store holds it (`DurableRun._committed`)
+        self.pending_told: set[asyncio.Future[Any]] = set()  # async `on_pending` calls: waited for at shutdown
         self.durable = durable
         self.trace: TraceRing = TraceRing(trace_limit)
         self.events: TraceRing = TraceRing(trace_limit)
@@ -201,6 +202,19 @@ class RuntimeCore:
             return
         if inspect.isawaitable(outcome):
             self.background(self._guard(outcome, what))
+
+    def tell_pending(self, pending: Any) -> None:
+        """`on_pending(pending)`: a failure is warned about; an async hook runs on, and `shutdown`
+        waits for it (up to `TEARDOWN_WAIT`) instead of cancelling it with the background work."""
+        try:
+            outcome = self.on_pending(pending) if self.on_pending is not None else None
+        except Exception as exc:
+            warn(f"[toolnexus] agents: on_pending raised {type(exc).__name__}: {exc}")
+            return
+        if inspect.isawaitable(outcome):
+            task = asyncio.ensure_future(self._guard(outcome, "on_pending"))
+            self.pending_told.add(task)
+            task.add_done_callback(self.pending_told.discard)
 
     async def _guard(self, awaitable: Awaitable[Any], what: str) -> None:
         try:
@@ -516,6 +530,10 @@ class RuntimeCore:
                 warn(f"[toolnexus] agents: {exc}")
             finally:
                 await self.durable.close()
+        if self.pending_told:  # the host's notifications of requests the last commits stored
+            _, late = await asyncio.wait(builtins.list(self.pending_told), timeout=TEARDOWN_WAIT)
+            for task in late:
+                task.cancel()
         if self.owns_transport:
             await self.transport.aclose()
 
