@@ -112,7 +112,8 @@ def _answered_at(answer: Any, answered_at: Optional[float]) -> Optional[str]:
     when the ledger took it."""
     if isinstance(answer, dict) and isinstance(answer.get("at"), str):
         return str(answer["at"])
-    return _iso(answered_at) if isinstance(answer, dict) else None
+    when = _when(answered_at) if isinstance(answer, dict) else None
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ") if when is not None else None
 
 
 def _tree(handles: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
