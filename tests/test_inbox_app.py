@@ -127,7 +127,7 @@ async def test_a_prompt_holding_a_script_is_shown_as_text_with_the_security_head
             csp = r.headers["content-security-policy"]
             assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
             assert r.headers["x-frame-options"] == "DENY" and r.headers["x-content-type-options"] == "nosniff"
-            assert r.headers["referrer-policy"] == "no-referrer" and r.headers["cache-control"] == "no-store"
+            assert r.headers["referrer-policy"] == "same-origin" and r.headers["cache-control"] == "no-store"
         assert "<script" not in re.sub(r'<script src="[^"]+" defer></script>', "", r.text)  # no inline script
         js = await c.get("/static/inbox.js")
         assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")

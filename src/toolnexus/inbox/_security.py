@@ -10,7 +10,7 @@
   before it.
 - Headers on every response: a CSP with no inline script or style (the page's script and style
   are static files), `frame-ancestors 'none'` and `X-Frame-Options: DENY`, `nosniff`,
-  `Referrer-Policy: no-referrer` (a link's token never leaks to another site), `no-store`.
+  `Referrer-Policy: same-origin` (a link's token never leaks to another site; `no-referrer` would make browsers send `Origin: null` with our own forms), `no-store`.
 - `RateLimit`: a token bucket per client address (bounded: the least recently seen are
   forgotten past `max_clients`), for the link and login endpoints.
 
@@ -36,7 +36,7 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
                                  b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"permissions-policy", b"camera=(), microphone=(), geolocation=()"),
 ]

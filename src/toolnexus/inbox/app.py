@@ -97,7 +97,8 @@ class Inbox:
         self._sessions = Signed(derive(raw, "session"))
         self._csrf_key = derive(raw, "csrf")
         self.answerers = answerers if answerers is not None else Answerers()
-        self.links = links
+        # with a secret of the host's, links minted with it (by a notifier elsewhere) are honoured here
+        self.links = links if links is not None else (LinkSigner(secret) if secret is not None else None)
         self.apply = apply
         self.guard = HostGuard(allowed_hosts, allowed_origins)
         self.poll = float(poll)

@@ -57,14 +57,14 @@ def secret_bytes(secret: object, what: str) -> bytes:
 class LinkSigner:
     """Mints and checks signed answer links (see the module docstring)."""
 
-    def __init__(self, secret: "bytes | str", base_url: str, *, ttl: float = 24 * 3600) -> None:
+    def __init__(self, secret: "bytes | str", base_url: Optional[str] = None, *, ttl: float = 24 * 3600) -> None:
         self._signed = Signed(derive(secret_bytes(secret, "the link secret"), "links"))
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
             raise ToolnexusValueError(f"toolnexus.inbox: a link's base_url must be the inbox's http(s) address, got "
                                       f"{base_url!r}")
         if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0:
             raise ToolnexusValueError(f"toolnexus.inbox: a link's ttl must be seconds > 0, got {ttl!r}")
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url.rstrip("/") if base_url else None  # None: checks links, mints no URL
         self.ttl = float(ttl)
 
     def __repr__(self) -> str:
@@ -83,6 +83,9 @@ class LinkSigner:
     def url(self, request_id: str, decision: str, identity: str, *, now: Optional[float] = None,
             ttl: Optional[float] = None) -> str:
         """The link that answers `request_id` with `decision` as `identity`."""
+        if self.base_url is None:
+            raise ToolnexusValueError("toolnexus.inbox: this LinkSigner has no base_url (the inbox's address) to "
+                                      "make links with")
         token = self.token(request_id, decision, identity, now=now, ttl=ttl)
         return f"{self.base_url}/link/{quote(request_id, safe='')}/{token}"
 

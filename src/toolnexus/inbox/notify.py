@@ -200,6 +200,8 @@ class Notifications:
         self.webhooks = {w.channel: w for w in webhooks}
         self.links = links
         self.inbox_url = (inbox_url or (links.base_url if links is not None else None) or "").rstrip("/") or None
+        if links is not None and links.base_url is None:
+            raise ToolnexusValueError("toolnexus.inbox: the notifier's LinkSigner needs the inbox's base_url")
         self.poll, self.rescan, self.lease = float(poll), float(rescan), float(lease)
         self.retry_base, self.retry_max, self.max_attempts = float(retry_base), float(retry_max), int(max_attempts)
         self.scan_inbox = scan
