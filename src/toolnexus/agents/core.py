@@ -531,9 +531,10 @@ class RuntimeCore:
             finally:
                 await self.durable.close()
         if self.pending_told:  # the host's notifications of requests the last commits stored
-            _, late = await asyncio.wait(builtins.list(self.pending_told), timeout=TEARDOWN_WAIT)
-            for task in late:
-                task.cancel()
+            told: builtins.list[asyncio.Future[Any]] = builtins.list(self.pending_told)
+            _, unfinished = await asyncio.wait(told, timeout=TEARDOWN_WAIT)
+            for call in unfinished:
+                call.cancel()
         if self.owns_transport:
             await self.transport.aclose()
 

@@ -567,9 +567,9 @@ class Inbox:
                                              "at": _now().timestamp()}):
             raise _Reply(410, pages.message_page(base, "Link already used", "This link was used already; it works "
                                                  "once."))
-        why = await self._decide(request, row, answer, claim.identity)
-        if why is not None:
-            raise _Reply(409, pages.message_page(base, "Nothing was done", f"Nothing was done: {why}."))
+        refused = await self._decide(request, row, answer, claim.identity)
+        if refused is not None:
+            raise _Reply(409, pages.message_page(base, "Nothing was done", f"Nothing was done: {refused}."))
         verb = "Approved" if ok else "Rejected"
         await self._page(send, pages.message_page(base, verb, f"{verb} as {claim.identity}: {request.prompt} — the "
                                                   "run continues (a worker applies the answer now)."))
