@@ -267,3 +267,26 @@ async def test_the_event_stream_says_when_a_request_arrives(store):
                 assert await asyncio.wait_for(waiting, 10) == "event: changed"
     finally:
         await handle.stop()
+
+
+async def test_the_command_refuses_what_it_cannot_serve_safely(tmp_path, monkeypatch, capsys):
+    from toolnexus.cli import main
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with open_store(url) as s:
+        await s.runs()
+    monkeypatch.setenv("INBOX_TOKEN", "short")
+    cases = [
+        ([], "exactly one login"),
+        (["--token-env", "INBOX_TOKEN", "--auth-header", "X-User"], "exactly one login"),
+        (["--token-env", "NOT_SET_ANYWHERE"], "is not set"),
+        (["--token-env", "INBOX_TOKEN"], "at least 8 characters"),
+    ]
+    for flags, said in cases:
+        code = await asyncio.to_thread(main, ["inbox", "--store", url, *flags])
+        err = capsys.readouterr().err
+        assert code == 2 and said in err, (flags, err)
+    monkeypatch.setenv("INBOX_TOKEN", TOKEN)
+    code = await asyncio.to_thread(main, ["inbox", "--store", f"file:{tmp_path}", "--token-env", "INBOX_TOKEN"])
+    assert code == 2 and "work queue" in capsys.readouterr().err
+    assert TOKEN not in capsys.readouterr().err

@@ -130,7 +130,7 @@ async def _inbox_process(url: str, hook_url: str, token_file: Path) -> Any:
            "INBOX_TOKEN": "inbox-token-123", "HOOK_SECRET": HOOK_SECRET}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "toolnexus", "inbox", "--store", url, "--addr", "127.0.0.1:0", "--token-env",
-        "INBOX_TOKEN", "--webhook", hook_url, "--webhook-secret-env", "HOOK_SECRET", "--webhook-retry", "0.2",
+        "INBOX_TOKEN", "--webhook", hook_url, "--webhook-secret-env", "HOOK_SECRET", "--webhook-retry", "0.5",
         "--poll", "0.1", env=env, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL)
     assert proc.stderr is not None
     while True:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..approvals import approval_of
+from ..errors import ToolnexusValueError
 from ..types import Answer, Request
 
 __all__ = ["Field", "fields_of", "answer_of", "FormError"]
@@ -27,7 +28,7 @@ __all__ = ["Field", "fields_of", "answer_of", "FormError"]
 _SIMPLE = ("string", "integer", "number", "boolean")
 
 
-class FormError(ValueError):
+class FormError(ToolnexusValueError):
     """A form value that cannot be read (the message names the field)."""
 
 

@@ -45,7 +45,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode
 from .._diag import warn
 from ..approvals import Answerers, answer_problem, group_of
 from ..durable import AnswerAlreadyApplied, PendingRun, RequestWithdrawn, RunDamaged, RunNotFound, RunStore
-from ..errors import ToolnexusTypeError
+from ..errors import ToolnexusError, ToolnexusTypeError
 from ..serve import BodyTooLarge, ClientGone, HostGuard, read_body
 from ..types import Answer, Request
 from . import _pages as pages
@@ -69,7 +69,7 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class _Reply(Exception):
+class _Reply(ToolnexusError):
     """A response decided deep inside a handler (an error page, a redirect)."""
 
     def __init__(self, status: int, body: str = "", *, location: Optional[str] = None,
