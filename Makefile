@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: demo test docs fuzz venv clean bench conformance test-fleet
+.PHONY: demo test docs fuzz venv clean bench conformance test-fleet test-browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,16 @@ test: $(STAMP)
 # 300 queued runs, the run lifecycle through the CLI): minutes, not seconds, so not in `make test`.
 test-fleet: $(STAMP)
 	TOOLNEXUS_FLEET=1 $(PY) -m pytest tests/test_fleet_processes.py
+
+# The web inbox in a real browser: Debian's chromium (apt-get install chromium; never a downloaded
+# browser) driven by Playwright (the `browser` extra). Also rewrites the screenshots in docs/img/.
+BROWSER_STAMP := $(VENV)/.installed-browser
+$(BROWSER_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install --quiet -e '.[browser]'
+	touch $(BROWSER_STAMP)
+
+test-browser: $(BROWSER_STAMP)
+	TOOLNEXUS_BROWSER=1 $(PY) -m pytest tests/browser
 
 # Speed and memory, side by side with a no-framework floor (and toolnexus 0.21.0 when its venv exists);
 # PEERS=1 adds openai-agents, pydantic-ai and langgraph through the reference harness. See benchmarks/README.md.

@@ -183,7 +183,7 @@ def test_two_approvals_take_two_people_each_in_their_own_process(llm: LlmServer,
     # `toolnexus show` says who answered each request, and through what
     code, shown, _ = _in_process(capsys, "show", "rel-1")
     answered = {line.split()[0]: line for line in shown.splitlines() if line.startswith("  ") and " → " in line}
-    assert code == 0 and "(by alice via cli)" in answered[first_id] and "(by bob via cli)" in answered[second_id]
+    assert code == 0 and "(by alice via cli at " in answered[first_id] and "(by bob via cli at " in answered[second_id]
     [alice, bob] = [r["answer"] for r in json.loads(_in_process(capsys, "show", "rel-1", "--json")[1])["requests"]]
     assert (alice["by"], alice["via"], bob["by"], bob["via"]) == ("alice", "cli", "bob", "cli")
 

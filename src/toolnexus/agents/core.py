@@ -62,7 +62,8 @@ class RuntimeCore:
     def __init__(self, *, registry: dict[str, AgentDef], transport: Any, owns_transport: bool, llm: dict[str, Any],
                  store: Any, clock: Clock, gate: TurnGate, inbox_cap: int, shutdown_ms: float, hooks: Any,
                  on_metric: Any, on_budget: Any, on_transition: Any, resume_mode: str, trace_limit: Optional[int],
-                 durable: Optional["DurableRun"] = None, approvals: Optional[ApprovalPolicy] = None) -> None:
+                 durable: Optional["DurableRun"] = None, approvals: Optional[ApprovalPolicy] = None,
+                 on_pending: Optional[Callable[..., Any]] = None) -> None:
         self.registry = registry
         self.transport = transport
         self.owns_transport = owns_transport
@@ -78,6 +79,8 @@ class RuntimeCore:
         self.on_transition = on_transition
         self.resume_mode = resume_mode
         self.approvals = approvals  # the runtime's approval policy (a def's own wins)
+        self.on_pending = on_pending  # told of each request once the store holds it (`DurableRun._committed`)
+        self.pending_told: set[asyncio.Future[Any]] = set()  # async `on_pending` calls: waited for at shutdown
         self.durable = durable
         self.trace: TraceRing = TraceRing(trace_limit)
         self.events: TraceRing = TraceRing(trace_limit)
@@ -199,6 +202,19 @@ class RuntimeCore:
             return
         if inspect.isawaitable(outcome):
             self.background(self._guard(outcome, what))
+
+    def tell_pending(self, pending: Any) -> None:
+        """`on_pending(pending)`: a failure is warned about; an async hook runs on, and `shutdown`
+        waits for it (up to `TEARDOWN_WAIT`) instead of cancelling it with the background work."""
+        try:
+            outcome = self.on_pending(pending) if self.on_pending is not None else None
+        except Exception as exc:
+            warn(f"[toolnexus] agents: on_pending raised {type(exc).__name__}: {exc}")
+            return
+        if inspect.isawaitable(outcome):
+            task = asyncio.ensure_future(self._guard(outcome, "on_pending"))
+            self.pending_told.add(task)
+            task.add_done_callback(self.pending_told.discard)
 
     async def _guard(self, awaitable: Awaitable[Any], what: str) -> None:
         try:
@@ -514,6 +530,11 @@ class RuntimeCore:
                 warn(f"[toolnexus] agents: {exc}")
             finally:
                 await self.durable.close()
+        if self.pending_told:  # the host's notifications of requests the last commits stored
+            told: builtins.list[asyncio.Future[Any]] = builtins.list(self.pending_told)
+            _, unfinished = await asyncio.wait(told, timeout=TEARDOWN_WAIT)
+            for call in unfinished:
+                call.cancel()
         if self.owns_transport:
             await self.transport.aclose()
 

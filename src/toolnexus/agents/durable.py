@@ -463,6 +463,9 @@ class DurableRun:
         elif changes.take_lease or creating:
             self.held = True
             self._start_renewing()
+        if changes.pending and self._core is not None and self._core.on_pending is not None:
+            for row in changes.pending:  # the host's `on_pending`: each request, once the store holds it
+                self._core.tell_pending(row.to_pending_run())
 
     def _not_committed(self, taken: _Taken, exc: BaseException) -> None:
         self._put_back(taken)

@@ -37,6 +37,10 @@ Choices of ours (each tested):
 - Every per-turn client gets the runtime's clock as its `timer`.
 - `trace` is a bounded ring (`trace_limit`, default 10 000 lines), every transition is also a
   structured event in `events` and, if set, passed to `on_transition(event)`.
+- `on_pending(pending)` (with a store): called with a `PendingRun` for each request the run
+  waits on, once the commit that stores it has landed (so the request can be answered from any
+  process by then); sync or async, its failures are warned about, never raised. A notifier
+  hangs here (`toolnexus.inbox.Notifications.on_pending`); a `Worker` passes it through.
 - `await rt.snapshot()` / `AgentRuntime.from_snapshot(...)`: the whole runtime as plain JSON.
 - `async with AgentRuntime(...) as rt:` / `await rt.aclose()` free the runtime's resources
   (transport, background work, a store lease) without closing its handles: a parked run stays
@@ -137,6 +141,7 @@ class AgentRuntime:
         run_id: Optional[str] = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         approvals: Any = None,
+        on_pending: Optional[Callable[[Any], Any]] = None,
     ) -> None:
         if transport is not None and in_process is not None:
             raise ToolnexusValueError(_TRANSPORT_AND_IN_PROCESS)
@@ -172,7 +177,8 @@ class AgentRuntime:
             registry=registry, transport=wire, owns_transport=owns_transport, llm=llm, store=conversations,
             clock=the_clock, gate=TurnGate(max_concurrent_turns), inbox_cap=inbox_cap, shutdown_ms=shutdown_ms,
             hooks=hooks, on_metric=on_metric, on_budget=on_budget, on_transition=on_transition, resume_mode=mode,
-            trace_limit=check_trace_limit(trace_limit), durable=durable, approvals=ApprovalPolicy.of(approvals))
+            trace_limit=check_trace_limit(trace_limit), durable=durable, approvals=ApprovalPolicy.of(approvals),
+            on_pending=on_pending)
         if durable is not None:
             durable.bind(self._core)
 

@@ -85,6 +85,7 @@ RT_OPTS = (
     "run_id",
     "lease_ttl",
     "approvals",
+    "on_pending",
 )
 MAX_PARKED_RUNS = 64
 

@@ -14,10 +14,12 @@ group; both are request state, so they survive a restart.
 - `decisions.py`: `decide` (run / decline / reask / invalid), `answer_problem`, typed replies.
 - `gate.py`: the gate that wraps a tool's `execute`.
 - `memory.py`: sticky decisions (`ApprovalMemory`) and what a client knows (`ApprovalScope`).
+- `answerers.py`: who may answer what (`Answerers`: the host's groups; `group_of(request)`).
 
 See docs/approvals.md for the whole picture and the comparison with other libraries.
 """
 
+from .answerers import Answerers, group_of
 from .decisions import DECLINE, INVALID, REASK, RUN, Decision, answer_from_text, answer_problem, decide, edited_note
 from .gate import APPROVED_AS, Enforced, enforce, gate_tool, is_gated, suspended_on
 from .memory import ApprovalMemory, ApprovalScope
@@ -29,6 +31,7 @@ from .rules import (DEFAULT_APPROVAL_TOOLS, ApprovalPolicy, ApprovalRule, Escala
 __all__ = [
     "APPROVAL_KIND",
     "APPROVED_AS",
+    "Answerers",
     "DEFAULT_APPROVAL_TOOLS",
     "ApprovalMemory",
     "ApprovalPolicy",
@@ -49,6 +52,7 @@ __all__ = [
     "decide",
     "edited_note",
     "enforce",
+    "group_of",
     "gate_tool",
     "is_approval_request",
     "is_gated",

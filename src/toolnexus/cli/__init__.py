@@ -48,6 +48,7 @@ from . import workers as _workers
 from . import run as _run
 from . import serve as _serve
 from . import tools as _tools
+from . import web_inbox as _web_inbox
 from . import worker as _worker
 from .common import API_KEY_ENV, MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console
 from .flags import Flag, UsageError, parse
@@ -55,7 +56,8 @@ from .flags import Flag, UsageError, parse
 __all__ = ["COMMANDS", "main", "usage"]
 
 COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (_run, _tools, _serve, _pending, _answer, _worker, _runs, _show,
-                                                      _resume, _cancel, _prune, _workers, _doctor)}
+                                                      _resume, _cancel, _prune, _workers, _doctor,
+                                                      _web_inbox)}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

@@ -2,13 +2,13 @@
 
 Sections: the run (status, entry agent, times, who holds its lease), its handle tree (each
 handle's state, turns, tokens, and the request it waits on), its requests (waiting ones and
-answered ones — ok or declined, with the reason and the human's message, and who answered
-through what when the answer says so: its `by` / `via`), each handle's transcript (message by
+answered ones — ok or declined, with the reason and the human's message, the edited arguments,
+and who answered through what and when: its `by` / `via`, and the time the answer was accepted), each handle's transcript (message by
 message; long texts cut at 300 characters unless `--full`; `--handle ID` for one handle only),
 and the newest trace lines (`--trace N`, default 20). A run still queued shows its prompt.
 
 `--json` prints one object: `{"run": {...}, "handles": {id: record}, "requests": [{"id", "kind",
-"prompt", "status", "handle", "created_at", "expires_at", "answer"}], "transcripts": {handle:
+"prompt", "status", "handle", "created_at", "expires_at", "answer", "answered_at"}], "transcripts": {handle:
 [messages]}, "trace": [lines]}`. No model is needed. Exit 0; 1 for an unknown run.
 """
 
@@ -87,18 +87,33 @@ def message_line(message: Any, full: bool) -> str:
     return f"{role}: {_cut(text.strip(), full)}"
 
 
-def answer_text(answer: Optional[dict[str, Any]]) -> str:
-    """How a stored answer reads: `ok` or `declined (reason)`, the human's message, who and how."""
+def answer_text(answer: Optional[dict[str, Any]], at: Optional[str] = None) -> str:
+    """How a stored answer reads: `ok` or `declined (reason)`, the human's message, who, how and when."""
     if not isinstance(answer, dict):
         return ""
     text = "ok" if answer.get("ok") else f"declined ({answer.get('reason') or 'declined'})"
     if answer.get("message"):
         text += f": {answer['message']}"
+    if answer.get("arguments") is not None and answer.get("ok"):
+        text += f" arguments={json.dumps(answer['arguments'], ensure_ascii=False)}"
+    if answer.get("always"):
+        text += " always"
     if answer.get("data") and answer.get("ok"):
         text += f" data={json.dumps(answer['data'], ensure_ascii=False)}"
-    who = [f"by {answer['by']}" if answer.get("by") else "", f"via {answer['via']}" if answer.get("via") else ""]
+    when = answer.get("at") if isinstance(answer.get("at"), str) else at
+    who = [f"by {answer['by']}" if answer.get("by") else "", f"via {answer['via']}" if answer.get("via") else "",
+           f"at {when}" if when else ""]
     who_text = " ".join(w for w in who if w)
     return f"{text} ({who_text})" if who_text else text
+
+
+def _answered_at(answer: Any, answered_at: Optional[float]) -> Optional[str]:
+    """When the answer was given: the time its front-end stamped (`at`, the queue's submit time), else
+    when the ledger took it."""
+    if isinstance(answer, dict) and isinstance(answer.get("at"), str):
+        return str(answer["at"])
+    when = _when(answered_at) if isinstance(answer, dict) else None
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ") if when is not None else None
 
 
 def _tree(handles: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
@@ -150,7 +165,8 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
         conversations = {k: v for k, v in conversations.items() if k == opts["handle"]}
     requests = [{"id": p.request_id, "kind": (p.request or {}).get("kind"), "prompt": (p.request or {}).get("prompt"),
                  "status": p.status, "handle": p.handle_id, "created_at": _iso(p.created_at),
-                 "expires_at": _iso(p.expires_at), "answer": p.answer} for p in run.pending]
+                 "expires_at": _iso(p.expires_at), "answer": p.answer,
+                 "answered_at": _answered_at(p.answer, p.answered_at)} for p in run.pending]
     if opts.get("json"):
         console.out(json.dumps({
             "run": {"run_id": run.run_id, "kind": run.kind, "status": run.status, "entry_agent": run.entry_agent,
@@ -180,7 +196,7 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
         console.out("")
         console.out("requests:")
         for r in requests:
-            answered = answer_text(r["answer"])
+            answered = answer_text(r["answer"], r["answered_at"])
             console.out(f"  {r['id']}  {r['kind']}  {r['status']}  {r['handle'] or '-'}  "
                         f"{_cut(str(r['prompt'] or ''), full)}" + (f"  → {answered}" if answered else ""))
     for conv, messages in conversations.items():

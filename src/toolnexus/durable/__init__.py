@@ -3,7 +3,7 @@
 `protocol.RunStore` is what a store must do, `model` the plain records it reads and writes,
 `rules` the lease and claim decisions every backend makes alike, `errors` what it can refuse,
 `paging` the paged listings (`Page`, cursors), `queue` the work queue and worker rows a fleet of
-workers shares.
+workers shares, `outbox` the notifications waiting for delivery.
 Nothing here does I/O; the backends are in `toolnexus.stores`.
 """
 
@@ -14,6 +14,7 @@ from .errors import (AnswerAlreadyApplied, LeaseLost, RequestWithdrawn, RestoreE
                      StoreVersionError)
 from .model import (Changes, ConversationOps, DamagedRow, DamagedRun, Holder, LoadedRun, PendingRow, PendingRun,
                     RunSummary)
+from .outbox import OutboxBackend, OutboxItem, Outgoing
 from .paging import FINAL_STATUSES, Page
 from .protocol import DEFAULT_LEASE_TTL, PreparedCommit, RunStore, is_run_store
 from .queue import FleetBackend, QueueStats, Queued, WorkerInfo, WorkItem
@@ -37,6 +38,9 @@ __all__ = [
     "WorkerInfo",
     "QueueStats",
     "FleetBackend",
+    "OutboxBackend",
+    "OutboxItem",
+    "Outgoing",
     "StoreError",
     "StoreUnavailable",
     "StoreVersionError",

@@ -24,6 +24,7 @@ from .model import Changes, DamagedRun, Holder, LoadedRun, PendingRow, PendingRu
 from .paging import FINAL_STATUSES, Age, Page, seconds_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .outbox import OutboxBackend
     from .queue import FleetBackend, Queued
 
 __all__ = ["RunStore", "PreparedCommit", "DEFAULT_LEASE_TTL", "is_run_store"]
@@ -93,6 +94,11 @@ class RunStore(abc.ABC):
         """What a worker process needs from this store (`toolnexus.fleet.Worker`)."""
         raise StoreError(f"toolnexus: {type(self).__name__} cannot host workers — use a SQLite file (one machine) or "
                          "a PostgreSQL database")
+
+    def outbox(self) -> "OutboxBackend":
+        """The notifications waiting for delivery (`durable.outbox`; `toolnexus.inbox.Notifications`)."""
+        raise StoreError(f"toolnexus: {type(self).__name__} has no outbox for notifications — use a SQLite file or a "
+                         "PostgreSQL database")
 
     async def cancel_run(self, run_id: str, *, force: bool = False) -> str:
         """Cancel a run: its waiting requests are withdrawn and it does nothing more. Returns the

@@ -46,6 +46,7 @@ from ._queue_sql import (FAILED, PENDING_COLS, WAITING, beat_steps, cancels_step
                          notify, pending_row, release_steps, scan_steps, stats_steps, submit_answer_steps,
                          submit_run_steps, take_steps, workers_steps)
 from ._damage import report, sift
+from ._outbox_sql import SqlOutbox, outbox_statements
 from .sql import Query, SqlStore, Steps, claim_steps, delete_steps
 
 __all__ = ["FleetSqlStore", "fleet_statements", "channel_name"]
@@ -114,6 +115,7 @@ def fleet_statements(dialect: str) -> list[str]:
             worker_id TEXT PRIMARY KEY, name TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
             started BIGINT, agents TEXT NOT NULL, started_at {real} NOT NULL, seen_at {real} NOT NULL,
             status TEXT NOT NULL, info TEXT NOT NULL){no_rowid}""",
+        *outbox_statements(dialect),
     ]
 
 
@@ -390,6 +392,9 @@ class FleetSqlStore(SqlStore):
 
     def fleet(self) -> _SqlFleet:
         return _SqlFleet(self)
+
+    def outbox(self) -> SqlOutbox:
+        return SqlOutbox(self)
 
     async def cancel_run(self, run_id: str, *, force: bool = False) -> str:
         return await self._run_sync(cancel_steps(run_id, force, self.dialect, self.url, self.channel))

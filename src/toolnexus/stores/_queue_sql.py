@@ -24,6 +24,13 @@ from ..durable.queue import (QUEUED_RUN, WORK_ANSWER, WORK_CANCEL, WORK_EXPIRE, 
 from ..durable.rules import check_claim, check_lease
 from .sql import Query, Steps, pending_row
 
+
+def iso_time(seconds: float) -> str:
+    """RFC 3339 in UTC, to the second (`Z`)."""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
 __all__ = ["submit_run_steps", "submit_answer_steps", "take_steps", "done_steps", "fail_steps", "release_steps",
            "scan_steps", "beat_steps", "workers_steps", "stats_steps", "cancels_steps", "enqueue", "notify",
            "pending_row", "PENDING_COLS", "WAITING", "TAKEN", "FAILED"]
@@ -121,6 +128,7 @@ def submit_answer_steps(answer: dict[str, Any], dialect: str, ttl: float, channe
 
     now = epoch()
     request_id = answer["id"]
+    answer = {**answer, "at": iso_time(now)}  # when it was given: a worker may take it much later
     lock = " FOR UPDATE OF p" if dialect == "postgres" else ""
     found = yield Query(f"SELECT {PENDING_COLS}, r.entry_agent FROM tn_pending p LEFT JOIN tn_runs r ON "
                         f"r.run_id = p.run_id WHERE p.request_id = ?{lock}", (request_id,), "one")
