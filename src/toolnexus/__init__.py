@@ -34,7 +34,7 @@ from .types import (
     sanitize,
 )
 
-__version__ = "0.22.0"
+from ._version import VERSION as __version__
 
 # public name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {}

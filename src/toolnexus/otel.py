@@ -342,7 +342,7 @@ class _Tracer:
 def instrument(tracer_provider: Optional[trace.TracerProvider] = None) -> None:
     """Trace every run from now on, on `tracer_provider` (default: the global one). Idempotent:
     calling it again switches the provider."""
-    from . import __version__
+    from ._version import VERSION as __version__
 
     tracing.install(_Tracer(trace.get_tracer("toolnexus", __version__, tracer_provider=tracer_provider)))
 

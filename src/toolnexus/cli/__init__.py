@@ -63,7 +63,7 @@ EXIT_INTERRUPTED = 130
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import VERSION as __version__
 
     return __version__
 

@@ -136,7 +136,7 @@ class Listeners:
 
 
 def _client_info() -> mtypes.Implementation:
-    from .. import __version__
+    from .._version import VERSION as __version__
 
     return mtypes.Implementation(name="toolnexus", version=__version__)
 

@@ -66,7 +66,7 @@ class McpRequestError(ToolnexusError, RuntimeError):
 
 
 def _client_info() -> dict[str, str]:
-    from .. import __version__
+    from .._version import VERSION as __version__
 
     return {"name": "toolnexus", "version": __version__}
 
