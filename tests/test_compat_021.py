@@ -142,3 +142,36 @@ def test_client_has_no_classifier_parameter():
     from toolnexus.client import Client
 
     assert "classifier" not in inspect.signature(Client.__init__).parameters
+
+
+def _responses_call(i: int) -> dict:
+    return {"id": f"resp_{i}", "object": "response", "status": "completed",
+            "output": [{"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": "fetch",
+                        "arguments": json.dumps({"page": i}), "status": "completed"}],
+            "usage": {"input_tokens": 6, "output_tokens": 2, "total_tokens": 8}}
+
+
+def _responses_text(text: str) -> dict:
+    return {"id": "resp_end", "object": "response", "status": "completed",
+            "output": [{"type": "message", "id": "msg_end", "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+            "usage": {"input_tokens": 6, "output_tokens": 2, "total_tokens": 8}}
+
+
+async def test_compactor_keeps_a_long_tool_loop_bounded_on_the_responses_wire_too():
+    """Responses assistant turns carry `function_call` output items: they are cut points between rounds too."""
+    transport = RecordingTransport(*[_responses_call(i) for i in range(19)], _responses_text("all read"))
+    c = create_client(base_url="http://llm.invalid", style="responses", model="m", api_key="k", max_turns=25,
+                      http_transport=transport,
+                      hooks={"before_llm": compactor(max_tokens=600, summarize=lambda older: f"{len(older)} earlier")})
+    result = await c.run("read every page", kit(make_tool("fetch", "y" * 1200)))
+    assert result.status == "done" and result.text == "all read" and result.turns == 20
+    assert max(estimate_tokens(p["input"]) for p in transport.payloads) < 1200
+    wire = transport.payloads[-1]["input"]
+    assert wire[0] == {"role": "user", "content": "read every page"}
+    called = set()
+    for item in wire:  # every function_call_output follows the function_call that asked for it
+        if item.get("type") == "function_call":
+            called.add(item["call_id"])
+        if item.get("type") == "function_call_output":
+            assert item["call_id"] in called

@@ -5,8 +5,8 @@ wire transcript is byte-identical to running without it. Over budget it keeps a 
 prompt verbatim, replaces the older body by one summary system message, and keeps a recent tail
 that always starts at a real user turn. Because a tail never starts at a tool result (an OpenAI
 `role:"tool"` message or an Anthropic user message carrying `tool_result` blocks), no tool result
-is ever separated from the assistant message that called it — in either dialect, with no branch
-on the dialect.
+is ever separated from the assistant message that called it — in every dialect, with no branch
+on the dialect (a Responses API assistant turn keeps its `function_call` items in its content).
 
 `estimate_tokens` is a cheap estimator (JSON length / 4), not a tokenizer. Not here: choosing a
 summarizer model, persisting summaries (the runtime rewinds a suspended turn to its snapshot and
@@ -87,14 +87,19 @@ def _find_split(msgs: Messages, head0: int, keep_tail: int, suffix: Callable[[in
     return boundaries[-1] if boundaries else len(msgs)
 
 
+# Content blocks that call a tool: Anthropic `tool_use`, and the Responses API's `function_call` output
+# items (an assistant turn on that wire keeps the reply's items verbatim as its content).
+_CALL_BLOCKS = ("tool_use", "function_call")
+
+
 def _calls_tools(message: Any) -> bool:
-    """An assistant message that opens a tool round (OpenAI `tool_calls` or Anthropic `tool_use` blocks)."""
+    """An assistant message that opens a tool round (`tool_calls`, `tool_use` or `function_call` items)."""
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return False
     if message.get("tool_calls"):
         return True
     content = message.get("content")
-    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in _CALL_BLOCKS for b in content)
 
 
 def _find_round_split(msgs: Messages, turn: int, keep_tail: int, suffix: Callable[[int], int]) -> Optional[int]:
