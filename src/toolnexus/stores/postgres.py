@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..durable import StoreError, StoreUnavailable
@@ -168,7 +168,7 @@ class PostgresStore(SqlChecks, FleetSqlStore):
                     result = await self._execute(conn, query, pipeline)
                     query = steps.send(result)
             except StopIteration as stop:
-                return stop.value
+                return cast(T, stop.value)
             finally:
                 steps.close()
 

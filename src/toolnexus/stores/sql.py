@@ -239,7 +239,9 @@ def migrate_steps(version: int, dialect: str) -> Steps[None]:
 
 
 def _run_row(run_id: str, *, lock: bool) -> Steps[Optional[tuple[Any, ...]]]:
-    return (yield Query(f"SELECT {_RUN_COLS} FROM tn_runs WHERE run_id = ?", (run_id,), "one", lock=lock))
+    row: Optional[tuple[Any, ...]] = yield Query(f"SELECT {_RUN_COLS} FROM tn_runs WHERE run_id = ?", (run_id,), "one",
+                                                 lock=lock)
+    return row
 
 
 def _check_format(row: tuple[Any, ...], url: str) -> None:
@@ -956,8 +958,9 @@ class SqlStore(RunStore):
         await self._run(mark_applied_steps(request_id, holder))
 
     async def get_record(self, namespace: str, key: str) -> Optional[dict[str, Any]]:
-        return decoded(await self._run(get_record_steps(namespace, key), write=False), None,
-                       f"record {key!r} of {namespace!r}", store=self.url)
+        record: Optional[dict[str, Any]] = decoded(await self._run(get_record_steps(namespace, key), write=False),
+                                                   None, f"record {key!r} of {namespace!r}", store=self.url)
+        return record
 
     async def put_record(self, namespace: str, key: str, value: dict[str, Any]) -> None:
         await self._run(put_record_steps(namespace, key, dumps(value)))

@@ -40,7 +40,7 @@ import os
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional, TypeVar, cast
 
 from .._diag import warn
 from ..durable import Changes, Holder, StoreError, StoreUnavailable
@@ -244,7 +244,7 @@ class SqliteStore(SqlChecks, FleetSqlStore):
         await self.open()
         return await self._call(commit, True, sync)
 
-    async def _run_sync(self, steps: Steps[Any]) -> Any:
+    async def _run_sync(self, steps: Steps[T]) -> T:
         await self.open()
         return await self._call(steps, True, True)
 
@@ -316,7 +316,7 @@ class _Checkpointer:
         try:
             if self._conn is None:
                 self._conn = sqlite3.connect(self.path, check_same_thread=False)
-            return self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            return cast(Optional[tuple[int, int, int]], self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
         except sqlite3.Error as exc:
             warn(f"[toolnexus] stores: checkpointing {self.path} failed (tried again later): {exc}")
             return None
