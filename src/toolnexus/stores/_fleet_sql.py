@@ -34,7 +34,7 @@ import dataclasses
 import hashlib
 from typing import Any, Collection, Mapping, Optional, Sequence, TypeVar, Union
 
-from ..durable import Holder, PendingRow, PendingRun, RunDamaged, RunNotFound, RunSummary
+from ..durable import DEFAULT_LEASE_TTL, Holder, PendingRow, PendingRun, RunDamaged, RunNotFound, RunSummary
 from ..durable.errors import RunInProgress
 from ..durable.model import CANCELLED, QUARANTINED, decoded, epoch
 from ..durable.paging import FINAL_STATUSES, Age, Page, PendingQuery, RunsQuery, seconds_of
@@ -378,8 +378,8 @@ class FleetSqlStore(SqlStore):
             if problem is not None:
                 raise ResumeError(f"toolnexus: cannot submit the answer — the answer to {answer.id!r} does not match "
                                   f"the request's schema: {problem}")
-        return await self._run_sync(submit_answer_steps(dataclasses.asdict(answer), self.dialect, 30.0, self.channel,
-                                                        self.url))
+        return await self._run_sync(submit_answer_steps(dataclasses.asdict(answer), self.dialect, DEFAULT_LEASE_TTL,
+                                                        self.channel, self.url))
 
     async def _run_sync(self, steps: Steps[T]) -> T:
         """A transaction whose commit must survive power loss (SQLite overrides this)."""
