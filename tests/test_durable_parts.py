@@ -88,10 +88,10 @@ async def test_staging_puts_back_what_a_refused_commit_took_ahead_of_what_came_a
         staging.stage_conversation("c", [msg("1")])
         staging.set_state(step=1)
         changes, taken = staging.take("running")
+        staging.trace("second")  # staged while that commit was on its way
         with pytest.raises(LeaseLost):  # not the holder: the store refuses the whole commit
             await store.commit("r1", intruder, changes, lease_ttl=TTL)
         staging.put_back(taken)
-        staging.trace("second")
 
         changes, _ = staging.take("running")
         assert changes.trace == ["first", "second"]
@@ -107,6 +107,16 @@ async def test_staging_puts_back_what_a_refused_commit_took_ahead_of_what_came_a
         assert loaded.state == {"step": 1}
         assert loaded.handles["h1"]["id"] == "h1"
         assert staging.take("running")[0].empty()  # all of it landed; the status is unchanged
+
+
+def test_staging_compares_a_restored_transcript_by_its_text() -> None:
+    staging = Staging("r1", AsyncioClock())
+    staging.load_conversation("c", [msg("1"), msg("2")])  # as committed: no messages handed out yet
+    staging.stage_conversation("c", [msg("1"), msg("2"), msg("3")])
+    assert staging.take("running")[0].conversations == {"c": ConversationOps(2, [dumps(msg("3"))], 2)}
+    staging.load_conversation("d", [msg("1"), msg("2")])
+    staging.stage_conversation("d", [msg("1"), msg("x")])
+    assert staging.take("running")[0].conversations == {"d": ConversationOps(1, [dumps(msg("x"))], 2)}
 
 
 def test_staging_restates_the_status_only_when_it_changed() -> None:
@@ -332,12 +342,14 @@ class Renewals:
 
     def __init__(self, store: RunStore) -> None:
         self.real = store.renew
-        self.count = 0
+        self.count = 0  # renewals over
+        self.started = 0
         self.errors: list[BaseException] = []
         self.done = asyncio.Event()
         store.renew = self.renew  # type: ignore[method-assign]
 
     async def renew(self, run_id: str, holder: Holder, lease_ttl: float) -> None:
+        self.started += 1
         try:
             await self.real(run_id, holder, lease_ttl)
         except BaseException as exc:
@@ -363,7 +375,7 @@ async def test_the_lease_is_renewed_every_third_of_its_time_to_live(shared_store
         lease.taken()
         await until(lambda: clock.pending_timers == 1)  # the renewer waits on the clock
         await clock.advance(TTL / 3 - 0.1)
-        assert renewals.count == 0
+        assert renewals.started == 0
         await clock.advance(0.1)
         await renewals.next()
         assert renewals.count == 1 and lease.held
@@ -376,7 +388,7 @@ async def test_the_lease_is_renewed_every_third_of_its_time_to_live(shared_store
         lease.gone()
         assert not lease.held
         await clock.advance(TTL)
-        assert renewals.count == 2 and clock.pending_timers == 0
+        assert renewals.started == 2 and clock.pending_timers == 0
         await lease.close()
 
 
@@ -395,7 +407,7 @@ async def test_a_lease_taken_over_by_another_holder_ends_here(shared_store_url):
         assert [type(e) for e in renewals.errors] == [LeaseLost]
         assert not lease.held
         await clock.advance(TTL)
-        assert renewals.count == 1  # it stopped trying
+        assert renewals.started == 1  # it stopped trying
         await lease.close()
 
 
@@ -421,6 +433,12 @@ async def test_a_store_that_is_down_does_not_end_the_lease(shared_store_url):
         await clock.advance(TTL / 3)
         await renewals.next()
         assert [type(e) for e in renewals.errors] == [StoreUnavailable] and renewals.count == 2
+        lease.held = False  # abandoned (a refused restore): the renewer stops by itself
+        await clock.advance(TTL / 3)
+        await until(lambda: clock.pending_timers == 0)
+        stopped_at = renewals.started
+        await clock.advance(TTL)
+        assert renewals.started == stopped_at <= 3
         await lease.close()
         assert clock.pending_timers == 0
 
