@@ -81,7 +81,8 @@ class DurableRun:
         """Commit `host`'s state from now on: its run status, its tree (the first commit writes
         the root), its registry's fingerprint. Once only."""
         if self._host is not None:
-            raise ToolnexusRuntimeError(f"toolnexus.agents: durable run {self.run_id!r} is attached to a runtime already")
+            raise ToolnexusRuntimeError(f"toolnexus.agents: durable run {self.run_id!r} is attached to a runtime "
+                                        "already")
         self._host = host
         self.staging.state["registry"] = registry_fingerprint(host.registry)
         self.staging.touch(host.root)
