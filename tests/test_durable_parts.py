@@ -148,12 +148,12 @@ def test_staging_keeps_a_turns_journal_in_its_handles_record_and_drops_the_store
     assert staging.take("running")[0].calls == {}  # the row is known gone: not deleted twice
 
 
-def test_a_staged_handle_record_counts_its_age_on_the_wall_clock() -> None:
+async def test_a_staged_handle_record_counts_its_age_on_the_wall_clock() -> None:
     clock = VirtualClock(1000.0)
     staging = Staging("r1", clock)
     h = handle(clock=clock)
     record_now = staging.record_of(h)["spawned_epoch"]
-    clock._now += 60.0  # a minute of the runtime's time passes
+    await clock.advance(60.0)  # a minute of the runtime's time passes
     assert staging.record_of(h)["spawned_epoch"] == pytest.approx(record_now - 60.0, abs=1.0)
 
 
@@ -537,8 +537,7 @@ async def test_the_turn_store_passes_a_stores_lock_on_and_has_none_otherwise() -
     view = ConversationView(Staging("r1", AsyncioClock()))
     locking = TurnStore(view, journal)
     assert isinstance(locking, LockingStore)
-    async with locking.lock("h1"):
-        assert view._locks.held("h1")
+    assert locking.lock == view.lock  # the view's own per-conversation locks
     plain = TurnStore(PlainStore(), journal)
     assert not isinstance(plain, LockingStore)  # the client keeps its own per-id locks
 
