@@ -13,7 +13,7 @@ from support.stores import sqlite_records
 
 async def test_a_change_staged_during_a_background_commit_is_committed_after_it():
     async with open_store("memory:") as store:
-        durable = DurableRun(store, "run-1", run_status=lambda: "running", clock=AsyncioClock())
+        durable = DurableRun(store, "run-1", clock=AsyncioClock())
         await durable.flush(hold=True)  # creates the run and holds its lease
 
         real_commit, entered, gate = store.commit, asyncio.Event(), asyncio.Event()
@@ -30,7 +30,7 @@ async def test_a_change_staged_during_a_background_commit_is_committed_after_it(
         durable.set_state(second=2)
         durable.schedule()  # staged while that commit is in flight
         gate.set()
-        await durable._scheduled
+        await durable.scheduler.task
 
         assert (await store.load("run-1")).state == {"first": 1, "second": 2}
         await durable.close()

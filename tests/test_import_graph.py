@@ -15,7 +15,9 @@ import grimp
 KNOWN: list[frozenset[str]] = [
     frozenset(
         f"toolnexus.agents.{m}"
-        for m in ("answering core durable escalation handle inbox restore runtime snapshot task_tool turn").split()
+        for m in ("answering core durable escalation handle inbox restore runtime snapshot task_tool turn "
+                  "durable._host durable._journal durable._run durable._staging durable._turn_store "
+                  "durable._view").split()
     ),
 ]
 

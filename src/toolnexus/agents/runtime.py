@@ -170,8 +170,8 @@ class AgentRuntime:
         if durable_store is not None:
             from .durable import DurableRun
 
-            durable = DurableRun(durable_store, run_id or new_run_id(), run_status=lambda: HandleState.RUNNING,
-                                 lease_ttl=lease_ttl, clock=the_clock, named=run_id is not None)
+            durable = DurableRun(durable_store, run_id or new_run_id(), lease_ttl=lease_ttl, clock=the_clock,
+                                 named=run_id is not None)
         conversations = durable.view if durable is not None else (store if store is not None else InMemoryConversationStore())
         self._core = RuntimeCore(
             registry=registry, transport=wire, owns_transport=owns_transport, llm=llm, store=conversations,
@@ -180,7 +180,7 @@ class AgentRuntime:
             trace_limit=check_trace_limit(trace_limit), durable=durable, approvals=ApprovalPolicy.of(approvals),
             on_pending=on_pending)
         if durable is not None:
-            durable.bind(self._core)
+            durable.attach(self._core)
 
     # -- read-only surface ---------------------------------------------------------------------------
 

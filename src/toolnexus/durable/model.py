@@ -70,7 +70,7 @@ def new_run_id() -> str:
     """A generated run id: `run-`, the creation time in milliseconds (12 hex digits), then 80
     random bits (20 hex digits). Ids made later sort later, so a new run's rows land at the end of
     every index keyed by run id (appended, not wedged between old runs, where a B-tree page split
-    writes three pages; measured ~1.5 fewer pages for a run's first commit on SQLite). Still
+    writes three pages; see docs/performance.md). Still
     unguessable: the random part alone is larger than most session tokens."""
     return f"run-{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
 

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):  # the backends load on first use (psycopg only when asked for)
+def __getattr__(name: str) -> type:  # the backends load on first use (psycopg only when asked for)
     if name == "MemoryStore":
         from .memory import MemoryStore
 

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Collection, Mapping, Optional, Sequence, Union
+from typing import Any, Collection, Mapping, Optional, Sequence, TypeVar, Union
 
-from ..durable import Holder, PendingRow, PendingRun, RunDamaged, RunNotFound, RunSummary
+from ..durable import DEFAULT_LEASE_TTL, Holder, PendingRow, PendingRun, RunDamaged, RunNotFound, RunSummary
 from ..durable.errors import RunInProgress
 from ..durable.model import CANCELLED, QUARANTINED, decoded, epoch
 from ..durable.paging import FINAL_STATUSES, Age, Page, PendingQuery, RunsQuery, seconds_of
@@ -48,6 +48,8 @@ from ._queue_sql import (FAILED, PENDING_COLS, WAITING, beat_steps, cancels_step
 from ._damage import report, sift
 from ._outbox_sql import SqlOutbox, outbox_statements
 from .sql import Query, SqlStore, Steps, claim_steps, delete_steps
+
+T = TypeVar("T")
 
 __all__ = ["FleetSqlStore", "fleet_statements", "channel_name"]
 
@@ -376,10 +378,10 @@ class FleetSqlStore(SqlStore):
             if problem is not None:
                 raise ResumeError(f"toolnexus: cannot submit the answer — the answer to {answer.id!r} does not match "
                                   f"the request's schema: {problem}")
-        return await self._run_sync(submit_answer_steps(dataclasses.asdict(answer), self.dialect, 30.0, self.channel,
-                                                        self.url))
+        return await self._run_sync(submit_answer_steps(dataclasses.asdict(answer), self.dialect, DEFAULT_LEASE_TTL,
+                                                        self.channel, self.url))
 
-    async def _run_sync(self, steps: Steps[Any]) -> Any:
+    async def _run_sync(self, steps: Steps[T]) -> T:
         """A transaction whose commit must survive power loss (SQLite overrides this)."""
         return await self._run(steps)
 

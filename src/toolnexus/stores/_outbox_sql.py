@@ -122,8 +122,9 @@ def items_steps(channel: Optional[str], request_id: Optional[str]) -> Steps[list
 
 
 def prune_steps(cutoff: float) -> Steps[int]:
-    return (yield Query(f"DELETE FROM tn_outbox WHERE status IN ('{OUTBOX_DELIVERED}', '{OUTBOX_FAILED}') "
-                        "AND created_at <= ?", (cutoff,), "rowcount"))
+    count: int = yield Query(f"DELETE FROM tn_outbox WHERE status IN ('{OUTBOX_DELIVERED}', '{OUTBOX_FAILED}') "
+                             "AND created_at <= ?", (cutoff,), "rowcount")
+    return count
 
 
 class SqlOutbox:

@@ -63,7 +63,8 @@ def _ledger_damage(where: str, params: tuple[Any, ...]) -> Steps[list[DamagedRow
 
 
 def _ids() -> Steps[list[tuple[str, str]]]:
-    return (yield Query("SELECT run_id, status FROM tn_runs ORDER BY run_id", (), "all"))
+    rows: list[tuple[str, str]] = yield Query("SELECT run_id, status FROM tn_runs ORDER BY run_id", (), "all")
+    return rows
 
 
 def _quarantined() -> Steps[list[DamagedRun]]:

@@ -173,7 +173,8 @@ class DocumentStore(DocLifecycle, RunStore):
         await self.open()
         async with self._locked():
             text = await self._record(namespace, key)
-        return decoded(text, None, f"record {key!r} of {namespace!r}", store=self.url)
+        record: Optional[dict[str, Any]] = decoded(text, None, f"record {key!r} of {namespace!r}", store=self.url)
+        return record
 
     async def put_record(self, namespace: str, key: str, value: dict[str, Any]) -> None:
         await self.open()

@@ -242,7 +242,8 @@ class FileStore(CheckedDocumentStore):
             text = _read_text(self._path("runs", _name(run_id), "run.json"))
         except FileNotFoundError:
             return None
-        return decoded(text, run_id, "run record", store=self.url, shape=dict)
+        record: Optional[dict[str, Any]] = decoded(text, run_id, "run record", store=self.url, shape=dict)
+        return record
 
     async def _read(self, run_id: str, *, messages: bool) -> Optional[RunDoc]:
         return await self._io(self._read_sync, run_id, messages)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..durable import StoreError, StoreUnavailable
@@ -168,7 +168,7 @@ class PostgresStore(SqlChecks, FleetSqlStore):
                     result = await self._execute(conn, query, pipeline)
                     query = steps.send(result)
             except StopIteration as stop:
-                return stop.value
+                return cast(T, stop.value)
             finally:
                 steps.close()
 
@@ -176,7 +176,7 @@ class PostgresStore(SqlChecks, FleetSqlStore):
     async def _execute(conn: Any, query: Query, pipeline: Any) -> Any:
         """In pipeline mode a statement whose result nobody reads is only sent: a commit waits on
         the server where it reads a result (the run row's update) and at COMMIT, not after every
-        statement (measured: a third fewer waits per commit). An error in a statement sent that
+        statement (fewer round trips per commit). An error in a statement sent that
         way fails the transaction at the next wait, so nothing of it is kept. A cursor per
         statement: each reads its own result."""
         cur = conn.cursor()

@@ -93,11 +93,10 @@ def schema_statements(dialect: str) -> list[str]:
     """The tables, created if missing. On SQLite, tables of small rows are `WITHOUT ROWID` (keyed
     by their primary key alone — `tn_runs` included, so every commit's fenced update walks one
     tree, not a key index and then the table). `tn_messages` is an ordinary row-id table whose row
-    id *is* its key `k`: its rows are large (handle records ~1 KB), and a `WITHOUT ROWID` tree keeps
+    id *is* its key `k`: its rows are large (handle records), and a `WITHOUT ROWID` tree keeps
     whole rows in its inner pages and splits by spreading them over three siblings, while here
-    appending a conversation's next messages fills its last page and then starts a new one
-    (measured, a usual commit: 3.9 pages written on average with records and messages in `WITHOUT
-    ROWID` tables of their own, 2.0 now). `tn_convs`' row id is the conversation's small key. A
+    appending a conversation's next messages fills its last page and then starts a new one (about
+    half the pages written per commit; the figures are in docs/performance.md). `tn_convs`' row id is the conversation's small key. A
     database in an earlier schema is brought up to date on open (`migrate_steps`)."""
     real = "DOUBLE PRECISION" if dialect == "postgres" else "REAL"
     no_rowid = "" if dialect == "postgres" else " WITHOUT ROWID"
@@ -239,7 +238,9 @@ def migrate_steps(version: int, dialect: str) -> Steps[None]:
 
 
 def _run_row(run_id: str, *, lock: bool) -> Steps[Optional[tuple[Any, ...]]]:
-    return (yield Query(f"SELECT {_RUN_COLS} FROM tn_runs WHERE run_id = ?", (run_id,), "one", lock=lock))
+    row: Optional[tuple[Any, ...]] = yield Query(f"SELECT {_RUN_COLS} FROM tn_runs WHERE run_id = ?", (run_id,), "one",
+                                                 lock=lock)
+    return row
 
 
 def _check_format(row: tuple[Any, ...], url: str) -> None:
@@ -440,8 +441,8 @@ def _lease_steps(run_id: str, holder: Holder, changes: Changes, url: str) -> Ste
 class Encoded:
     """A commit's JSON texts and its row writes as statements, made by the caller before the
     transaction, on the event loop, where the objects are warm in cache: the transaction's thread
-    then only runs SQL (on a just-woken worker thread, building the statements there cost ~10% of
-    a commit). A conversation whose key the store does not know yet is made (or found) first in
+    then only runs SQL (on a just-woken worker thread every Python frame is paid cold; see
+    docs/performance.md). A conversation whose key the store does not know yet is made (or found) first in
     the transaction (`made`), and its statements look the key up themselves."""
 
     handles: list[tuple[str, str]]  # (handle id, record JSON)
@@ -956,8 +957,9 @@ class SqlStore(RunStore):
         await self._run(mark_applied_steps(request_id, holder))
 
     async def get_record(self, namespace: str, key: str) -> Optional[dict[str, Any]]:
-        return decoded(await self._run(get_record_steps(namespace, key), write=False), None,
-                       f"record {key!r} of {namespace!r}", store=self.url)
+        record: Optional[dict[str, Any]] = decoded(await self._run(get_record_steps(namespace, key), write=False),
+                                                   None, f"record {key!r} of {namespace!r}", store=self.url)
+        return record
 
     async def put_record(self, namespace: str, key: str, value: dict[str, Any]) -> None:
         await self._run(put_record_steps(namespace, key, dumps(value)))

@@ -15,8 +15,8 @@ an answer's claim, a submitted run or answer, a cancel — and, the log being wr
 everything committed before each of them. Other commits (a finished call's result, a state
 change) run with `NORMAL` and reach the disk with the next fsync: a power loss can undo only
 those, which makes a recovery more careful (an LLM call sent again, a finished call asked about),
-never wrong. Measured on a 2-core virtual machine: one fsync ≈ 0.25–0.35 ms, so a side-effecting
-tool turn costs ~0.3 ms more than with `normal`. `synchronous=full` fsyncs every commit;
+never wrong. What the fsync adds to a side-effecting tool's turn is in docs/performance.md.
+`synchronous=full` fsyncs every commit;
 `synchronous=normal` none (the earlier behaviour: a power loss may undo the latest commits of
 any kind, an answer's claim included).
 
@@ -40,7 +40,7 @@ import os
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional, TypeVar, cast
 
 from .._diag import warn
 from ..durable import Changes, Holder, StoreError, StoreUnavailable
@@ -55,16 +55,14 @@ SYNCHRONOUS = ("critical", "full", "normal")  # `?synchronous=` (see the module 
 
 T = TypeVar("T")
 
-# Commits to one file between background checkpoints. A usual commit appends 2 WAL pages (a run's
-# first ~10, its last ~4), so ~1,500 pages (6 MB) of log build up; a checkpoint's copy and fsyncs, on two
-# cores, slow the runs around it, and once per ~47 runs measured ~1% faster at the p50 than once per
-# ~12 (128 commits).
+# Commits to one file between background checkpoints. A checkpoint's copy and fsyncs slow the runs
+# around it: fewer, larger checkpoints measured faster (docs/performance.md, "Durable stores").
 CHECKPOINT_EVERY = 512
 WAL_BOUND_PAGES = 10000  # SQLite's own automatic checkpoint (40 MB of log), only if the background job falls behind
 
 # How text columns are read: SQLite's own decoding fails the whole query on one value that is not
 # UTF-8; this keeps such bytes as lone surrogates instead, so the JSON reader reports that one row
-# (`RunDamaged`) and every other row is read. In C, like the default (~1 µs more per value read).
+# (`RunDamaged`) and every other row is read. In C, like the default (its cost: docs/performance.md).
 _TEXT = functools.partial(str, encoding="utf-8", errors="surrogateescape")
 
 # Database file → its commits in this process. The lock only adds a file: counting is `next`, atomic
@@ -165,7 +163,7 @@ class SqliteStore(SqlChecks, FleetSqlStore):
 
     def _flat(self, cur: sqlite3.Cursor, flat: FlatCommit) -> int:
         """A `FlatCommit`'s statements, without a step generator: on a tool's just-woken thread
-        every Python frame is paid cold (measured ~1% of a run with a side-effecting tool)."""
+        every Python frame is paid cold (see docs/performance.md)."""
         cur.execute(flat.first.sql, flat.first.params)
         if cur.rowcount != 1:
             self._steps_here(cur, flat.refuse())
@@ -244,7 +242,7 @@ class SqliteStore(SqlChecks, FleetSqlStore):
         await self.open()
         return await self._call(commit, True, sync)
 
-    async def _run_sync(self, steps: Steps[Any]) -> Any:
+    async def _run_sync(self, steps: Steps[T]) -> T:
         await self.open()
         return await self._call(steps, True, True)
 
@@ -316,7 +314,7 @@ class _Checkpointer:
         try:
             if self._conn is None:
                 self._conn = sqlite3.connect(self.path, check_same_thread=False)
-            return self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            return cast(Optional[tuple[int, int, int]], self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
         except sqlite3.Error as exc:
             warn(f"[toolnexus] stores: checkpointing {self.path} failed (tried again later): {exc}")
             return None
