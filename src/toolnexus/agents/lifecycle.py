@@ -47,7 +47,7 @@ __all__ = ["start_submitted", "apply_claimed", "expire_request", "resume_run", "
 async def hand_back(rt: AgentRuntime, work: Optional["asyncio.Future[Any]"] = None) -> None:
     """Stop writing `rt`'s run now and give its lease up (see the module docstring). `work`, the
     task driving the run, is cancelled once nothing of its stop can reach the store."""
-    durable = rt._core.durable
+    durable = rt.run_state.durable
     if durable is None:
         await rt.aclose()
         return
@@ -74,7 +74,7 @@ async def finish(rt: AgentRuntime, work: Callable[[], Awaitable[Any]], run_id: O
     The result is returned, the failure is a warning naming run and request, and the store holds
     the run as of its last commit, continued from there by the next restore."""
 
-    core = rt._core
+    core = rt.run_state
     durable = core.durable
 
     async def drive() -> tuple[TaskResult, Optional[StoreError]]:
@@ -130,7 +130,7 @@ async def apply_claimed(store: RunStore, run_id: str, answer: Answer, holder: Ho
         if give_back:
             await store.unclaim(answer.id, holder)
         raise
-    return await finish(rt, lambda: apply_answer(rt._core, answer, claimed=True), run_id, applied=answer.id)
+    return await finish(rt, lambda: apply_answer(rt.run_state, answer, claimed=True), run_id, applied=answer.id)
 
 
 async def expire_request(store: RunStore, request_id: str, *, agents: Any, transport: Any = None,
@@ -162,7 +162,7 @@ async def start_submitted(store: RunStore, run_id: str, agent: str, prompt: str,
         raise RestoreError(f"toolnexus.agents: cannot start run {run_id!r} — it needs the agent definition {agent!r}, "
                            f"which agents= does not give (given: {', '.join(sorted(registry)) or 'none'})")
     rt = AgentRuntime(registry=registry, store=store, run_id=run_id, transport=transport, llm=llm, **options)
-    core = rt._core
+    core = rt.run_state
     durable = core.durable
     assert durable is not None
     durable.entry_agent = agent

@@ -23,24 +23,39 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Protocol, TypeVar
 
 from .._diag import warn
 from ..durable import RestoreError, RunStore, StoreVersionError
 from ..durable.model import APPLIED, CLAIMED, KIND_AGENTS, RUN_FORMAT, Holder, LoadedRun, epoch
 from ..durable.queue import QUEUED_RUN
 from ..types import Answer
+from .answering import apply_answer, cascade_one
 from .defs import AgentDef
 from .handle import Handle, is_parked
 from .snapshot import SnapshotError, rebuild_tree, registry_fingerprint
+from .turn import begin_turn, run_body
+from .turnstate import Recovery, TurnState
 from .vocab import HandleState
+from ..durable import DEFAULT_LEASE_TTL
 from ..errors import ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
-    from .runtime import AgentRuntime
 
-__all__ = ["restore_run", "resume", "registry_of"]
+__all__ = ["restore_run", "registry_of"]
+
+
+class RestoredRuntime(Protocol):
+    """What `restore_run` needs of the runtime it builds (`AgentRuntime` is one)."""
+
+    @property
+    def run_state(self) -> "RuntimeCore": ...
+
+    async def aclose(self) -> None: ...
+
+
+R = TypeVar("R", bound=RestoredRuntime)
 
 _PREFIX = "toolnexus.agents: cannot restore run — "
 
@@ -142,26 +157,19 @@ def _post_order(h: Handle) -> list[Handle]:
 
 async def _cascade_from(core: "RuntimeCore", node: Optional[Handle], applied: set[str]) -> None:
     """Continue a cascade a crash cut: parked ancestors whose request was answered and applied."""
-    from .answering import cascade_one
-
     while (node is not None and node is not core.root and is_parked(node)
            and node.pending_req is not None and node.pending_req.id in applied):
         await cascade_one(core, node)
         node = node.parent
 
 
-async def _recover_turn(core: "RuntimeCore", h: Handle, turn: Any, applied: set[str]) -> None:
-    from .turn import run_body
-
+async def _recover_turn(core: "RuntimeCore", h: Handle, turn: TurnState, applied: set[str]) -> None:
     await run_body(core, h, turn)
     await _cascade_from(core, h.parent, applied)
 
 
 def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
     """Start what the previous process left in flight (see the module docstring)."""
-    from .answering import apply_answer
-    from .turn import Recovery, begin_turn
-
     rows = {row.request_id: row for row in loaded.pending}
     applied = {rid for rid, row in rows.items() if row.status == APPLIED}
     handles = _post_order(core.root)[:-1]  # children before parents; root excluded
@@ -192,20 +200,20 @@ def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
         claimer = Holder.from_dict(row.claim)
         if claimer is not None and me is not None and claimer.id == me.id:
             continue  # claimed by the host restoring us: it applies the answer itself
-        ttl = core.durable.lease_ttl if core.durable is not None else 30.0
+        ttl = core.durable.lease_ttl if core.durable is not None else DEFAULT_LEASE_TTL
         stale = row.answered_at is not None and row.answered_at + ttl <= epoch()  # its claimer (elsewhere) is gone
         if claimer is None or claimer.is_dead_here() or stale:
             core.background(apply_answer(core, Answer.from_dict(row.answer)))
     core.dispatch_queued()
 
 
-async def restore_run(cls: type["AgentRuntime"], store: RunStore, run_id: str, *, agents: Any, transport: Any = None,
+async def restore_run(cls: Callable[..., R], store: RunStore, run_id: str, *, agents: Any, transport: Any = None,
                       llm: Optional[dict[str, Any]] = None, takeover: bool = False, holder: Optional[Holder] = None,
-                      **options: Any) -> "AgentRuntime":
+                      **options: Any) -> R:
     """`AgentRuntime.restore` (see the module docstring)."""
     registry = await registry_of(agents)
     rt = cls(registry=registry, store=store, run_id=run_id, transport=transport, llm=llm, **options)
-    core = rt._core
+    core = rt.run_state
     durable = core.durable
     assert durable is not None
     if holder is not None:

@@ -27,7 +27,7 @@ from .vocab import HandleState, TaskStatus
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
     from .handle import Handle
-    from .turn import TurnState
+    from .turnstate import TurnState
 
 __all__ = ["TASK_TOOL_NAME", "TASK_INPUT_SCHEMA", "task_description", "make_task_tool"]
 

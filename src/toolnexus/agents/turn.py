@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
 from .._diag import warn, warn_once
 from ..approvals import ApprovalPolicy, ApprovalScope, enforce
@@ -50,12 +50,13 @@ from .budget import canonical_limit
 from .clock import wall_now
 from .defs import RESUME_CONTINUE, RESUME_REPLAY
 from .durable import TurnJournal, TurnStore
-from .escalation import ReplayBinding, make_escalator, pending_result, stamp_path, watch_tools
+from .escalation import make_escalator, watch_tools
 from .gate import TurnMeter, gated_transport
-from .handle import flush_waiters, restore_drained, result_of
+from .handle import LiveTurn, flush_waiters, pending_result, restore_drained, result_of, stamp_path
 from .loop import resolve_hooks, run_gated
 from .suspension import ORIGIN_HOOK, ORIGIN_TOOL, HaltedCall, Suspension
 from .task_tool import make_task_tool
+from .turnstate import Continuation, Recovery, TurnState
 from .vocab import HandleState, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,78 +64,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .handle import Handle, TaskResult
 
 __all__ = ["TurnState", "Continuation", "Recovery", "begin_turn", "run_admitted", "run_body", "settle_turn",
-           "resolved_seams"]
+           "resolved_seams", "start_wake", "settle_interrupted"]
 
 _REWIND = object()  # settle_turn: stage the turn's snapshot (the transcript as it was before)
-
-
-@dataclass
-class Continuation:
-    """A durable resume that continues the halted turn instead of replaying it.
-
-    `request` / `answer` are what `client.ask_with_answer` checks and applies; `held` is the
-    handle's `Suspension` as it was, put back if the client refuses the answer.
-    """
-
-    request: Request
-    answer: Answer
-    held: Optional[Suspension]
-
-
-@dataclass
-class Recovery:
-    """A turn brought back after a crash: the conversation's journal rows, and whether its run
-    had started (its user turn is in the stored transcript)."""
-
-    calls: dict[str, dict[str, Any]]
-    started: bool
-
-
-class TurnState:
-    """One admitted turn of a handle: live, runtime-private, never persisted.
-
-    `replay` marks a turn whose `task` calls may reattach (a resume or a recovery); `binding` is
-    the durable Answer bound to the halted call; `abort` is the reason an interrupt/close
-    cancelled it; `result` is set once, when the turn is settled.
-    """
-
-    def __init__(self, input: str, *, meter: TurnMeter,  # noqa: A002 - the turn's exact input
-                 one_shot: Optional[Callable[[Request], Any]] = None, binding: Optional[ReplayBinding] = None,
-                 replay: bool = False, continuation: Optional[Continuation] = None,
-                 recovery: Optional[Recovery] = None) -> None:
-        self.input = input
-        self.meter = meter
-        self.one_shot = one_shot
-        self.binding = binding
-        self.replay = replay or continuation is not None or recovery is not None
-        self.continuation = continuation
-        self.recovery = recovery
-        self.refusal: Optional[ResumeError] = None  # a continuation the client refused
-        self.abort: Optional[str] = None
-        self.ask_task: Optional[asyncio.Task[Any]] = None
-        self.result: Optional[TaskResult] = None
-        self.finished = asyncio.Event()
-        self.tool_minted: set[str] = set()
-        self.reattach_cursor: dict[str, int] = {}
-        self.reattached: set[str] = set()
-        self.journal: Optional[TurnJournal] = None
-        self.snapshot: Optional[list[dict[str, Any]]] = None  # the stored transcript at the turn's start
-        self.final_messages: Optional[list[dict[str, Any]]] = None  # what the client saved (with a store)
-
-    @property
-    def settled(self) -> bool:
-        return self.result is not None
-
-    @property
-    def continued(self) -> bool:
-        """The turn goes on from a kept transcript (a continuation or a recovery)."""
-        return self.continuation is not None or self.recovery is not None
-
-    def cancel(self, reason: str) -> None:
-        """Abort the turn (`reason` is "interrupted" or "closed"): cancel its ask, if it started."""
-        self.abort = reason
-        if self.ask_task is not None:
-            self.ask_task.cancel()
 
 
 def begin_turn(core: "RuntimeCore", h: "Handle", input: str, *, detail: str = "(wake)",  # noqa: A002
@@ -142,7 +74,7 @@ def begin_turn(core: "RuntimeCore", h: "Handle", input: str, *, detail: str = "(
     """Admission after a passed budget walk: `running`, a parent slot taken, traced."""
     meter = TurnMeter(on_late=lambda tokens: core.roll_up(h, 1, tokens, 0))
     turn = TurnState(input, meter=meter, **options)
-    h._turn = turn
+    h.attach_turn(turn)
     core.turns.add(turn)
     if not turn.replay:
         h.task_children = {}
@@ -199,10 +131,20 @@ def settle_turn(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "Task
     flush_waiters(h, result)
 
 
+def start_wake(core: "RuntimeCore", h: "Handle", input: str) -> Coroutine[Any, Any, None]:  # noqa: A002
+    """A wake the core admitted: the turn begins now; the returned body is the core's to schedule."""
+    return run_body(core, h, begin_turn(core, h, input))
+
+
+def settle_interrupted(core: "RuntimeCore", h: "Handle", turn: LiveTurn, detail: str) -> None:
+    """`interrupt()` of a live turn: settled at once as `interrupted`, the inbox intact."""
+    assert isinstance(turn, TurnState)
+    settle_turn(core, h, turn, result_of(h, "interrupted", TaskStatus.INTERRUPTED), HandleState.IDLE, detail)
+
+
 def _finished(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
     """The body is done (settled earlier or just now): forget it and wake `close`/`quiesce`."""
-    if h._turn is turn:
-        h._turn = None
+    h.detach_turn(turn)
     core.turns.discard(turn)
     turn.finished.set()
     core.maybe_park()
@@ -232,8 +174,8 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
     try:
         if core.turn_hold is not None:  # the run's entry is being stored: nothing happens before it is
             await core.turn_hold
-        if h._on_spawn_task is not None:  # an async on_spawn finishes before the first LLM call
-            spawn_task, h._on_spawn_task = h._on_spawn_task, None
+        spawn_task = h.take_first_turn_hold()
+        if spawn_task is not None:  # an async on_spawn finishes before the first LLM call
             await spawn_task
         defn = h.defn
         tools = list(defn.tools or [])

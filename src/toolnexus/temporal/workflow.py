@@ -48,7 +48,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from ..agents.answering import parked_handles
     from ..approvals import answer_problem
-    from ..agents.escalation import pending_result, stamp_path
+    from ..agents.handle import pending_result, stamp_path
     from ..agents.handle import SpawnError, TaskResult, is_parked, subtree
     from ..agents.runtime import AgentRuntime
     from ..client.memory import InMemoryConversationStore
@@ -154,7 +154,7 @@ class AgentWorkflow:
 
     def _core(self) -> Any:
         assert self._rt is not None
-        return self._rt._core
+        return self._rt.run_state
 
     def _quiet(self) -> bool:
         """Nothing runs: every turn and every answer being applied has finished."""
