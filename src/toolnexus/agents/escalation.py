@@ -105,7 +105,7 @@ def watch_tools(tools: list[Tool], turn: "TurnState", *, now: Callable[[], datet
         elif not answer.ok:  # declined (or expired): the tool does not run again
             prompt = held.prompt if held is not None else tool.name
             return ToolResult(output=declined_text(prompt, answer), is_error=True)
-        result = await inner(args, ToolContext(signal=getattr(ctx, "signal", None), answer=answer, request=held))
+        result = await inner(args, ToolContext(signal=ctx.signal if ctx is not None else None, answer=answer, request=held))
         again = pending_of(result)
         if again is not None:
             turn.tool_minted.add(again.id)
@@ -116,7 +116,7 @@ def watch_tools(tools: list[Tool], turn: "TurnState", *, now: Callable[[], datet
 
         async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> Any:
             binding = turn.binding
-            first_run = ctx is None or getattr(ctx, "answer", None) is None
+            first_run = ctx is None or ctx.answer is None
             if binding is not None and first_run and binding.claims_call(tool.name, args):
                 binding.used = True  # the halted call: answered now, its asking branch not run again
                 return await bound(tool, inner, args, ctx, binding)

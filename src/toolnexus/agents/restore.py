@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Protocol, TypeVar, runtime_checkable
 
 from .._diag import warn
 from ..durable import RestoreError, RunStore, StoreVersionError
@@ -57,6 +57,13 @@ class RestoredRuntime(Protocol):
 
 R = TypeVar("R", bound=RestoredRuntime)
 
+
+@runtime_checkable
+class DefinesAgents(Protocol):
+    """An `Agent` (surface.py) or alike: `registry()` gives its definitions by name (it may read files)."""
+
+    def registry(self) -> dict[str, AgentDef]: ...
+
 _PREFIX = "toolnexus.agents: cannot restore run — "
 
 
@@ -69,7 +76,7 @@ async def registry_of(agents: Any) -> dict[str, AgentDef]:
     for item in items:
         if isinstance(item, AgentDef):
             registry.setdefault(item.name, item)
-        elif hasattr(item, "registry") and callable(item.registry):
+        elif isinstance(item, DefinesAgents):
             for name, defn in (await asyncio.to_thread(item.registry)).items():
                 registry.setdefault(name, defn)
         else:

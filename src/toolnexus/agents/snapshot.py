@@ -83,7 +83,7 @@ def _def_digest(defn: AgentDef) -> str:
         "model": defn.model,
         "budget": dataclasses.asdict(defn.budget) if defn.budget is not None else None,
         "task_targets": list(defn.task_targets or []),
-        "tools": [getattr(t, "name", None) for t in defn.tools or []],
+        "tools": [t.name for t in defn.tools or []],
         "resume_mode": defn.resume_mode,
     }
     text = json.dumps(fields, sort_keys=True, default=repr)

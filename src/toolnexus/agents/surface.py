@@ -310,7 +310,7 @@ class Agent:
                 await oldest.close(oldest.root, force=True)
 
         async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult:
-            answer = getattr(ctx, "answer", None)
+            answer = ctx.answer if ctx is not None else None
             if answer is not None:
                 rt = parked.pop(answer.id, None)
                 if rt is None:

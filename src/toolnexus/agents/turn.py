@@ -37,11 +37,13 @@ from __future__ import annotations
 import asyncio
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Protocol, runtime_checkable
 
 from .._diag import warn, warn_once
 from ..approvals import ApprovalPolicy, ApprovalScope, enforce
 from ..client import ResumeError, create_client
+from ..client.result import RunResult
 from ..client.structured import with_output
 from ..client.tracing import resume_context
 from ..toolkit import create_toolkit
@@ -189,7 +191,7 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         llm = core.llm
         hooks, on_metric = resolved_seams(core, h)
         turn.journal = TurnJournal(core.durable, h, lambda: _checkpoint(core, h, turn),
-                                   lambda name: bool(getattr(toolkit.get(name), "idempotent", False)))
+                                   lambda name: _idempotent(toolkit.get(name)))
         store = TurnStore(core.store, turn.journal, hold=_holder(turn) if core.durable is not None else None)
         client = create_client(
             base_url=llm["base_url"],
@@ -208,9 +210,8 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
             timer=core.clock,  # retry backoff and the run deadline follow the runtime's clock
             approvals=ApprovalScope(memory, h.id.split("/")),  # the run's sticky decisions; who asks
         )
-        utc_now = getattr(core.clock, "utc_now", None)
-        if callable(utc_now):
-            client.clock = utc_now  # `expiresAt` is judged by the runtime's wall clock too
+        if isinstance(core.clock, WallClock):
+            client.clock = core.clock.utc_now  # `expiresAt` is judged by the runtime's wall clock too
         turn.snapshot = await core.store.get(h.id)
         if turn.abort is not None:  # aborted while the turn was being set up
             raise asyncio.CancelledError
@@ -245,6 +246,18 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
             except Exception as exc:
                 warn(f"[toolnexus] agents: closing the toolkit of {h.id} failed: {exc}")
         _finished(core, h, turn)
+
+
+@runtime_checkable
+class WallClock(Protocol):
+    """A clock that also tells wall time (`clock.py`): each turn's client judges `expiresAt` by it."""
+
+    def utc_now(self) -> datetime: ...
+
+
+def _idempotent(tool: Optional[Tool]) -> bool:
+    """The journal's question: may a call of this tool, in doubt after a crash, simply run again?"""
+    return tool is not None and tool.idempotent
 
 
 def _gated(tools: list[Tool], policy: Optional[ApprovalPolicy], agent: str) -> list[Tool]:
@@ -317,12 +330,12 @@ def _settle_refused(core: "RuntimeCore", h: "Handle", turn: TurnState, exc: Resu
     _suspend(core, h, turn, pending_result(h), transcript=None)
 
 
-async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: Any) -> None:
-    tool_calls = list(getattr(run, "tool_calls", None) or [])
-    calls, tokens = _account(core, h, turn, len(tool_calls) or int(getattr(run, "tool_call_count", 0) or 0))
+async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: RunResult) -> None:
+    tool_calls = list(run.tool_calls or [])
+    calls, tokens = _account(core, h, turn, len(tool_calls) or int(run.tool_call_count or 0))
     if turn.settled:
         return
-    status = getattr(run, "status", TaskStatus.DONE)
+    status = run.status
     kept = turn.final_messages if core.durable is not None else None
     if status == TaskStatus.PENDING and run.pending is not None:
         # A continued (or recovered) turn stays continued; otherwise the handle's mode decides.
@@ -355,7 +368,7 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
         return
     h.drained = []
     if status == TaskStatus.INCOMPLETE:
-        limit = canonical_limit(getattr(run, "limit", None) or "maxTurns")
+        limit = canonical_limit(run.limit or "maxTurns")
         text = f"hit {limit} without a final answer"
         bound: Any = h.eff["max_turns"]
         if limit != "maxTurns":
@@ -367,14 +380,14 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
         core.budget_stop(h, limit)
         return
     done = _with_finish(result_of(h, run.text, TaskStatus.DONE), run)
-    done.output = getattr(run, "output", None)
+    done.output = run.output
     settle_turn(core, h, turn, done, HandleState.IDLE, f"(done, turns={calls}, tokens={tokens})", transcript=kept)
 
 
-def _with_finish(result: "TaskResult", run: Any) -> "TaskResult":
+def _with_finish(result: "TaskResult", run: RunResult) -> "TaskResult":
     """`result` with how the run's last reply ended (the client's `finish_reason`)."""
-    result.finish_reason = getattr(run, "finish_reason", None)
-    result.provider_finish_reason = getattr(run, "provider_finish_reason", None)
+    result.finish_reason = run.finish_reason
+    result.provider_finish_reason = run.provider_finish_reason
     return result
 
 
