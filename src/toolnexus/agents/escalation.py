@@ -77,7 +77,8 @@ def make_escalator(
         core.trace_line(h, f'escalate → {"self" if who is h else who.id} answers ("nearest interpreter")')
         ok = bool(getattr(answer, "ok", False))
         core.transition(h, HandleState.RUNNING, f"(Answer ok={'true' if ok else 'false'})")
-        return answer
+        given: Optional[Answer] = answer  # the host's interpreter's word, passed on as it is
+        return given
 
     return escalate
 

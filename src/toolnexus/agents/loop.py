@@ -177,7 +177,7 @@ def _bad_verdict(value: Any) -> TypeError:
     )
 
 
-class GuardedHooks(dict):
+class GuardedHooks(dict[str, Any]):
     """The dict `guarded_hooks` returns; it remembers the guardrails and the hooks they wrapped."""
 
     guardrails: list[Guardrail]

@@ -165,7 +165,8 @@ async def snapshot_runtime(core: RunState, *, conversations: bool = True) -> dic
             if messages is not None:
                 stored[h.id] = messages
         snap["conversations"] = stored
-    return _encode(snap)
+    encoded: dict[str, Any] = _encode(snap)
+    return encoded
 
 
 # --------------------------------------------------------------------------- restore

@@ -127,11 +127,11 @@ class Agent:
         on_spawn: Any = None,
         on_close: Any = None,
         hooks: Any = None,
-        on_metric: Optional[Callable[[dict], None]] = None,
+        on_metric: Optional[Callable[[dict[str, Any]], None]] = None,
         guardrails: Optional[list[Any]] = None,
         completion: Optional[Completion] = None,
         on_budget: Optional[Callable[[Any, str], Any]] = None,
-        on_transition: Optional[Callable[[dict], Any]] = None,
+        on_transition: Optional[Callable[[dict[str, Any]], Any]] = None,
         resume_mode: Optional[str] = None,
         output_type: Any = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
@@ -329,7 +329,7 @@ class Agent:
             else:
                 prompt = str((args if isinstance(args, dict) else {}).get("prompt"))
                 result = await self.run(prompt, **rt_opts)
-                rt = result.runtime
+                rt = result.runtime if isinstance(result.runtime, AgentRuntime) else None
             meta: dict[str, Any] = {"agent": self.name, "turns": result.turns, "totalTokens": result.total_tokens}
             if result.status == TaskStatus.PENDING and result.pending is not None and rt is not None:
                 await park(result.pending.id, rt)

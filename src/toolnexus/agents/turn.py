@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Protocol, 
 from .._diag import warn, warn_once
 from ..approvals import ApprovalPolicy, ApprovalScope, enforce
 from ..client import ResumeError, create_client
-from ..client.result import RunResult
+from ..client.result import RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult
 from ..client.structured import with_output
 from ..client.tracing import resume_context
 from ..toolkit import create_toolkit
@@ -337,7 +337,7 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: Ru
         return
     status = run.status
     kept = turn.final_messages if core.durable is not None else None
-    if status == TaskStatus.PENDING and run.pending is not None:
+    if status == RUN_STATUS_PENDING and run.pending is not None:
         # A continued (or recovered) turn stays continued; otherwise the handle's mode decides.
         mode = RESUME_CONTINUE if turn.continued else core.resume_mode_of(h)
         transcript: Any = kept
@@ -367,7 +367,7 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: Ru
         _suspend(core, h, turn, result, transcript=transcript)
         return
     h.drained = []
-    if status == TaskStatus.INCOMPLETE:
+    if status == RUN_STATUS_INCOMPLETE:
         limit = canonical_limit(run.limit or "maxTurns")
         text = f"hit {limit} without a final answer"
         bound: Any = h.eff["max_turns"]
