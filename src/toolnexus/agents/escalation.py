@@ -28,11 +28,11 @@ from ..approvals import DECLINE, INVALID, REASK, ApprovalMemory, decide, is_appr
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, declined_text, pending_of
 from ..client.tool_calls import utc_now
 from .handle import lineage, pending_result, stamp_path
+from .scope import TurnScope
 from .turnstate import ReplayBinding, TurnState, same_args
 from .vocab import HandleState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import RuntimeCore
     from .handle import Handle
 
 __all__ = [
@@ -54,10 +54,10 @@ def nearest_interpreter(h: "Handle") -> Optional[tuple["Handle", Callable[[Reque
     return None
 
 
-def make_escalator(
-    core: "RuntimeCore", h: "Handle", binding: Optional[ReplayBinding] = None
-) -> Optional[Callable[[Request], Awaitable[Optional[Answer]]]]:
-    """The client's `wait_for` for one turn of `h`, or `None` when the suspension must be durable."""
+def make_escalator(scope: TurnScope) -> Optional[Callable[[Request], Awaitable[Optional[Answer]]]]:
+    """The client's `wait_for` for one turn of a handle, or `None` when the suspension must be
+    durable; the turn's replay binding (if any) answers its own question first."""
+    core, h, binding = scope.run, scope.handle, scope.turn.binding
     found = nearest_interpreter(h)
     hook_bound = binding is not None and binding.request is not None
     if found is None and not hook_bound:

@@ -35,7 +35,8 @@ from .defs import AgentDef
 from .handle import Handle, is_parked
 from .snapshot import SnapshotError, rebuild_tree, registry_fingerprint
 from .turn import begin_turn, run_body
-from .turnstate import Recovery, TurnState
+from .scope import TurnScope
+from .turnstate import Recovery
 from .vocab import HandleState
 from ..durable import DEFAULT_LEASE_TTL
 from ..errors import ToolnexusTypeError
@@ -170,9 +171,9 @@ async def _cascade_from(core: "RuntimeCore", node: Optional[Handle], applied: se
         node = node.parent
 
 
-async def _recover_turn(core: "RuntimeCore", h: Handle, turn: TurnState, applied: set[str]) -> None:
-    await run_body(core, h, turn)
-    await _cascade_from(core, h.parent, applied)
+async def _recover_turn(scope: TurnScope, applied: set[str]) -> None:
+    await run_body(scope)
+    await _cascade_from(scope.run, scope.handle.parent, applied)
 
 
 def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
@@ -188,9 +189,9 @@ def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
         calls.update(core.durable.calls_of(h.id) if core.durable is not None else {})
         h.state = HandleState.IDLE  # as it is once the dead process's turn is gone; the recovery traces idle→running
         core.trace_line(h, "restored while its turn was in flight (recovering from the last commit)")
-        turn = begin_turn(core, h, str(info.get("input") or ""), detail="(recover)",
-                          recovery=Recovery(calls, bool(info.get("started"))))
-        core.background(_recover_turn(core, h, turn, applied))
+        scope = begin_turn(core, h, str(info.get("input") or ""), detail="(recover)",
+                           recovery=Recovery(calls, bool(info.get("started"))))
+        core.background(_recover_turn(scope, applied))
     for h in handles:
         if h.state == HandleState.IDLE and h.parent is not None and h.parent is not core.root:
             parent = h.parent

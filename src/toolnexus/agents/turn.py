@@ -57,6 +57,7 @@ from .gate import TurnMeter, gated_transport
 from .handle import LiveTurn, flush_waiters, pending_result, restore_drained, result_of, stamp_path
 from .loop import resolve_hooks, run_gated
 from .suspension import ORIGIN_HOOK, ORIGIN_TOOL, HaltedCall, Suspension
+from .scope import TurnScope
 from .task_tool import make_task_tool
 from .turnstate import Continuation, Recovery, TurnState
 from .vocab import HandleState, TaskStatus
@@ -72,8 +73,8 @@ _REWIND = object()  # settle_turn: stage the turn's snapshot (the transcript as 
 
 
 def begin_turn(core: "RuntimeCore", h: "Handle", input: str, *, detail: str = "(wake)",  # noqa: A002
-               **options: Any) -> TurnState:
-    """Admission after a passed budget walk: `running`, a parent slot taken, traced."""
+               **options: Any) -> TurnScope:
+    """Admission after a passed budget walk: `running`, a parent slot taken, traced; the turn's scope."""
     meter = TurnMeter(on_late=lambda tokens: core.roll_up(h, 1, tokens, 0))
     turn = TurnState(input, meter=meter, **options)
     h.attach_turn(turn)
@@ -88,7 +89,7 @@ def begin_turn(core: "RuntimeCore", h: "Handle", input: str, *, detail: str = "(
     assert h.parent is not None
     h.parent.running_children += 1
     core.changed(h.parent)
-    return turn
+    return TurnScope(core, h, turn)
 
 
 async def run_admitted(core: "RuntimeCore", h: "Handle", input: str, **options: Any) -> "TaskResult":  # noqa: A002
@@ -100,19 +101,21 @@ async def run_admitted(core: "RuntimeCore", h: "Handle", input: str, **options: 
     dim = core.walk(h)
     if dim is not None:
         return core.refuse(h, dim)
-    turn = begin_turn(core, h, input, **options)
-    await run_body(core, h, turn)
+    scope = begin_turn(core, h, input, **options)
+    await run_body(scope)
+    turn = scope.turn
     if turn.refusal is not None:  # the client refused a continuation: parked again, loudly
         raise turn.refusal
     assert turn.result is not None
     return turn.result
 
 
-def settle_turn(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "TaskResult", to: str, detail: str,
+def settle_turn(scope: TurnScope, result: "TaskResult", to: str, detail: str,
                 *, transcript: Any = _REWIND) -> None:
     """End a turn exactly once: stage its transcript (with a store), trace, free the parent slot,
     hand it on, publish the result. `transcript`: the messages to keep, `_REWIND` for the turn's
     snapshot, None to leave the stored transcript as it is."""
+    core, h, turn = scope.run, scope.handle, scope.turn
     if turn.settled:
         return
     turn.result = result
@@ -135,17 +138,18 @@ def settle_turn(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "Task
 
 def start_wake(core: "RuntimeCore", h: "Handle", input: str) -> Coroutine[Any, Any, None]:  # noqa: A002
     """A wake the core admitted: the turn begins now; the returned body is the core's to schedule."""
-    return run_body(core, h, begin_turn(core, h, input))
+    return run_body(begin_turn(core, h, input))
 
 
 def settle_interrupted(core: "RuntimeCore", h: "Handle", turn: LiveTurn, detail: str) -> None:
     """`interrupt()` of a live turn: settled at once as `interrupted`, the inbox intact."""
     assert isinstance(turn, TurnState)
-    settle_turn(core, h, turn, result_of(h, "interrupted", TaskStatus.INTERRUPTED), HandleState.IDLE, detail)
+    settle_turn(TurnScope(core, h, turn), result_of(h, "interrupted", TaskStatus.INTERRUPTED), HandleState.IDLE, detail)
 
 
-def _finished(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
+def _finished(scope: TurnScope) -> None:
     """The body is done (settled earlier or just now): forget it and wake `close`/`quiesce`."""
+    core, h, turn = scope.run, scope.handle, scope.turn
     h.detach_turn(turn)
     core.turns.discard(turn)
     turn.finished.set()
@@ -163,15 +167,17 @@ def resolved_seams(core: "RuntimeCore", h: "Handle") -> tuple[Any, Any]:
     return hooks, on_metric
 
 
-def _checkpoint(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
+def _checkpoint(scope: TurnScope) -> None:
     """Before a commit inside the turn: roll up the spend counted so far, so it is committed too."""
+    core, h, turn = scope.run, scope.handle, scope.turn
     calls, tokens = turn.meter.take()
     if calls or tokens:
         core.roll_up(h, calls, tokens, 0)
 
 
-async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
+async def run_body(scope: TurnScope) -> None:
     """The turn body; always settles `turn` (unless an interrupt already did) and reaps its toolkit."""
+    core, h, turn = scope.run, scope.handle, scope.turn
     toolkit = None
     try:
         if core.turn_hold is not None:  # the run's entry is being stored: nothing happens before it is
@@ -182,7 +188,7 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         defn = h.defn
         tools = list(defn.tools or [])
         if defn.task_targets:
-            tools.append(make_task_tool(core, h, turn))
+            tools.append(make_task_tool(scope))
         tools = _gated(tools, core.approvals_of(h), defn.name)
         memory = core.approval_memory()
         wall = lambda: wall_now(core.clock)  # noqa: E731 - expiry and escalation follow the runtime's clock
@@ -190,7 +196,7 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         toolkit = with_output(toolkit, defn.output_type, defn.output_retries)  # structured output, if any
         llm = core.llm
         hooks, on_metric = resolved_seams(core, h)
-        turn.journal = TurnJournal(core.durable, h, lambda: _checkpoint(core, h, turn),
+        turn.journal = TurnJournal(core.durable, h, lambda: _checkpoint(scope),
                                    lambda name: _idempotent(toolkit.get(name)))
         store = TurnStore(core.store, turn.journal, hold=_holder(turn) if core.durable is not None else None)
         client = create_client(
@@ -204,7 +210,7 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
             max_turns=h.eff["max_turns"],
             http_transport=gated_transport(core.transport, core.gate, turn.meter),
             store=store,
-            wait_for=turn.one_shot or make_escalator(core, h, turn.binding),
+            wait_for=turn.one_shot or make_escalator(scope),
             hooks=hooks,
             on_metric=on_metric,
             timer=core.clock,  # retry backoff and the run deadline follow the runtime's clock
@@ -224,28 +230,28 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         external = turn.abort is None  # the body itself was cancelled, not just its ask
         if external and turn.ask_task is not None:
             turn.ask_task.cancel()
-        _settle_aborted(core, h, turn)
+        _settle_aborted(scope)
         if external:
             raise
     except ResumeError as exc:
         if turn.continuation is not None and turn.meter.calls == 0:
-            _settle_refused(core, h, turn, exc)
+            _settle_refused(scope, exc)
         else:
-            _settle_error(core, h, turn, exc)
+            _settle_error(scope, exc)
     except Exception as exc:
-        _settle_error(core, h, turn, exc)
+        _settle_error(scope, exc)
     else:
         try:
-            await _settle_run(core, h, turn, run)
+            await _settle_run(scope, run)
         except Exception as exc:  # e.g. the store failed to rewind: still settle, loudly
-            _settle_error(core, h, turn, exc)
+            _settle_error(scope, exc)
     finally:
         if toolkit is not None:
             try:
                 await toolkit.close()
             except Exception as exc:
                 warn(f"[toolnexus] agents: closing the toolkit of {h.id} failed: {exc}")
-        _finished(core, h, turn)
+        _finished(scope)
 
 
 @runtime_checkable
@@ -296,43 +302,48 @@ def _asker(client: Any, toolkit: Any, h: "Handle", turn: TurnState) -> Callable[
     return ask
 
 
-def _account(core: "RuntimeCore", h: "Handle", turn: TurnState, tool_calls: int) -> tuple[int, int]:
+def _account(scope: TurnScope, tool_calls: int) -> tuple[int, int]:
+    core, h, turn = scope.run, scope.handle, scope.turn
     calls, tokens, left_calls, left_tokens = turn.meter.close()
     core.roll_up(h, left_calls, left_tokens, tool_calls)
     return calls, tokens
 
 
-def _settle_aborted(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
-    _account(core, h, turn, 0)
+def _settle_aborted(scope: TurnScope) -> None:
+    h, turn = scope.handle, scope.turn
+    _account(scope, 0)
     if turn.settled:  # interrupt() already settled it; only the spend was left to count
         return
     restore_drained(h)
     status = TaskStatus.CLOSED if turn.abort == TaskStatus.CLOSED else TaskStatus.INTERRUPTED
-    settle_turn(core, h, turn, result_of(h, status, status), HandleState.IDLE, "(interrupted; inbox intact)")
+    settle_turn(scope, result_of(h, status, status), HandleState.IDLE, "(interrupted; inbox intact)")
 
 
-def _settle_error(core: "RuntimeCore", h: "Handle", turn: TurnState, exc: BaseException) -> None:
-    _account(core, h, turn, 0)
+def _settle_error(scope: TurnScope, exc: BaseException) -> None:
+    h, turn = scope.handle, scope.turn
+    _account(scope, 0)
     if turn.settled:
         return
     message = str(exc) or type(exc).__name__
     restore_drained(h)
-    settle_turn(core, h, turn, result_of(h, message, TaskStatus.ERROR), HandleState.IDLE, f"(error: {message})")
+    settle_turn(scope, result_of(h, message, TaskStatus.ERROR), HandleState.IDLE, f"(error: {message})")
 
 
-def _settle_refused(core: "RuntimeCore", h: "Handle", turn: TurnState, exc: ResumeError) -> None:
+def _settle_refused(scope: TurnScope, exc: ResumeError) -> None:
     """The client refused the continuation before anything ran: parked again, request intact."""
-    _account(core, h, turn, 0)
+    h, turn = scope.handle, scope.turn
+    _account(scope, 0)
     if turn.settled or turn.continuation is None:
         return
     h.suspension = turn.continuation.held
     turn.refusal = exc
-    _suspend(core, h, turn, pending_result(h), transcript=None)
+    _suspend(scope, pending_result(h), transcript=None)
 
 
-async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: RunResult) -> None:
+async def _settle_run(scope: TurnScope, run: RunResult) -> None:
+    core, h, turn = scope.run, scope.handle, scope.turn
     tool_calls = list(run.tool_calls or [])
-    calls, tokens = _account(core, h, turn, len(tool_calls) or int(run.tool_call_count or 0))
+    calls, tokens = _account(scope, len(tool_calls) or int(run.tool_call_count or 0))
     if turn.settled:
         return
     status = run.status
@@ -364,7 +375,7 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: Ru
         if core.durable is not None:
             assert result.pending is not None
             core.durable.open_request(h, asdict(result.pending), list((result.pending.data or {}).get("path") or []))
-        _suspend(core, h, turn, result, transcript=transcript)
+        _suspend(scope, result, transcript=transcript)
         return
     h.drained = []
     if status == RUN_STATUS_INCOMPLETE:
@@ -376,12 +387,12 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: Ru
             if run.text:
                 text = f"{text} ({run.text})"
         result = _with_finish(result_of(h, text, TaskStatus.INCOMPLETE, limit=limit), run)
-        settle_turn(core, h, turn, result, HandleState.IDLE, f"(INCOMPLETE at {limit} {bound})", transcript=kept)
+        settle_turn(scope, result, HandleState.IDLE, f"(INCOMPLETE at {limit} {bound})", transcript=kept)
         core.budget_stop(h, limit)
         return
     done = _with_finish(result_of(h, run.text, TaskStatus.DONE), run)
     done.output = run.output
-    settle_turn(core, h, turn, done, HandleState.IDLE, f"(done, turns={calls}, tokens={tokens})", transcript=kept)
+    settle_turn(scope, done, HandleState.IDLE, f"(done, turns={calls}, tokens={tokens})", transcript=kept)
 
 
 def _with_finish(result: "TaskResult", run: RunResult) -> "TaskResult":
@@ -391,8 +402,9 @@ def _with_finish(result: "TaskResult", run: RunResult) -> "TaskResult":
     return result
 
 
-def _suspend(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "TaskResult", *, transcript: Any) -> None:
+def _suspend(scope: TurnScope, result: "TaskResult", *, transcript: Any) -> None:
     """Settle a turn as durably parked on `h.suspension` (set by the caller)."""
+    h = scope.handle
     assert h.suspension is not None
-    settle_turn(core, h, turn, result, HandleState.SUSPENDED, f'DURABLE (pending "{h.suspension.request.kind}", path preserved)',
+    settle_turn(scope, result, HandleState.SUSPENDED, f'DURABLE (pending "{h.suspension.request.kind}", path preserved)',
                 transcript=transcript)
