@@ -1,10 +1,10 @@
 """`RuntimeCore`: the state of one agent runtime and the verbs that change it.
 
-Everything the runtime's helpers need crosses module lines as this one object — the registry,
-the handle tree under `root`, the clock, the turn gate, the conversation store, the seams
-(`hooks`, `on_metric`, ...), the trace, and (with a durable store) the `DurableRun` that commits
-it. `AgentRuntime` is the public face over it; the helpers (`turn`, `answering`, `escalation`,
-`task_tool`, `snapshot`, `restore`) receive the core, never the facade.
+The one owner of a runtime's data — the registry, the handle tree under `root`, the clock, the
+turn gate, the conversation store, the seams (`hooks`, `on_metric`, ...), the trace, and (with a
+durable store) the `DurableRun` that commits it. `AgentRuntime` is the public face over it. The
+helpers receive the core, never the facade: `answering` and `restore` take it whole, a turn's
+helpers take a `scope.TurnScope` holding it, and `snapshot` sees it as a `state.RunState`.
 
 The core imports no module that builds on it: the turn runner (`turn.start_wake`,
 `turn.settle_interrupted`) is handed to it at construction, so the flow goes one way — the turn

@@ -1,7 +1,8 @@
 """One agent turn, from admission to finish: run exactly one `client.ask` and settle the outcome.
 
-`begin_turn` admits a turn (state `running`, a parent slot taken); the core then runs `run_body`
-as a task (a wake) or awaits it (`run_admitted`: `run_turn`, resume and recovery). The body
+`begin_turn` admits a turn (state `running`, a parent slot taken) and returns its `TurnScope`;
+the core runs `run_body` as a task (a wake: `start_wake`, the runner the core is handed) or it is
+awaited (`run_admitted`: `run_turn`, resume and recovery). The body
 builds a per-turn toolkit (`def.tools`, plus `task` for a def with a team) and a client whose
 transport is the gated, metered seam and whose store is the runtime's conversation store plus
 this turn's journal, snapshots the stored transcript, and runs the ask through the completion
