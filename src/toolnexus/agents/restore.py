@@ -26,19 +26,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Protocol, TypeVar, runtime_checkable
 
 from .._diag import warn
-from ..durable import RestoreError, RunStore, StoreVersionError
+from ..durable import DEFAULT_LEASE_TTL, RestoreError, RunStore, StoreVersionError
 from ..durable.model import APPLIED, CLAIMED, KIND_AGENTS, RUN_FORMAT, Holder, LoadedRun, epoch
 from ..durable.queue import QUEUED_RUN
 from ..types import Answer
 from .answering import apply_answer, cascade_one
 from .defs import AgentDef
 from .handle import Handle, is_parked
+from .scope import TurnScope
 from .snapshot import SnapshotError, rebuild_tree, registry_fingerprint
 from .turn import begin_turn, run_body
-from .scope import TurnScope
 from .turnstate import Recovery
 from .vocab import HandleState
-from ..durable import DEFAULT_LEASE_TTL
 from ..errors import ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -65,12 +65,12 @@ from ..approvals import ApprovalPolicy
 from ..durable import DEFAULT_LEASE_TTL, RunStore, is_run_store
 from ..durable.model import new_run_id
 from ..types import Answer, Request
+from .answering import apply_answer
 from .budget import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TURNS, Budget
 from .clock import AsyncioClock, Clock
-from .answering import apply_answer
 from .core import RuntimeCore
-from .durable import DurableRun
 from .defs import RESUME_CONTINUE, RESUME_REPLAY, AgentDef, check_resume_mode
+from .durable import DurableRun
 from .gate import TurnGate
 from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult, subtree
 from .restore import restore_run
@@ -194,7 +194,7 @@ class AgentRuntime:
     def run_state(self) -> RuntimeCore:
         """The runtime's state and verbs, for toolnexus's own hosts (restore, the lifecycle verbs,
         `Agent.run`, the Temporal workflow): the one supported way past this facade. Applications
-        use the verbs above; what the core offers beyond them may change between versions."""
+        use the runtime's verbs; what the core offers beyond them may change between versions."""
         return self._core
 
     @property
