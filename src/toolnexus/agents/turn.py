@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Protocol, runtime_checkable
 
@@ -48,7 +48,7 @@ from ..client.result import RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult
 from ..client.structured import with_output
 from ..client.tracing import resume_context
 from ..toolkit import create_toolkit
-from ..types import Answer, Request, Tool
+from ..types import Request, Tool
 from .budget import canonical_limit
 from .clock import wall_now
 from .defs import RESUME_CONTINUE, RESUME_REPLAY
@@ -57,8 +57,8 @@ from .escalation import make_escalator, watch_tools
 from .gate import TurnMeter, gated_transport
 from .handle import LiveTurn, flush_waiters, pending_result, restore_drained, result_of, stamp_path
 from .loop import resolve_hooks, run_gated
-from .suspension import ORIGIN_HOOK, ORIGIN_TOOL, HaltedCall, Suspension
 from .scope import TurnScope
+from .suspension import ORIGIN_HOOK, ORIGIN_TOOL, HaltedCall, Suspension
 from .task_tool import make_task_tool
 from .turnstate import Continuation, Recovery, TurnState
 from .vocab import HandleState, TaskStatus
