@@ -144,7 +144,7 @@ async def test_restore_names_a_missing_definition(store_url):
 async def test_a_live_holder_keeps_others_out_until_it_parks(store_url):
     async with open_store(store_url) as store:
         rt = AgentRuntime(registry=WORKER.registry(), transport=SeedModel(), llm=LLM, store=store, run_id="held")
-        await rt._core.durable.start("worker")  # created and leased, nothing parked yet
+        await rt.run_state.durable.start("worker")  # created and leased, nothing parked yet
         with pytest.raises(RunInProgress, match="is being run by process"):
             await AgentRuntime.restore(store, "held", agents=[WORKER], transport=SeedModel(), llm=LLM)
         other = await AgentRuntime.restore(store, "held", agents=[WORKER], transport=SeedModel(), llm=LLM,

@@ -222,7 +222,7 @@ async def test_a_run_whose_holder_died_is_taken_over_from_its_last_commit(fleet_
         await rt.flush()
         [summary] = await store.runs()
         assert summary.status == "running" and summary.holder
-        rt._core.durable.abandon()  # the holder dies: nothing more of it is written ...
+        rt.run_state.durable.abandon()  # the holder dies: nothing more of it is written ...
         await rt.aclose()
         await _expire_lease(store, fleet_url, "crash")  # ... and its lease, on another machine, runs out
         release.set()

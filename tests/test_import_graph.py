@@ -11,15 +11,8 @@ from __future__ import annotations
 
 import grimp
 
-# Cycles being removed, by their modules; empty once `agents/` is untangled.
-KNOWN: list[frozenset[str]] = [
-    frozenset(
-        f"toolnexus.agents.{m}"
-        for m in ("answering core durable escalation handle inbox restore runtime snapshot task_tool turn "
-                  "durable._host durable._journal durable._run durable._staging durable._turn_store "
-                  "durable._view").split()
-    ),
-]
+# Cycles being removed, by their modules; empty: `agents/` was the last one.
+KNOWN: list[frozenset[str]] = []
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:

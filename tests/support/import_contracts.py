@@ -1,4 +1,5 @@
-"""An import-linter contract type for `pyproject.toml`: `acyclic_siblings` counting type-only imports.
+"""Import-linter contract types for `pyproject.toml` that count type-only imports: `acyclic_siblings`
+and `forbidden`.
 
 The project's import-linter session leaves out imports made under `if TYPE_CHECKING:` — right for
 the layers (a lower layer may name a higher layer's type in an annotation) but blind to cycles:
@@ -14,7 +15,14 @@ from __future__ import annotations
 
 import grimp
 from importlinter.contracts.acyclic_siblings import AcyclicSiblingsContract
+from importlinter.contracts.forbidden import ForbiddenContract
 from importlinter.domain.contract import ContractCheck
+
+
+def _typed(graph: grimp.ImportGraph) -> grimp.ImportGraph:
+    """The same modules' graph, with the imports under `if TYPE_CHECKING:` kept."""
+    roots = sorted({module.split(".")[0] for module in graph.modules})
+    return grimp.build_graph(*roots, exclude_type_checking_imports=False, cache_dir=None)
 
 
 class TypedAcyclicSiblingsContract(AcyclicSiblingsContract):
@@ -23,6 +31,14 @@ class TypedAcyclicSiblingsContract(AcyclicSiblingsContract):
     type_name = "acyclic_siblings_typed"
 
     def check(self, graph: grimp.ImportGraph, verbose: bool) -> ContractCheck:
-        roots = sorted({module.split(".")[0] for module in graph.modules})
-        full = grimp.build_graph(*roots, exclude_type_checking_imports=False, cache_dir=None)
-        return super().check(full, verbose)
+        return super().check(_typed(graph), verbose)
+
+
+class TypedForbiddenContract(ForbiddenContract):
+    """`forbidden`, with imports under `if TYPE_CHECKING:` counted: a leaf that names a runtime
+    type in an annotation is not a leaf (`agents/`'s plain-data modules)."""
+
+    type_name = "forbidden_typed"
+
+    def check(self, graph: grimp.ImportGraph, verbose: bool) -> ContractCheck:
+        return super().check(_typed(graph), verbose)

@@ -45,19 +45,20 @@ A failed resume gives its claim back and may be retried.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from datetime import datetime
 from typing import TYPE_CHECKING, Optional
 
 from ..client import ResumeError
-from ..approvals import answer_problem
-from ..client.tool_calls import TIMER_KIND, answer_schema_error, expiry_answer, late_answer, utc_now
+from ..client.resume import RESUME_PREFIX
+from ..client.tool_calls import TIMER_KIND, answer_refusal, expiry_answer, late_answer, utc_now
 from ..types import Answer, Request
 from .clock import wall_now
 from .defs import RESUME_CONTINUE
-from .escalation import ReplayBinding, pending_result
-from .handle import is_parked, live_turn, take_suspension
+from .handle import is_parked, live_turn, pending_result, take_suspension
 from .suspension import ORIGIN_TOOL
-from .turn import Continuation, run_admitted
+from .turn import run_admitted
+from .turnstate import Continuation, ReplayBinding
 from .vocab import HandleState, TaskStatus
 from ..errors import ToolnexusRuntimeError, ToolnexusTypeError
 
@@ -68,24 +69,17 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["apply_answer", "checked_answer", "expiry_answer", "TIMER_KIND", "parked_handles", "route",
            "replay_and_cascade", "cascade_one"]
 
-_PREFIX = "toolnexus: cannot resume — "
-
 
 def checked_answer(request: Request, answer: Answer, now: Optional[datetime] = None) -> Answer:
     """The answer to apply: a schema violation is a `ResumeError`; an `ok` answer to an expired
     request (by `now`, default the machine's wall time) gets the expiry action instead
     (`client.tool_calls.expiry_answer`: a decline with reason `expired`; a timer is simply answered)."""
     if answer.id != request.id:
-        raise ResumeError(_PREFIX + f"answer id {answer.id!r} does not match the pending request {request.id!r}")
+        raise ResumeError(RESUME_PREFIX + f"answer id {answer.id!r} does not match the pending request {request.id!r}")
     answer = late_answer(request, answer, now if now is not None else utc_now())
-    refused = answer_problem(request, answer)
+    refused = answer_refusal(request, answer)
     if refused is not None:
-        raise ResumeError(_PREFIX + f"the answer to {request.id!r} is refused: {refused}")
-    problem = answer_schema_error(request, answer)
-    if problem is not None:
-        schema = isinstance(request.data, dict) and bool(request.data.get("schema"))
-        what = "does not match the request's schema" if schema else "holds data JSON does not have"
-        raise ResumeError(_PREFIX + f"the answer to {request.id!r} {what}: {problem}")
+        raise ResumeError(RESUME_PREFIX + refused)
     return answer
 
 
@@ -156,7 +150,7 @@ def route(core: "RuntimeCore", answer: Answer) -> "Handle":
     listing = ", ".join(f"{h.pending_req.id!r} at {h.id}" for h in tops if h.pending_req is not None)
     assert leaf.pending_req is not None
     raise ResumeError(
-        f"toolnexus: cannot resume — answer id {answer.id!r} does not match the pending request "
+        RESUME_PREFIX + f"answer id {answer.id!r} does not match the pending request "
         f"{leaf.pending_req.id!r} of handle {leaf.id!r} (pending: {listing})"
     )
 
@@ -217,8 +211,6 @@ def _relay_up(core: "RuntimeCore", node: "Handle", child_result: "TaskResult") -
     if core.durable is not None:
         request = node.last_result.pending
         assert request is not None
-        from dataclasses import asdict
-
         core.durable.open_request(node, asdict(request), list((request.data or {}).get("path") or []))
     return node.last_result
 

@@ -1,10 +1,14 @@
 """`RuntimeCore`: the state of one agent runtime and the verbs that change it.
 
-Everything the runtime's helpers need crosses module lines as this one object — the registry,
-the handle tree under `root`, the clock, the turn gate, the conversation store, the seams
-(`hooks`, `on_metric`, ...), the trace, and (with a durable store) the `DurableRun` that commits
-it. `AgentRuntime` is the public face over it; the helpers (`turn`, `answering`, `escalation`,
-`task_tool`, `snapshot`, `restore`) receive the core, never the facade.
+The one owner of a runtime's data — the registry, the handle tree under `root`, the clock, the
+turn gate, the conversation store, the seams (`hooks`, `on_metric`, ...), the trace, and (with a
+durable store) the `DurableRun` that commits it. `AgentRuntime` is the public face over it. The
+helpers receive the core, never the facade: `answering` and `restore` take it whole, a turn's
+helpers take a `scope.TurnScope` holding it, and `snapshot` sees it as a `state.RunState`.
+
+The core imports no module that builds on it: the turn runner (`turn.start_wake`,
+`turn.settle_interrupted`) is handed to it at construction, so the flow goes one way — the turn
+module calls the core's verbs, the core calls the callables it was given.
 
 The verbs are the state machine: `spawn`, `post`, `wake`, `wait`, `interrupt`, `close`, plus
 admission and the per-parent wake queue. Every state change goes through `transition`, which
@@ -28,17 +32,18 @@ import asyncio
 import builtins
 import dataclasses
 import inspect
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Optional
 
 from .._diag import warn
 from ..approvals import ApprovalMemory, ApprovalPolicy
+from ..durable import LeaseLost
 from .budget import canonical_limit, carve_pool, effective_limits, first_exhausted, merge_budgets
 from .clock import Clock
 from .defs import AgentDef
-from .escalation import pending_result
 from .gate import TurnGate
-from .handle import (Handle, InboxItem, PostResult, SpawnError, TaskResult, find_child, flush_waiters,
-                     is_parked, lineage, live_turn, restore_drained, result_of, subtree, take_suspension)
+from .handle import (Handle, InboxItem, LiveTurn, PostResult, SpawnError, TaskResult, find_child, flush_waiters,
+                     is_parked, lineage, live_turn, pending_result, restore_drained, result_of, subtree,
+                     take_suspension)
 from .inbox import coalesce_tick, drain_input
 from .trace import TraceRing, transition_event
 from .vocab import HandleState, LIMIT_MAX_CHILDREN, LIMIT_MAX_DEPTH, LIMIT_TIMEOUT, TaskStatus
@@ -46,9 +51,13 @@ from ..errors import ToolnexusRuntimeError, ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .durable import DurableRun
-    from .turn import TurnState
 
-__all__ = ["RuntimeCore", "ROOT_DEF"]
+__all__ = ["RuntimeCore", "ROOT_DEF", "StartTurn", "SettleInterrupted"]
+
+# The turn runner the core is given (`turn.start_wake`, `turn.settle_interrupted`): admit a wake's
+# turn and return its body to schedule; settle a live turn an `interrupt()` aborts.
+StartTurn = Callable[["RuntimeCore", Handle, str], Coroutine[Any, Any, None]]
+SettleInterrupted = Callable[["RuntimeCore", Handle, LiveTurn, str], None]
 
 # How long `aclose()` waits for settled turns to finish tearing down before giving the lease up.
 TEARDOWN_WAIT = 10.0
@@ -63,7 +72,10 @@ class RuntimeCore:
                  store: Any, clock: Clock, gate: TurnGate, inbox_cap: int, shutdown_ms: float, hooks: Any,
                  on_metric: Any, on_budget: Any, on_transition: Any, resume_mode: str, trace_limit: Optional[int],
                  durable: Optional["DurableRun"] = None, approvals: Optional[ApprovalPolicy] = None,
-                 on_pending: Optional[Callable[..., Any]] = None) -> None:
+                 on_pending: Optional[Callable[..., Any]] = None, start_turn: StartTurn,
+                 settle_interrupted: SettleInterrupted) -> None:
+        self.start_turn = start_turn
+        self.settle_interrupted = settle_interrupted
         self.registry = registry
         self.transport = transport
         self.owns_transport = owns_transport
@@ -85,7 +97,7 @@ class RuntimeCore:
         self.trace: TraceRing = TraceRing(trace_limit)
         self.events: TraceRing = TraceRing(trace_limit)
         self.background_tasks: set[asyncio.Future[Any]] = set()
-        self.turns: set[TurnState] = set()  # bodies not yet finished (running or unwinding)
+        self.turns: set[LiveTurn] = set()  # bodies not yet finished (running or unwinding)
         self.resumes: dict[str, asyncio.Future[TaskResult]] = {}  # the answer ledger of a store-less runtime
         # Turns wait on this before doing anything (set while `Agent.run` stores the entry agent
         # and its prompt under a run id of the caller's): a run is never past its first commit
@@ -278,7 +290,7 @@ class RuntimeCore:
             else:
                 if inspect.isawaitable(outcome):
                     # Scheduled now, awaited by the child's first turn before any LLM call.
-                    child._on_spawn_task = self.background(self._guard(outcome, "on_spawn"))
+                    child.hold_first_turn(self.background(self._guard(outcome, "on_spawn")))
         return child
 
     def post(self, h: Handle, item: InboxItem) -> PostResult:
@@ -326,16 +338,13 @@ class RuntimeCore:
         return result
 
     def admit_wake(self, h: Handle, prompt: Optional[str]) -> bool:
-        from .turn import begin_turn, run_body  # the turn module builds on this one
-
         dim = self.walk(h)
         if dim is not None:
             self.refuse(h, dim)
             return False
         items, h.inbox = h.inbox, []
         h.drained = items
-        turn = begin_turn(self, h, drain_input(prompt, items))
-        self.background(run_body(self, h, turn))
+        self.background(self.start_turn(self, h, drain_input(prompt, items)))
         return True
 
     def transfer_slot(self, parent: Handle) -> None:
@@ -392,7 +401,7 @@ class RuntimeCore:
         if h.parent is None:
             return await self._run_result(h, timeout_ms)
         fut: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
-        h._waiters.append(fut)
+        h.add_waiter(fut)
         if not timeout_ms:
             return await fut
 
@@ -406,8 +415,7 @@ class RuntimeCore:
             return await fut
         finally:
             timer.cancel()
-            if fut in h._waiters:
-                h._waiters.remove(fut)
+            h.drop_waiter(fut)
 
     async def _run_result(self, root: Handle, timeout_ms: Optional[float]) -> TaskResult:
         """`wait(root)`: the run's result — the entry agent's, once nothing in the runtime runs (a
@@ -448,16 +456,13 @@ class RuntimeCore:
                     watcher.cancel()
 
     def interrupt(self, h: Handle) -> None:
-        from .turn import settle_turn
-
         self.can_commit("interrupt")
         turn = live_turn(h)
         if turn is not None:
             turn.cancel(TaskStatus.INTERRUPTED)
             before = len(h.inbox)
             restore_drained(h)
-            settle_turn(self, h, turn, result_of(h, "interrupted", TaskStatus.INTERRUPTED), HandleState.IDLE,
-                        f"(interrupt; inbox intact: {before} items)")
+            self.settle_interrupted(self, h, turn, f"(interrupt; inbox intact: {before} items)")
             return
         if h.state == HandleState.SUSPENDED:
             for child in h.children:
@@ -520,8 +525,6 @@ class RuntimeCore:
                      "the run's lease is given up when they finish or when it expires")
         await self.reap_background()
         if self.durable is not None:
-            from ..durable import LeaseLost
-
             try:
                 if final or not self.busy():
                     self.durable.park()

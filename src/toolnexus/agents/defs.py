@@ -70,10 +70,10 @@ class AgentDef:
     on_close: Optional[Callable[[Any, str], Any]] = None
     task_targets: Optional[list[str]] = None
     hooks: Any = None
-    on_metric: Optional[Callable[[dict], None]] = None
+    on_metric: Optional[Callable[[dict[str, Any]], None]] = None
     completion: Any = None
     on_budget: Optional[Callable[[Any, str], Any]] = None
-    on_transition: Optional[Callable[[dict], Any]] = None
+    on_transition: Optional[Callable[[dict[str, Any]], Any]] = None
     resume_mode: Optional[str] = None
     output_type: Any = None
     output_retries: int = 2

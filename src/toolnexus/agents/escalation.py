@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
@@ -28,13 +27,13 @@ from .._write_ahead import takes_write_ahead, taking
 from ..approvals import DECLINE, INVALID, REASK, ApprovalMemory, decide, is_approval_request, suspended_on
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, declined_text, pending_of
 from ..client.tool_calls import utc_now
-from .handle import lineage, result_of
-from .vocab import HandleState, TASK_STATUS_PENDING
+from .handle import lineage, pending_result, stamp_path
+from .scope import TurnScope
+from .turnstate import ReplayBinding, TurnState, same_args
+from .vocab import HandleState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import RuntimeCore
-    from .handle import Handle, TaskResult
-    from .turn import TurnState
+    from .handle import Handle
 
 __all__ = [
     "stamp_path",
@@ -47,17 +46,6 @@ __all__ = [
 ]
 
 
-def stamp_path(req: Request, h: "Handle") -> Request:
-    """A copy of `req` whose `data["path"]` names `h` (e.g. `["root", "approverParent.1"]`)."""
-    return dataclasses.replace(req, data={**(req.data or {}), "path": h.id.split("/")})
-
-
-def pending_result(h: "Handle") -> "TaskResult":
-    """The `pending` result of a suspended `h`: its request's prompt, with the path stamped."""
-    assert h.pending_req is not None
-    return result_of(h, h.pending_req.prompt, TASK_STATUS_PENDING, pending=stamp_path(h.pending_req, h))
-
-
 def nearest_interpreter(h: "Handle") -> Optional[tuple["Handle", Callable[[Request], Any]]]:
     """The first handle in `[h, parent, …, root]` whose def has a `wait_for`, with that callable."""
     for node in lineage(h):
@@ -66,58 +54,10 @@ def nearest_interpreter(h: "Handle") -> Optional[tuple["Handle", Callable[[Reque
     return None
 
 
-def _canonical(value: Any) -> str:
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def same_args(a: Any, b: Any) -> bool:
-    """Structural equality of two argument payloads (key order ignored)."""
-    return _canonical(a) == _canonical(b)
-
-
-def _same_question(a: Request, b: Request) -> bool:
-    """Two requests ask the same thing: kind, prompt, url and data (ignoring the stamped path)."""
-
-    def data_of(r: Request) -> dict[str, Any]:
-        return {k: v for k, v in (r.data or {}).items() if k != "path"}
-
-    return a.kind == b.kind and a.prompt == b.prompt and a.url == b.url and same_args(data_of(a), data_of(b))
-
-
-@dataclasses.dataclass
-class ReplayBinding:
-    """The `Answer` of a durable resume and the call it answers; it can be used once.
-
-    `call` is `{"name", "args"}` of the halted call when the suspension came from a tool (the
-    binding then resolves inside the toolkit, `held` being the request the host answered); for a
-    suspension minted by a `before_tool` hook, `request` is the original question and the binding
-    resolves through the client's `wait_for`.
-    """
-
-    answer: Answer
-    call: Optional[dict[str, Any]] = None
-    request: Optional[Request] = None
-    used: bool = False
-    held: Optional[Request] = None
-
-    def claims_call(self, name: str, args: Any) -> bool:
-        if self.used or self.call is None:
-            return False
-        return self.call.get("name") == name and same_args(self.call.get("args"), args)
-
-    def claims_request(self, req: Request) -> bool:
-        if self.used or self.request is None:
-            return False
-        return _same_question(self.request, req)
-
-
-def make_escalator(
-    core: "RuntimeCore", h: "Handle", binding: Optional[ReplayBinding] = None
-) -> Optional[Callable[[Request], Awaitable[Optional[Answer]]]]:
-    """The client's `wait_for` for one turn of `h`, or `None` when the suspension must be durable."""
+def make_escalator(scope: TurnScope) -> Optional[Callable[[Request], Awaitable[Optional[Answer]]]]:
+    """The client's `wait_for` for one turn of a handle, or `None` when the suspension must be
+    durable; the turn's replay binding (if any) answers its own question first."""
+    core, h, binding = scope.run, scope.handle, scope.turn.binding
     found = nearest_interpreter(h)
     hook_bound = binding is not None and binding.request is not None
     if found is None and not hook_bound:
@@ -137,7 +77,8 @@ def make_escalator(
         core.trace_line(h, f'escalate → {"self" if who is h else who.id} answers ("nearest interpreter")')
         ok = bool(getattr(answer, "ok", False))
         core.transition(h, HandleState.RUNNING, f"(Answer ok={'true' if ok else 'false'})")
-        return answer
+        given: Optional[Answer] = answer  # the host's interpreter's word, passed on as it is
+        return given
 
     return escalate
 
@@ -165,7 +106,7 @@ def watch_tools(tools: list[Tool], turn: "TurnState", *, now: Callable[[], datet
         elif not answer.ok:  # declined (or expired): the tool does not run again
             prompt = held.prompt if held is not None else tool.name
             return ToolResult(output=declined_text(prompt, answer), is_error=True)
-        result = await inner(args, ToolContext(signal=getattr(ctx, "signal", None), answer=answer, request=held))
+        result = await inner(args, ToolContext(signal=ctx.signal if ctx is not None else None, answer=answer, request=held))
         again = pending_of(result)
         if again is not None:
             turn.tool_minted.add(again.id)
@@ -176,7 +117,7 @@ def watch_tools(tools: list[Tool], turn: "TurnState", *, now: Callable[[], datet
 
         async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> Any:
             binding = turn.binding
-            first_run = ctx is None or getattr(ctx, "answer", None) is None
+            first_run = ctx is None or ctx.answer is None
             if binding is not None and first_run and binding.claims_call(tool.name, args):
                 binding.used = True  # the halted call: answered now, its asking branch not run again
                 return await bound(tool, inner, args, ctx, binding)

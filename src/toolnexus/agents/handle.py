@@ -12,18 +12,26 @@ turn's exact input, the transcript length it started from, whether its run has s
 answer a resumed turn applies), so a store can bring an interrupted turn back after a crash.
 
 The module-level helpers (`lineage`, `subtree`, `find_child`, `live_turn`,
-`is_parked`, `result_of`, `flush_waiters`, `restore_drained`) walk the tree or read
-and tidy one handle's own data; they are shared by the runtime and its sibling modules and never
-change `state` (transitions are traced, so only the runtime makes them).
+`is_parked`, `result_of`, `pending_result`, `stamp_path`, `flush_waiters`, `restore_drained`) walk
+the tree or read and tidy one handle's own data; they are shared by the runtime and its sibling
+modules and never change `state` (transitions are traced, so only the runtime makes them).
+
+This module is a leaf of `agents/`: it imports nothing of the runtime. What it needs to know of
+a live turn (`LiveTurn`) and of the runtime a result carries (`ResultRuntime`) are protocols
+defined here, which the turn state and `AgentRuntime` satisfy. A handle's runtime-private live
+objects (the running turn, its waiters, an async `on_spawn` still running) change only through
+its methods (`attach_turn`, `detach_turn`, `add_waiter`, ...), never from another module.
 
 `TaskResult.status` takes its values from `vocab.TASK_STATUSES`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Protocol
 
 from ..approvals import ApprovalMemory
 from ..types import Request
@@ -33,8 +41,6 @@ from .vocab import HandleState, TASK_STATUS_DONE, TASK_STATUS_PENDING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .defs import AgentDef
-    from .runtime import AgentRuntime
-    from .turn import TurnState
 
 __all__ = [
     "HANDLE_STATES",
@@ -44,12 +50,16 @@ __all__ = [
     "PostResult",
     "HandleView",
     "Handle",
+    "LiveTurn",
+    "ResultRuntime",
     "lineage",
     "subtree",
     "find_child",
     "live_turn",
     "is_parked",
     "result_of",
+    "stamp_path",
+    "pending_result",
     "flush_waiters",
     "restore_drained",
     "take_suspension",
@@ -57,6 +67,44 @@ __all__ = [
 
 HANDLE_STATES = tuple(HandleState)
 _BUDGET_FIELDS = fields(Budget)  # every one a scalar (or None)
+
+
+class LiveTurn(Protocol):
+    """What the tree and the verbs need of a handle's running turn (the turn state satisfies it)."""
+
+    @property
+    def settled(self) -> bool: ...
+
+    @property
+    def finished(self) -> asyncio.Event: ...
+
+    def cancel(self, reason: str) -> None: ...
+
+
+class ResultRuntime(Protocol):
+    """The runtime a parked result carries (`TaskResult.runtime`, an `AgentRuntime`), as far as a
+    host continues a parked run through it: answer, wait, inspect, snapshot, free or close."""
+
+    @property
+    def root(self) -> "Handle": ...
+
+    @property
+    def entry(self) -> Optional["Handle"]: ...
+
+    @property
+    def run_id(self) -> Optional[str]: ...
+
+    async def resume(self, answer: Any) -> "TaskResult": ...
+
+    async def wait(self, h: "Handle", timeout_ms: Optional[float] = None) -> "TaskResult": ...
+
+    async def flush(self) -> None: ...
+
+    async def snapshot(self, *, conversations: bool = True) -> dict[str, Any]: ...
+
+    async def aclose(self) -> None: ...
+
+    async def close(self, h: "Handle", *, force: bool = False, reason: Optional[str] = None) -> None: ...
 
 
 @dataclass
@@ -85,7 +133,7 @@ class TaskResult:
     total_tokens: int = 0
     own_tokens: int = 0
     limit: Optional[str] = None
-    runtime: Optional["AgentRuntime"] = field(default=None, repr=False, compare=False)
+    runtime: Optional[ResultRuntime] = field(default=None, repr=False, compare=False)
     run_id: Optional[str] = field(default=None, compare=False)
     output: Any = field(default=None, compare=False)  # an output_type turn's value (live only; `text` is its JSON)
     # how the turn's last model reply ended (neutral vocabulary) and the provider's own word for it
@@ -197,14 +245,48 @@ class Handle:
         # The run's sticky approval decisions (`always`): held by the root only, stored with the run.
         self.approvals: Optional[ApprovalMemory] = None
         # Runtime-private live objects.
-        self._waiters: list[Any] = []
-        self._turn: Any = None
-        self._on_spawn_task: Any = None
+        self._waiters: list[asyncio.Future[TaskResult]] = []
+        self._turn: Optional[LiveTurn] = None
+        self._on_spawn_task: Optional[asyncio.Future[Any]] = None
 
     @property
     def conv_id(self) -> str:
-        """The conversation id in the store: the handle id."""
+        """The conversation id in the store: the handle id (a pinned name of the handle's surface)."""
         return self.id
+
+    # -- the runtime-private live objects, changed only through these ------------------------------
+
+    @property
+    def turn(self) -> Optional[LiveTurn]:
+        """The turn attached to this handle (live, or settled and still unwinding), if any."""
+        return self._turn
+
+    def attach_turn(self, turn: LiveTurn) -> None:
+        """A turn was admitted for this handle."""
+        self._turn = turn
+
+    def detach_turn(self, turn: LiveTurn) -> None:
+        """`turn`'s body finished: forget it, unless a newer turn was attached meanwhile."""
+        if self._turn is turn:
+            self._turn = None
+
+    def hold_first_turn(self, task: asyncio.Future[Any]) -> None:
+        """An async `on_spawn` is running: the first turn awaits `task` before any LLM call."""
+        self._on_spawn_task = task
+
+    def take_first_turn_hold(self) -> Optional[asyncio.Future[Any]]:
+        """The pending `on_spawn` task (once: it is cleared), or None."""
+        task, self._on_spawn_task = self._on_spawn_task, None
+        return task
+
+    def add_waiter(self, fut: "asyncio.Future[TaskResult]") -> None:
+        """`fut` receives this handle's next result (`flush_waiters`)."""
+        self._waiters.append(fut)
+
+    def drop_waiter(self, fut: "asyncio.Future[TaskResult]") -> None:
+        """`fut` no longer waits (its wait timed out or was cancelled)."""
+        if fut in self._waiters:
+            self._waiters.remove(fut)
 
     @property
     def pending_req(self) -> Optional[Request]:
@@ -311,10 +393,10 @@ def find_child(h: Handle, child_id: str) -> Optional[Handle]:
     return next((c for c in h.children if c.id == child_id), None)
 
 
-def live_turn(h: Handle) -> Optional["TurnState"]:
+def live_turn(h: Handle) -> Optional[LiveTurn]:
     """The turn `h` is running (or escalating inside), if any; a settled turn that is still
     unwinding does not count."""
-    turn = h._turn
+    turn = h.turn
     return turn if turn is not None and not turn.settled else None
 
 
@@ -338,6 +420,17 @@ def result_of(
         own_tokens=h.own_total,
         limit=limit,
     )
+
+
+def stamp_path(req: Request, h: Handle) -> Request:
+    """A copy of `req` whose `data["path"]` names `h` (e.g. `["root", "approverParent.1"]`)."""
+    return dataclasses.replace(req, data={**(req.data or {}), "path": h.id.split("/")})
+
+
+def pending_result(h: Handle) -> TaskResult:
+    """The `pending` result of a suspended `h`: its request's prompt, with the path stamped."""
+    assert h.pending_req is not None
+    return result_of(h, h.pending_req.prompt, TASK_STATUS_PENDING, pending=stamp_path(h.pending_req, h))
 
 
 def flush_waiters(h: Handle, result: TaskResult) -> None:

@@ -6,7 +6,9 @@ hand a run back when the process must stop.
   queued (its `queued` row is taken over by the run's first commit; a run already started —
   by a worker that died after starting it — is `RunExists`, and the fleet recovers it instead).
 - `apply_claimed(store, run_id, answer, holder, agents=...)`: restore the run under the holder
-  that claimed `answer` and apply it (`resume` does the claim first; a worker's take did it).
+  that claimed `answer` and apply it (a worker's take did the claim); `claim_and_apply` claims
+  first (`resume`, `expire_request`). Either way the claim is held through `durable.rules.claimed`:
+  a restore that fails gives it back.
 - `expire_request(store, request_id, agents=...)`: a request whose `expiresAt` passed gets the
   runtime's one expiry action (`answering.expiry_answer`), claimed like any answer, so a human's
   answer racing it is applied or refused exactly once.
@@ -27,11 +29,13 @@ running: closing the run when it ended, leaving it parked when it waits on a req
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, AsyncContextManager, Awaitable, Callable, Optional
 
 from .._diag import warn
-from ..durable import RunStore, StoreError
+from ..client.tool_calls import is_expired, utc_now
+from ..durable import DEFAULT_LEASE_TTL, RunStore, StoreError
 from ..durable.model import OPEN, Holder
 from ..types import Answer, Request
 from .answering import apply_answer, expiry_answer
@@ -40,14 +44,15 @@ from .restore import registry_of, restore_run
 from .runtime import AgentRuntime
 from .vocab import HandleState, TaskStatus
 from ..durable.errors import RestoreError
+from ..durable.rules import claimed
 
-__all__ = ["start_submitted", "apply_claimed", "expire_request", "resume_run", "hand_back", "finish"]
+__all__ = ["start_submitted", "apply_claimed", "claim_and_apply", "expire_request", "resume_run", "hand_back", "finish"]
 
 
 async def hand_back(rt: AgentRuntime, work: Optional["asyncio.Future[Any]"] = None) -> None:
     """Stop writing `rt`'s run now and give its lease up (see the module docstring). `work`, the
     task driving the run, is cancelled once nothing of its stop can reach the store."""
-    durable = rt._core.durable
+    durable = rt.run_state.durable
     if durable is None:
         await rt.aclose()
         return
@@ -74,7 +79,7 @@ async def finish(rt: AgentRuntime, work: Callable[[], Awaitable[Any]], run_id: O
     The result is returned, the failure is a warning naming run and request, and the store holds
     the run as of its last commit, continued from there by the next restore."""
 
-    core = rt._core
+    core = rt.run_state
     durable = core.durable
 
     async def drive() -> tuple[TaskResult, Optional[StoreError]]:
@@ -123,21 +128,35 @@ async def apply_claimed(store: RunStore, run_id: str, answer: Answer, holder: Ho
     """Restore `run_id` under `holder`, which claimed `answer` in the store's ledger, and apply it.
     A restore that fails gives the claim back (`give_back=False`: the caller does — a worker
     returns a submitted answer's claim to the queue, not to the inbox)."""
-    try:
-        rt = await restore_run(AgentRuntime, store, run_id, agents=agents, transport=transport, llm=llm,
-                               takeover=takeover, holder=holder, **options)
-    except BaseException:
-        if give_back:
-            await store.unclaim(answer.id, holder)
-        raise
-    return await finish(rt, lambda: apply_answer(rt._core, answer, claimed=True), run_id, applied=answer.id)
+    held = claimed(store, answer.id, holder) if give_back else contextlib.nullcontext()
+    return await _restore_and_apply(held, store, run_id, answer, holder, agents=agents, transport=transport, llm=llm,
+                                    takeover=takeover, **options)
+
+
+async def claim_and_apply(store: RunStore, run_id: str, answer: Answer, *, agents: Any, transport: Any = None,
+                          llm: Optional[dict[str, Any]] = None, takeover: bool = False, **options: Any) -> TaskResult:
+    """Claim `answer` in the store's ledger for this process, then restore `run_id` and apply it
+    (`apply_claimed`); a restore that fails gives the claim back."""
+    holder = Holder.here()
+    ttl = float(options.get("lease_ttl") or DEFAULT_LEASE_TTL)
+    held = claimed(store, answer.id, holder, dataclasses.asdict(answer), ttl=ttl, run_id=run_id)
+    return await _restore_and_apply(held, store, run_id, answer, holder, agents=agents, transport=transport, llm=llm,
+                                    takeover=takeover, **options)
+
+
+async def _restore_and_apply(held: AsyncContextManager[Any], store: RunStore, run_id: str, answer: Answer,
+                             holder: Holder, **options: Any) -> TaskResult:
+    """Restore under `held` (the claim, given back if the restore fails), then apply the answer:
+    from there a failure gives the claim back through the runtime (`answering.apply_answer`)."""
+    async with held:
+        rt = await restore_run(AgentRuntime, store, run_id, holder=holder, **options)
+    return await finish(rt, lambda: apply_answer(rt.run_state, answer, claimed=True), run_id, applied=answer.id)
 
 
 async def expire_request(store: RunStore, request_id: str, *, agents: Any, transport: Any = None,
                          llm: Optional[dict[str, Any]] = None, **options: Any) -> Optional[TaskResult]:
     """Fire the expiry of `request_id` if it is still waiting and due; None when there is nothing
     to do (answered meanwhile, or not due). `AnswerAlreadyApplied` when an answer won the race."""
-    from ..client.tool_calls import is_expired, utc_now
 
     row = await store.find_request(request_id)
     if row is None or row.request is None or row.status != OPEN or not row.run_id:
@@ -146,11 +165,7 @@ async def expire_request(store: RunStore, request_id: str, *, agents: Any, trans
     if not is_expired(request, utc_now()):
         return None
     answer = expiry_answer(request)
-    holder = Holder.here()
-    await store.claim(answer.id, holder, dataclasses.asdict(answer), ttl=float(options.get("lease_ttl") or 30.0),
-                      run_id=row.run_id)
-    return await apply_claimed(store, row.run_id, answer, holder, agents=agents, transport=transport, llm=llm,
-                               **options)
+    return await claim_and_apply(store, row.run_id, answer, agents=agents, transport=transport, llm=llm, **options)
 
 
 async def start_submitted(store: RunStore, run_id: str, agent: str, prompt: str, *, agents: Any,
@@ -162,7 +177,7 @@ async def start_submitted(store: RunStore, run_id: str, agent: str, prompt: str,
         raise RestoreError(f"toolnexus.agents: cannot start run {run_id!r} — it needs the agent definition {agent!r}, "
                            f"which agents= does not give (given: {', '.join(sorted(registry)) or 'none'})")
     rt = AgentRuntime(registry=registry, store=store, run_id=run_id, transport=transport, llm=llm, **options)
-    core = rt._core
+    core = rt.run_state
     durable = core.durable
     assert durable is not None
     durable.entry_agent = agent

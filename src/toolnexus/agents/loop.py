@@ -37,7 +37,7 @@ from typing import Any, Awaitable, Callable, Optional, Union
 
 from .._diag import warn_once
 from ..client import create_client
-from ..client.result import RUN_STATUS_DONE, RUN_STATUS_PENDING
+from ..client.result import RUN_STATUS_DONE, RUN_STATUS_PENDING, hook_of
 from ..types import ToolResult
 from .defs import read_soul_file
 from .vocab import HandleState, TaskStatus
@@ -144,14 +144,6 @@ def loop_unsupported(spec: Any) -> list[str]:
 # --------------------------------------------------------------------------- guardrails
 
 
-def _hook(hooks: Any, name: str) -> Optional[Callable[..., Any]]:
-    """A hook by name from a mapping or an object; non-callables count as absent."""
-    if hooks is None:
-        return None
-    fn = hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None)
-    return fn if callable(fn) else None
-
-
 def _hooks_as_dict(hooks: Any) -> dict[str, Any]:
     if hooks is None:
         return {}
@@ -159,8 +151,9 @@ def _hooks_as_dict(hooks: Any) -> dict[str, Any]:
         return dict(hooks)
     copied = dict(getattr(hooks, "__dict__", {}))
     for name in _HOOK_NAMES:
-        if name not in copied and _hook(hooks, name) is not None:
-            copied[name] = getattr(hooks, name)
+        found = hook_of(hooks, name)  # the client's one reading of hooks-as-mapping-or-object
+        if name not in copied and found is not None:
+            copied[name] = found
     return copied
 
 
@@ -184,7 +177,7 @@ def _bad_verdict(value: Any) -> TypeError:
     )
 
 
-class GuardedHooks(dict):
+class GuardedHooks(dict[str, Any]):
     """The dict `guarded_hooks` returns; it remembers the guardrails and the hooks they wrapped."""
 
     guardrails: list[Guardrail]
@@ -201,7 +194,7 @@ def guarded_hooks(guardrails: Optional[list[Guardrail]], hooks: Any) -> Any:
     if not guardrails:
         return hooks
     rails = list(guardrails)
-    prior = _hook(hooks, "before_tool")
+    prior = hook_of(hooks, "before_tool")
 
     async def before_tool(event: dict[str, Any]) -> Any:
         for rail in rails:

@@ -23,24 +23,46 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Protocol, TypeVar, runtime_checkable
 
 from .._diag import warn
-from ..durable import RestoreError, RunStore, StoreVersionError
+from ..durable import DEFAULT_LEASE_TTL, RestoreError, RunStore, StoreVersionError
 from ..durable.model import APPLIED, CLAIMED, KIND_AGENTS, RUN_FORMAT, Holder, LoadedRun, epoch
 from ..durable.queue import QUEUED_RUN
 from ..types import Answer
+from .answering import apply_answer, cascade_one
 from .defs import AgentDef
 from .handle import Handle, is_parked
+from .scope import TurnScope
 from .snapshot import SnapshotError, rebuild_tree, registry_fingerprint
+from .turn import begin_turn, run_body
+from .turnstate import Recovery
 from .vocab import HandleState
 from ..errors import ToolnexusTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import RuntimeCore
-    from .runtime import AgentRuntime
 
-__all__ = ["restore_run", "resume", "registry_of"]
+__all__ = ["restore_run", "registry_of"]
+
+
+class RestoredRuntime(Protocol):
+    """What `restore_run` needs of the runtime it builds (`AgentRuntime` is one)."""
+
+    @property
+    def run_state(self) -> "RuntimeCore": ...
+
+    async def aclose(self) -> None: ...
+
+
+R = TypeVar("R", bound=RestoredRuntime)
+
+
+@runtime_checkable
+class DefinesAgents(Protocol):
+    """An `Agent` (surface.py) or alike: `registry()` gives its definitions by name (it may read files)."""
+
+    def registry(self) -> dict[str, AgentDef]: ...
 
 _PREFIX = "toolnexus.agents: cannot restore run — "
 
@@ -54,7 +76,7 @@ async def registry_of(agents: Any) -> dict[str, AgentDef]:
     for item in items:
         if isinstance(item, AgentDef):
             registry.setdefault(item.name, item)
-        elif hasattr(item, "registry") and callable(item.registry):
+        elif isinstance(item, DefinesAgents):
             for name, defn in (await asyncio.to_thread(item.registry)).items():
                 registry.setdefault(name, defn)
         else:
@@ -142,26 +164,19 @@ def _post_order(h: Handle) -> list[Handle]:
 
 async def _cascade_from(core: "RuntimeCore", node: Optional[Handle], applied: set[str]) -> None:
     """Continue a cascade a crash cut: parked ancestors whose request was answered and applied."""
-    from .answering import cascade_one
-
     while (node is not None and node is not core.root and is_parked(node)
            and node.pending_req is not None and node.pending_req.id in applied):
         await cascade_one(core, node)
         node = node.parent
 
 
-async def _recover_turn(core: "RuntimeCore", h: Handle, turn: Any, applied: set[str]) -> None:
-    from .turn import run_body
-
-    await run_body(core, h, turn)
-    await _cascade_from(core, h.parent, applied)
+async def _recover_turn(scope: TurnScope, applied: set[str]) -> None:
+    await run_body(scope)
+    await _cascade_from(scope.run, scope.handle.parent, applied)
 
 
 def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
     """Start what the previous process left in flight (see the module docstring)."""
-    from .answering import apply_answer
-    from .turn import Recovery, begin_turn
-
     rows = {row.request_id: row for row in loaded.pending}
     applied = {rid for rid, row in rows.items() if row.status == APPLIED}
     handles = _post_order(core.root)[:-1]  # children before parents; root excluded
@@ -173,9 +188,9 @@ def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
         calls.update(core.durable.calls_of(h.id) if core.durable is not None else {})
         h.state = HandleState.IDLE  # as it is once the dead process's turn is gone; the recovery traces idle→running
         core.trace_line(h, "restored while its turn was in flight (recovering from the last commit)")
-        turn = begin_turn(core, h, str(info.get("input") or ""), detail="(recover)",
-                          recovery=Recovery(calls, bool(info.get("started"))))
-        core.background(_recover_turn(core, h, turn, applied))
+        scope = begin_turn(core, h, str(info.get("input") or ""), detail="(recover)",
+                           recovery=Recovery(calls, bool(info.get("started"))))
+        core.background(_recover_turn(scope, applied))
     for h in handles:
         if h.state == HandleState.IDLE and h.parent is not None and h.parent is not core.root:
             parent = h.parent
@@ -192,20 +207,20 @@ def _recover(core: "RuntimeCore", loaded: LoadedRun) -> None:
         claimer = Holder.from_dict(row.claim)
         if claimer is not None and me is not None and claimer.id == me.id:
             continue  # claimed by the host restoring us: it applies the answer itself
-        ttl = core.durable.lease_ttl if core.durable is not None else 30.0
+        ttl = core.durable.lease_ttl if core.durable is not None else DEFAULT_LEASE_TTL
         stale = row.answered_at is not None and row.answered_at + ttl <= epoch()  # its claimer (elsewhere) is gone
         if claimer is None or claimer.is_dead_here() or stale:
             core.background(apply_answer(core, Answer.from_dict(row.answer)))
     core.dispatch_queued()
 
 
-async def restore_run(cls: type["AgentRuntime"], store: RunStore, run_id: str, *, agents: Any, transport: Any = None,
+async def restore_run(cls: Callable[..., R], store: RunStore, run_id: str, *, agents: Any, transport: Any = None,
                       llm: Optional[dict[str, Any]] = None, takeover: bool = False, holder: Optional[Holder] = None,
-                      **options: Any) -> "AgentRuntime":
+                      **options: Any) -> R:
     """`AgentRuntime.restore` (see the module docstring)."""
     registry = await registry_of(agents)
     rt = cls(registry=registry, store=store, run_id=run_id, transport=transport, llm=llm, **options)
-    core = rt._core
+    core = rt.run_state
     durable = core.durable
     assert durable is not None
     if holder is not None:

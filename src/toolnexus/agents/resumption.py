@@ -18,18 +18,18 @@ from there (`lifecycle.finish`).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..client import ResumeError
+from ..client.resume import RESUME_PREFIX
 from ..durable import RunStore
-from ..durable.model import CONVERSATION_PREFIX, Holder
+from ..durable.model import CONVERSATION_PREFIX
 from ..errors import ToolnexusTypeError
 from ..types import Answer, Request
 from .answering import checked_answer
 from .handle import TaskResult
-from .lifecycle import apply_claimed
+from .lifecycle import claim_and_apply
 
 __all__ = ["resume"]
 
@@ -46,14 +46,11 @@ async def resume(store: RunStore, answer: Any, *, agents: Any, transport: Any = 
         raise ToolnexusTypeError(f"toolnexus.agents: resume() takes an Answer, got {type(answer).__name__}")
     row = await store.find_request(answer.id)
     if row is None or row.request is None:
-        raise ResumeError(f"toolnexus: cannot resume — no request {answer.id!r} is pending in {store.url}")
+        raise ResumeError(RESUME_PREFIX + f"no request {answer.id!r} is pending in {store.url}")
     if row.run_id and row.run_id.startswith(CONVERSATION_PREFIX):
         conv = row.run_id[len(CONVERSATION_PREFIX):]
-        raise ResumeError(f"toolnexus: cannot resume — request {answer.id!r} belongs to the client conversation "
+        raise ResumeError(RESUME_PREFIX + f"request {answer.id!r} belongs to the client conversation "
                           f"{conv!r}, not an agent run; answer it with client.ask_with_answer(toolkit, {conv!r}, ...)")
     answer = checked_answer(Request.from_dict(row.request), answer)
-    holder = Holder.here()
-    await store.claim(answer.id, holder, dataclasses.asdict(answer), ttl=float(options.get("lease_ttl") or 30.0),
-                      run_id=row.run_id)
-    return await apply_claimed(store, str(row.run_id), answer, holder, agents=agents, transport=transport, llm=llm,
-                               takeover=takeover, **options)
+    return await claim_and_apply(store, str(row.run_id), answer, agents=agents, transport=transport, llm=llm,
+                                 takeover=takeover, **options)

@@ -6,8 +6,11 @@ handles with deterministic parent-scoped ids, an inbox per handle, three loud ba
 gates, hierarchical budgets with a live ancestor walk, the `task` tool, nearest-interpreter
 escalation and resume.
 
-This module validates options and builds the `RuntimeCore` (state and verbs, `core.py`); every
-verb here delegates to it. Helpers receive the core, never this object.
+This module validates options and builds the `RuntimeCore` (state and verbs, `core.py`), handing
+it the turn runner (`turn.start_wake`, `turn.settle_interrupted`); every verb here delegates to it.
+Helpers receive the core, never this object. The runtime's own hosts (restore, the lifecycle
+verbs, `Agent.run`, the Temporal workflow) reach the core through one supported accessor,
+`run_state`, never through a private attribute.
 
 With a durable store (`store=` a `RunStore` from `toolnexus.stores`) the runtime is a *run*:
 every state change and completed step commits to the store (`durable.py`), a parked run
@@ -50,6 +53,7 @@ Choices of ours (each tested):
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from typing import Any, Callable, Optional
 
@@ -61,14 +65,18 @@ from ..approvals import ApprovalPolicy
 from ..durable import DEFAULT_LEASE_TTL, RunStore, is_run_store
 from ..durable.model import new_run_id
 from ..types import Answer, Request
+from .answering import apply_answer
 from .budget import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TURNS, Budget
 from .clock import AsyncioClock, Clock
 from .core import RuntimeCore
 from .defs import RESUME_CONTINUE, RESUME_REPLAY, AgentDef, check_resume_mode
+from .durable import DurableRun
 from .gate import TurnGate
 from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult, subtree
-from .snapshot import registry_fingerprint, restore_runtime, snapshot_runtime
+from .restore import restore_run
+from .snapshot import restore_runtime, snapshot_runtime
 from .trace import DEFAULT_TRACE_LIMIT, TraceRing, check_trace_limit
+from .turn import run_admitted, settle_interrupted, start_wake
 from .vocab import HandleState, TaskStatus
 from ..errors import ToolnexusTypeError, ToolnexusValueError
 
@@ -129,11 +137,11 @@ class AgentRuntime:
         max_concurrent_turns: int = 8,
         shutdown_ms: float = 200,
         llm: Optional[dict[str, Any]] = None,
-        in_process: Optional[Callable[[dict], Any]] = None,
+        in_process: Optional[Callable[[dict[str, Any]], Any]] = None,
         store: Any = None,
         clock: Optional[Clock] = None,
         hooks: Any = None,
-        on_metric: Optional[Callable[[dict], None]] = None,
+        on_metric: Optional[Callable[[dict[str, Any]], None]] = None,
         on_budget: Optional[Callable[[Handle, str], Any]] = None,
         on_transition: Optional[Callable[[dict[str, Any]], Any]] = None,
         trace_limit: Optional[int] = DEFAULT_TRACE_LIMIT,
@@ -168,8 +176,6 @@ class AgentRuntime:
         the_clock: Clock = clock if clock is not None else AsyncioClock()
         durable = None
         if durable_store is not None:
-            from .durable import DurableRun
-
             durable = DurableRun(durable_store, run_id or new_run_id(), lease_ttl=lease_ttl, clock=the_clock,
                                  named=run_id is not None)
         conversations = durable.view if durable is not None else (store if store is not None else InMemoryConversationStore())
@@ -178,11 +184,18 @@ class AgentRuntime:
             clock=the_clock, gate=TurnGate(max_concurrent_turns), inbox_cap=inbox_cap, shutdown_ms=shutdown_ms,
             hooks=hooks, on_metric=on_metric, on_budget=on_budget, on_transition=on_transition, resume_mode=mode,
             trace_limit=check_trace_limit(trace_limit), durable=durable, approvals=ApprovalPolicy.of(approvals),
-            on_pending=on_pending)
+            on_pending=on_pending, start_turn=start_wake, settle_interrupted=settle_interrupted)
         if durable is not None:
             durable.attach(self._core)
 
     # -- read-only surface ---------------------------------------------------------------------------
+
+    @property
+    def run_state(self) -> RuntimeCore:
+        """The runtime's state and verbs, for toolnexus's own hosts (restore, the lifecycle verbs,
+        `Agent.run`, the Temporal workflow): the one supported way past this facade. Applications
+        use the runtime's verbs; what the core offers beyond them may change between versions."""
+        return self._core
 
     @property
     def root(self) -> Handle:
@@ -214,22 +227,6 @@ class AgentRuntime:
     def transport(self) -> Any:
         """The transport every turn's LLM requests go through (behind the turn gate)."""
         return self._core.transport
-
-    @property
-    def inbox_cap(self) -> int:
-        return self._core.inbox_cap
-
-    @property
-    def shutdown_ms(self) -> float:
-        return self._core.shutdown_ms
-
-    @property
-    def hooks(self) -> Any:
-        return self._core.hooks
-
-    @property
-    def on_metric(self) -> Any:
-        return self._core.on_metric
 
     @property
     def resume_mode(self) -> str:
@@ -268,8 +265,6 @@ class AgentRuntime:
     async def quiesce(self, timeout: Optional[float] = None) -> bool:
         """Wait until no LLM request is in flight, including requests of aborted turns whose
         worker threads are still running, so every counter is final. False on timeout (seconds)."""
-        import asyncio
-
         unwinding = [turn.finished.wait() for turn in self._core.turns if turn.settled]
         if unwinding:  # aborted bodies still unwinding: let them close their meters first
             await asyncio.gather(*unwinding)
@@ -343,8 +338,6 @@ class AgentRuntime:
     async def run_turn(self, h: Handle, prompt: Optional[str] = None,
                        one_shot_wait_for: Optional[Callable[[Request], Any]] = None) -> TaskResult:
         """Run one turn of an idle handle with exactly `prompt` as input (the inbox is not drained)."""
-        from .turn import run_admitted
-
         if h.state == HandleState.CLOSED:
             return TaskResult("closed", True, TaskStatus.CLOSED)
         return await run_admitted(self._core, h, prompt or "", one_shot=one_shot_wait_for)
@@ -361,8 +354,6 @@ class AgentRuntime:
         answer was not applied; once the answer's application has committed (before the answered
         tool runs), a later store failure is not raised as if it had not been: it is warned about
         and kept in `commit_error` (`await rt.flush()` tries again)."""
-        from .answering import apply_answer
-
         result = await apply_answer(self._core, answer)
         if self._core.durable is not None:
             await self._core.durable.flush_applied(answer.id if isinstance(answer, Answer) else str(answer["id"]))
@@ -410,7 +401,7 @@ class AgentRuntime:
         `interrupted by restart` result."""
         rt = cls(registry=registry, **options)
         try:
-            await restore_runtime(rt._core, snapshot)
+            await restore_runtime(rt.run_state, snapshot)
         except BaseException:
             await rt.close(rt.root)  # frees a transport the refused runtime created
             raise
@@ -427,10 +418,5 @@ class AgentRuntime:
         with `RunInProgress` unless its lease expired, its holder died on this host, or `takeover`.
         Handles that were running when the run's last process stopped continue at once from the
         last commit (see `restore.py`); parked handles stay parked until answered."""
-        from .restore import restore_run
-
         return await restore_run(cls, store, run_id, agents=agents, transport=transport, llm=llm,
                                  takeover=takeover, **options)
-
-    def _fingerprint(self) -> dict[str, Any]:
-        return registry_fingerprint(self._core.registry)

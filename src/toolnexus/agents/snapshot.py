@@ -43,15 +43,13 @@ import hashlib
 import json
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .defs import AgentDef
 from .handle import HANDLE_STATES, Handle, TaskResult, restore_drained, result_of, subtree, take_suspension
+from .state import RunState
 from .vocab import HandleState, TaskStatus
 from ..errors import ToolnexusError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .core import RuntimeCore
 
 __all__ = [
     "SNAPSHOT_FORMAT",
@@ -85,7 +83,7 @@ def _def_digest(defn: AgentDef) -> str:
         "model": defn.model,
         "budget": dataclasses.asdict(defn.budget) if defn.budget is not None else None,
         "task_targets": list(defn.task_targets or []),
-        "tools": [getattr(t, "name", None) for t in defn.tools or []],
+        "tools": [t.name for t in defn.tools or []],
         "resume_mode": defn.resume_mode,
     }
     text = json.dumps(fields, sort_keys=True, default=repr)
@@ -137,7 +135,7 @@ def _decode(value: Any) -> Any:
 # --------------------------------------------------------------------------- snapshot
 
 
-def _applied_answers(core: "RuntimeCore") -> dict[str, Any]:
+def _applied_answers(core: RunState) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for answer_id, fut in core.resumes.items():
         if fut.done() and not fut.cancelled() and fut.exception() is None:
@@ -145,7 +143,7 @@ def _applied_answers(core: "RuntimeCore") -> dict[str, Any]:
     return out
 
 
-async def snapshot_runtime(core: "RuntimeCore", *, conversations: bool = True) -> dict[str, Any]:
+async def snapshot_runtime(core: RunState, *, conversations: bool = True) -> dict[str, Any]:
     """The runtime as one JSON-able dict (see the module docstring)."""
     handles = list(subtree(core.root))
     snap: dict[str, Any] = {  # recorded synchronously: one consistent tree
@@ -167,13 +165,14 @@ async def snapshot_runtime(core: "RuntimeCore", *, conversations: bool = True) -
             if messages is not None:
                 stored[h.id] = messages
         snap["conversations"] = stored
-    return _encode(snap)
+    encoded: dict[str, Any] = _encode(snap)
+    return encoded
 
 
 # --------------------------------------------------------------------------- restore
 
 
-def rebuild_tree(core: "RuntimeCore", records: list[Any], prefix: str = _PREFIX) -> dict[str, Handle]:
+def rebuild_tree(core: RunState, records: list[Any], prefix: str = _PREFIX) -> dict[str, Handle]:
     """Every handle from its record, parents first; children re-linked in spawn order."""
     if not records or not isinstance(records[0], dict) or records[0].get("id") != "root":
         raise SnapshotError(prefix + "its first handle record must be the root")
@@ -207,7 +206,7 @@ def rebuild_tree(core: "RuntimeCore", records: list[Any], prefix: str = _PREFIX)
     return by_id
 
 
-def _interrupted_by_restart(core: "RuntimeCore", h: Handle) -> None:
+def _interrupted_by_restart(core: RunState, h: Handle) -> None:
     """A turn that was live when the snapshot was taken: idle, inbox intact, `interrupted`."""
     restore_drained(h)
     take_suspension(h)
@@ -216,7 +215,7 @@ def _interrupted_by_restart(core: "RuntimeCore", h: Handle) -> None:
     h.last_result = result_of(h, RESTART_TEXT, TaskStatus.INTERRUPTED)
 
 
-def reanchor(core: "RuntimeCore", handles: Any, then: Any, epoch: Any) -> None:
+def reanchor(core: RunState, handles: Any, then: Any, epoch: Any) -> None:
     """Re-anchor each handle's `spawned_at` on this runtime's clock, counting the downtime since
     `epoch` (wall clock) so wall-clock limits keep measuring real age; no turn is live."""
     downtime = max(0.0, time.time() - epoch) if isinstance(epoch, (int, float)) else 0.0
@@ -227,8 +226,8 @@ def reanchor(core: "RuntimeCore", handles: Any, then: Any, epoch: Any) -> None:
         h.running_children = 0
 
 
-async def restore_runtime(core: "RuntimeCore", snapshot: Any) -> None:
-    """Load `snapshot` into the fresh runtime core `core` (see the module docstring)."""
+async def restore_runtime(core: RunState, snapshot: Any) -> None:
+    """Load `snapshot` into the fresh runtime state `core` (see the module docstring)."""
     if not isinstance(snapshot, dict) or snapshot.get("format") not in _READABLE:
         got = snapshot.get("format") if isinstance(snapshot, dict) else type(snapshot).__name__
         raise SnapshotError(_PREFIX + f"expected format {SNAPSHOT_FORMAT!r}, got {got!r}")

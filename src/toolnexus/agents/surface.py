@@ -127,11 +127,11 @@ class Agent:
         on_spawn: Any = None,
         on_close: Any = None,
         hooks: Any = None,
-        on_metric: Optional[Callable[[dict], None]] = None,
+        on_metric: Optional[Callable[[dict[str, Any]], None]] = None,
         guardrails: Optional[list[Any]] = None,
         completion: Optional[Completion] = None,
         on_budget: Optional[Callable[[Any, str], Any]] = None,
-        on_transition: Optional[Callable[[dict], Any]] = None,
+        on_transition: Optional[Callable[[dict[str, Any]], Any]] = None,
         resume_mode: Optional[str] = None,
         output_type: Any = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
@@ -227,7 +227,7 @@ class Agent:
         return await self._run_on(rt, prompt)
 
     async def _run_on(self, rt: AgentRuntime, prompt: str) -> TaskResult:
-        durable = rt._core.durable
+        durable = rt.run_state.durable
         if durable is not None:
             durable.entry_agent = self.name
         h = rt.spawn(rt.root, self.name)
@@ -247,7 +247,7 @@ class Agent:
                     await rt.close(rt.root)
                 return dataclasses.replace(result, runtime=rt, run_id=rt.run_id)
             await self._first_commit(rt, h, prompt)
-            result = await rt._core.wait(h, commit=False)
+            result = await rt.run_state.wait(h, commit=False)
             if result.status != TaskStatus.PENDING:
                 await rt.close(rt.root)  # one commit: the result, the closed tree, the lease given up
             await durable.flush()  # a result is reported once it is durable (raises if that commit failed)
@@ -266,7 +266,7 @@ class Agent:
         call) and the run is created in the background while the first LLM call is out, or with
         the first tool call's start if that comes first (on the tool's thread: no round trip of
         its own); either way before any tool runs and before any result is reported."""
-        core = rt._core
+        core = rt.run_state
         durable = core.durable
         assert durable is not None
         if h is not None and not durable.named:
@@ -310,7 +310,7 @@ class Agent:
                 await oldest.close(oldest.root, force=True)
 
         async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult:
-            answer = getattr(ctx, "answer", None)
+            answer = ctx.answer if ctx is not None else None
             if answer is not None:
                 rt = parked.pop(answer.id, None)
                 if rt is None:
@@ -329,7 +329,7 @@ class Agent:
             else:
                 prompt = str((args if isinstance(args, dict) else {}).get("prompt"))
                 result = await self.run(prompt, **rt_opts)
-                rt = result.runtime
+                rt = result.runtime if isinstance(result.runtime, AgentRuntime) else None
             meta: dict[str, Any] = {"agent": self.name, "turns": result.turns, "totalTokens": result.total_tokens}
             if result.status == TaskStatus.PENDING and result.pending is not None and rt is not None:
                 await park(result.pending.id, rt)

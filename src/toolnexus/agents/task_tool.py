@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..types import Tool, ToolContext, ToolResult
 from .handle import SpawnError, find_child
+from .scope import TurnScope
 from .vocab import HandleState, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core import RuntimeCore
+    from .defs import AgentDef
     from .handle import Handle
-    from .turn import TurnState
+    from .turnstate import TurnState
 
 __all__ = ["TASK_TOOL_NAME", "TASK_INPUT_SCHEMA", "task_description", "make_task_tool"]
 
@@ -39,10 +41,10 @@ TASK_INPUT_SCHEMA = {
 }
 
 
-def task_description(core: "RuntimeCore", team: list[str]) -> str:
+def task_description(registry: Mapping[str, "AgentDef"], team: list[str]) -> str:
     """The pinned description, listing the team members present in the registry, by name."""
-    members = sorted({name for name in team if name in core.registry})
-    listing = "; ".join(f"{name}: {core.registry[name].description}" for name in members)
+    members = sorted({name for name in team if name in registry})
+    listing = "; ".join(f"{name}: {registry[name].description}" for name in members)
     return f"Delegate a subtask to an isolated subagent. Available agents — {listing}"
 
 
@@ -74,8 +76,9 @@ def _reattachable(h: "Handle", turn: "TurnState", key: str) -> Optional["Handle"
     return find_child(h, ids[index])
 
 
-def make_task_tool(core: "RuntimeCore", h: "Handle", turn: "TurnState") -> Tool:
-    """The `task` tool as seen by one turn of `h`."""
+def make_task_tool(scope: TurnScope) -> Tool:
+    """The `task` tool as seen by one turn of a handle."""
+    core, h, turn = scope.run, scope.handle, scope.turn
     team = list(h.defn.task_targets or [])
 
     async def execute(args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult:
@@ -116,7 +119,7 @@ def make_task_tool(core: "RuntimeCore", h: "Handle", turn: "TurnState") -> Tool:
 
     return Tool(
         name=TASK_TOOL_NAME,
-        description=task_description(core, team),
+        description=task_description(core.registry, team),
         input_schema=copy.deepcopy(TASK_INPUT_SCHEMA),
         source="native",
         execute=execute,

@@ -18,7 +18,7 @@ from typing import Optional
 
 from ..errors import ToolnexusValueError
 from ..types import ToolResult, pending
-from .answering import TIMER_KIND
+from ..client.tool_calls import TIMER_KIND
 
 __all__ = ["timer", "TIMER_KIND"]
 

@@ -37,7 +37,7 @@ def check_trace_limit(limit: Any) -> Optional[int]:
     return limit
 
 
-class TraceRing(list):
+class TraceRing(list[Any]):
     """A list that keeps only its newest `limit` items (`None`: unbounded)."""
 
     def __init__(self, limit: Optional[int] = DEFAULT_TRACE_LIMIT, items: Iterable[Any] = ()) -> None:

@@ -1,7 +1,8 @@
 """One agent turn, from admission to finish: run exactly one `client.ask` and settle the outcome.
 
-`begin_turn` admits a turn (state `running`, a parent slot taken); the core then runs `run_body`
-as a task (a wake) or awaits it (`run_admitted`: `run_turn`, resume and recovery). The body
+`begin_turn` admits a turn (state `running`, a parent slot taken) and returns its `TurnScope`;
+the core runs `run_body` as a task (a wake: `start_wake`, the runner the core is handed) or it is
+awaited (`run_admitted`: `run_turn`, resume and recovery). The body
 builds a per-turn toolkit (`def.tools`, plus `task` for a def with a team) and a client whose
 transport is the gated, metered seam and whose store is the runtime's conversation store plus
 this turn's journal, snapshots the stored transcript, and runs the ask through the completion
@@ -36,26 +37,30 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from dataclasses import asdict
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Protocol, runtime_checkable
 
 from .._diag import warn, warn_once
 from ..approvals import ApprovalPolicy, ApprovalScope, enforce
 from ..client import ResumeError, create_client
+from ..client.result import RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING, RunResult
 from ..client.structured import with_output
 from ..client.tracing import resume_context
 from ..toolkit import create_toolkit
-from ..types import Answer, Request, Tool
+from ..types import Request, Tool
 from .budget import canonical_limit
 from .clock import wall_now
 from .defs import RESUME_CONTINUE, RESUME_REPLAY
 from .durable import TurnJournal, TurnStore
-from .escalation import ReplayBinding, make_escalator, pending_result, stamp_path, watch_tools
+from .escalation import make_escalator, watch_tools
 from .gate import TurnMeter, gated_transport
-from .handle import flush_waiters, restore_drained, result_of
+from .handle import LiveTurn, flush_waiters, pending_result, restore_drained, result_of, stamp_path
 from .loop import resolve_hooks, run_gated
+from .scope import TurnScope
 from .suspension import ORIGIN_HOOK, ORIGIN_TOOL, HaltedCall, Suspension
 from .task_tool import make_task_tool
+from .turnstate import Continuation, Recovery, TurnState
 from .vocab import HandleState, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,86 +68,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from .handle import Handle, TaskResult
 
 __all__ = ["TurnState", "Continuation", "Recovery", "begin_turn", "run_admitted", "run_body", "settle_turn",
-           "resolved_seams"]
+           "resolved_seams", "start_wake", "settle_interrupted"]
 
 _REWIND = object()  # settle_turn: stage the turn's snapshot (the transcript as it was before)
 
 
-@dataclass
-class Continuation:
-    """A durable resume that continues the halted turn instead of replaying it.
-
-    `request` / `answer` are what `client.ask_with_answer` checks and applies; `held` is the
-    handle's `Suspension` as it was, put back if the client refuses the answer.
-    """
-
-    request: Request
-    answer: Answer
-    held: Optional[Suspension]
-
-
-@dataclass
-class Recovery:
-    """A turn brought back after a crash: the conversation's journal rows, and whether its run
-    had started (its user turn is in the stored transcript)."""
-
-    calls: dict[str, dict[str, Any]]
-    started: bool
-
-
-class TurnState:
-    """One admitted turn of a handle: live, runtime-private, never persisted.
-
-    `replay` marks a turn whose `task` calls may reattach (a resume or a recovery); `binding` is
-    the durable Answer bound to the halted call; `abort` is the reason an interrupt/close
-    cancelled it; `result` is set once, when the turn is settled.
-    """
-
-    def __init__(self, input: str, *, meter: TurnMeter,  # noqa: A002 - the turn's exact input
-                 one_shot: Optional[Callable[[Request], Any]] = None, binding: Optional[ReplayBinding] = None,
-                 replay: bool = False, continuation: Optional[Continuation] = None,
-                 recovery: Optional[Recovery] = None) -> None:
-        self.input = input
-        self.meter = meter
-        self.one_shot = one_shot
-        self.binding = binding
-        self.replay = replay or continuation is not None or recovery is not None
-        self.continuation = continuation
-        self.recovery = recovery
-        self.refusal: Optional[ResumeError] = None  # a continuation the client refused
-        self.abort: Optional[str] = None
-        self.ask_task: Optional[asyncio.Task[Any]] = None
-        self.result: Optional[TaskResult] = None
-        self.finished = asyncio.Event()
-        self.tool_minted: set[str] = set()
-        self.reattach_cursor: dict[str, int] = {}
-        self.reattached: set[str] = set()
-        self.journal: Optional[TurnJournal] = None
-        self.snapshot: Optional[list[dict[str, Any]]] = None  # the stored transcript at the turn's start
-        self.final_messages: Optional[list[dict[str, Any]]] = None  # what the client saved (with a store)
-
-    @property
-    def settled(self) -> bool:
-        return self.result is not None
-
-    @property
-    def continued(self) -> bool:
-        """The turn goes on from a kept transcript (a continuation or a recovery)."""
-        return self.continuation is not None or self.recovery is not None
-
-    def cancel(self, reason: str) -> None:
-        """Abort the turn (`reason` is "interrupted" or "closed"): cancel its ask, if it started."""
-        self.abort = reason
-        if self.ask_task is not None:
-            self.ask_task.cancel()
-
-
 def begin_turn(core: "RuntimeCore", h: "Handle", input: str, *, detail: str = "(wake)",  # noqa: A002
-               **options: Any) -> TurnState:
-    """Admission after a passed budget walk: `running`, a parent slot taken, traced."""
+               **options: Any) -> TurnScope:
+    """Admission after a passed budget walk: `running`, a parent slot taken, traced; the turn's scope."""
     meter = TurnMeter(on_late=lambda tokens: core.roll_up(h, 1, tokens, 0))
     turn = TurnState(input, meter=meter, **options)
-    h._turn = turn
+    h.attach_turn(turn)
     core.turns.add(turn)
     if not turn.replay:
         h.task_children = {}
@@ -154,7 +90,7 @@ def begin_turn(core: "RuntimeCore", h: "Handle", input: str, *, detail: str = "(
     assert h.parent is not None
     h.parent.running_children += 1
     core.changed(h.parent)
-    return turn
+    return TurnScope(core, h, turn)
 
 
 async def run_admitted(core: "RuntimeCore", h: "Handle", input: str, **options: Any) -> "TaskResult":  # noqa: A002
@@ -166,19 +102,21 @@ async def run_admitted(core: "RuntimeCore", h: "Handle", input: str, **options: 
     dim = core.walk(h)
     if dim is not None:
         return core.refuse(h, dim)
-    turn = begin_turn(core, h, input, **options)
-    await run_body(core, h, turn)
+    scope = begin_turn(core, h, input, **options)
+    await run_body(scope)
+    turn = scope.turn
     if turn.refusal is not None:  # the client refused a continuation: parked again, loudly
         raise turn.refusal
     assert turn.result is not None
     return turn.result
 
 
-def settle_turn(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "TaskResult", to: str, detail: str,
+def settle_turn(scope: TurnScope, result: "TaskResult", to: str, detail: str,
                 *, transcript: Any = _REWIND) -> None:
     """End a turn exactly once: stage its transcript (with a store), trace, free the parent slot,
     hand it on, publish the result. `transcript`: the messages to keep, `_REWIND` for the turn's
     snapshot, None to leave the stored transcript as it is."""
+    core, h, turn = scope.run, scope.handle, scope.turn
     if turn.settled:
         return
     turn.result = result
@@ -199,10 +137,21 @@ def settle_turn(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "Task
     flush_waiters(h, result)
 
 
-def _finished(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
+def start_wake(core: "RuntimeCore", h: "Handle", input: str) -> Coroutine[Any, Any, None]:  # noqa: A002
+    """A wake the core admitted: the turn begins now; the returned body is the core's to schedule."""
+    return run_body(begin_turn(core, h, input))
+
+
+def settle_interrupted(core: "RuntimeCore", h: "Handle", turn: LiveTurn, detail: str) -> None:
+    """`interrupt()` of a live turn: settled at once as `interrupted`, the inbox intact."""
+    assert isinstance(turn, TurnState)
+    settle_turn(TurnScope(core, h, turn), result_of(h, "interrupted", TaskStatus.INTERRUPTED), HandleState.IDLE, detail)
+
+
+def _finished(scope: TurnScope) -> None:
     """The body is done (settled earlier or just now): forget it and wake `close`/`quiesce`."""
-    if h._turn is turn:
-        h._turn = None
+    core, h, turn = scope.run, scope.handle, scope.turn
+    h.detach_turn(turn)
     core.turns.discard(turn)
     turn.finished.set()
     core.maybe_park()
@@ -219,26 +168,28 @@ def resolved_seams(core: "RuntimeCore", h: "Handle") -> tuple[Any, Any]:
     return hooks, on_metric
 
 
-def _checkpoint(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
+def _checkpoint(scope: TurnScope) -> None:
     """Before a commit inside the turn: roll up the spend counted so far, so it is committed too."""
+    core, h, turn = scope.run, scope.handle, scope.turn
     calls, tokens = turn.meter.take()
     if calls or tokens:
         core.roll_up(h, calls, tokens, 0)
 
 
-async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
+async def run_body(scope: TurnScope) -> None:
     """The turn body; always settles `turn` (unless an interrupt already did) and reaps its toolkit."""
+    core, h, turn = scope.run, scope.handle, scope.turn
     toolkit = None
     try:
         if core.turn_hold is not None:  # the run's entry is being stored: nothing happens before it is
             await core.turn_hold
-        if h._on_spawn_task is not None:  # an async on_spawn finishes before the first LLM call
-            spawn_task, h._on_spawn_task = h._on_spawn_task, None
+        spawn_task = h.take_first_turn_hold()
+        if spawn_task is not None:  # an async on_spawn finishes before the first LLM call
             await spawn_task
         defn = h.defn
         tools = list(defn.tools or [])
         if defn.task_targets:
-            tools.append(make_task_tool(core, h, turn))
+            tools.append(make_task_tool(scope))
         tools = _gated(tools, core.approvals_of(h), defn.name)
         memory = core.approval_memory()
         wall = lambda: wall_now(core.clock)  # noqa: E731 - expiry and escalation follow the runtime's clock
@@ -246,8 +197,8 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         toolkit = with_output(toolkit, defn.output_type, defn.output_retries)  # structured output, if any
         llm = core.llm
         hooks, on_metric = resolved_seams(core, h)
-        turn.journal = TurnJournal(core.durable, h, lambda: _checkpoint(core, h, turn),
-                                   lambda name: bool(getattr(toolkit.get(name), "idempotent", False)))
+        turn.journal = TurnJournal(core.durable, h, lambda: _checkpoint(scope),
+                                   lambda name: _idempotent(toolkit.get(name)))
         store = TurnStore(core.store, turn.journal, hold=_holder(turn) if core.durable is not None else None)
         client = create_client(
             base_url=llm["base_url"],
@@ -260,15 +211,14 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
             max_turns=h.eff["max_turns"],
             http_transport=gated_transport(core.transport, core.gate, turn.meter),
             store=store,
-            wait_for=turn.one_shot or make_escalator(core, h, turn.binding),
+            wait_for=turn.one_shot or make_escalator(scope),
             hooks=hooks,
             on_metric=on_metric,
             timer=core.clock,  # retry backoff and the run deadline follow the runtime's clock
             approvals=ApprovalScope(memory, h.id.split("/")),  # the run's sticky decisions; who asks
         )
-        utc_now = getattr(core.clock, "utc_now", None)
-        if callable(utc_now):
-            client.clock = utc_now  # `expiresAt` is judged by the runtime's wall clock too
+        if isinstance(core.clock, WallClock):
+            client.clock = core.clock.utc_now  # `expiresAt` is judged by the runtime's wall clock too
         turn.snapshot = await core.store.get(h.id)
         if turn.abort is not None:  # aborted while the turn was being set up
             raise asyncio.CancelledError
@@ -281,28 +231,40 @@ async def run_body(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
         external = turn.abort is None  # the body itself was cancelled, not just its ask
         if external and turn.ask_task is not None:
             turn.ask_task.cancel()
-        _settle_aborted(core, h, turn)
+        _settle_aborted(scope)
         if external:
             raise
     except ResumeError as exc:
         if turn.continuation is not None and turn.meter.calls == 0:
-            _settle_refused(core, h, turn, exc)
+            _settle_refused(scope, exc)
         else:
-            _settle_error(core, h, turn, exc)
+            _settle_error(scope, exc)
     except Exception as exc:
-        _settle_error(core, h, turn, exc)
+        _settle_error(scope, exc)
     else:
         try:
-            await _settle_run(core, h, turn, run)
+            await _settle_run(scope, run)
         except Exception as exc:  # e.g. the store failed to rewind: still settle, loudly
-            _settle_error(core, h, turn, exc)
+            _settle_error(scope, exc)
     finally:
         if toolkit is not None:
             try:
                 await toolkit.close()
             except Exception as exc:
                 warn(f"[toolnexus] agents: closing the toolkit of {h.id} failed: {exc}")
-        _finished(core, h, turn)
+        _finished(scope)
+
+
+@runtime_checkable
+class WallClock(Protocol):
+    """A clock that also tells wall time (`clock.py`): each turn's client judges `expiresAt` by it."""
+
+    def utc_now(self) -> datetime: ...
+
+
+def _idempotent(tool: Optional[Tool]) -> bool:
+    """The journal's question: may a call of this tool, in doubt after a crash, simply run again?"""
+    return tool is not None and tool.idempotent
 
 
 def _gated(tools: list[Tool], policy: Optional[ApprovalPolicy], agent: str) -> list[Tool]:
@@ -341,48 +303,53 @@ def _asker(client: Any, toolkit: Any, h: "Handle", turn: TurnState) -> Callable[
     return ask
 
 
-def _account(core: "RuntimeCore", h: "Handle", turn: TurnState, tool_calls: int) -> tuple[int, int]:
+def _account(scope: TurnScope, tool_calls: int) -> tuple[int, int]:
+    core, h, turn = scope.run, scope.handle, scope.turn
     calls, tokens, left_calls, left_tokens = turn.meter.close()
     core.roll_up(h, left_calls, left_tokens, tool_calls)
     return calls, tokens
 
 
-def _settle_aborted(core: "RuntimeCore", h: "Handle", turn: TurnState) -> None:
-    _account(core, h, turn, 0)
+def _settle_aborted(scope: TurnScope) -> None:
+    h, turn = scope.handle, scope.turn
+    _account(scope, 0)
     if turn.settled:  # interrupt() already settled it; only the spend was left to count
         return
     restore_drained(h)
     status = TaskStatus.CLOSED if turn.abort == TaskStatus.CLOSED else TaskStatus.INTERRUPTED
-    settle_turn(core, h, turn, result_of(h, status, status), HandleState.IDLE, "(interrupted; inbox intact)")
+    settle_turn(scope, result_of(h, status, status), HandleState.IDLE, "(interrupted; inbox intact)")
 
 
-def _settle_error(core: "RuntimeCore", h: "Handle", turn: TurnState, exc: BaseException) -> None:
-    _account(core, h, turn, 0)
+def _settle_error(scope: TurnScope, exc: BaseException) -> None:
+    h, turn = scope.handle, scope.turn
+    _account(scope, 0)
     if turn.settled:
         return
     message = str(exc) or type(exc).__name__
     restore_drained(h)
-    settle_turn(core, h, turn, result_of(h, message, TaskStatus.ERROR), HandleState.IDLE, f"(error: {message})")
+    settle_turn(scope, result_of(h, message, TaskStatus.ERROR), HandleState.IDLE, f"(error: {message})")
 
 
-def _settle_refused(core: "RuntimeCore", h: "Handle", turn: TurnState, exc: ResumeError) -> None:
+def _settle_refused(scope: TurnScope, exc: ResumeError) -> None:
     """The client refused the continuation before anything ran: parked again, request intact."""
-    _account(core, h, turn, 0)
+    h, turn = scope.handle, scope.turn
+    _account(scope, 0)
     if turn.settled or turn.continuation is None:
         return
     h.suspension = turn.continuation.held
     turn.refusal = exc
-    _suspend(core, h, turn, pending_result(h), transcript=None)
+    _suspend(scope, pending_result(h), transcript=None)
 
 
-async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: Any) -> None:
-    tool_calls = list(getattr(run, "tool_calls", None) or [])
-    calls, tokens = _account(core, h, turn, len(tool_calls) or int(getattr(run, "tool_call_count", 0) or 0))
+async def _settle_run(scope: TurnScope, run: RunResult) -> None:
+    core, h, turn = scope.run, scope.handle, scope.turn
+    tool_calls = list(run.tool_calls or [])
+    calls, tokens = _account(scope, len(tool_calls) or int(run.tool_call_count or 0))
     if turn.settled:
         return
-    status = getattr(run, "status", TaskStatus.DONE)
+    status = run.status
     kept = turn.final_messages if core.durable is not None else None
-    if status == TaskStatus.PENDING and run.pending is not None:
+    if status == RUN_STATUS_PENDING and run.pending is not None:
         # A continued (or recovered) turn stays continued; otherwise the handle's mode decides.
         mode = RESUME_CONTINUE if turn.continued else core.resume_mode_of(h)
         transcript: Any = kept
@@ -409,11 +376,11 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
         if core.durable is not None:
             assert result.pending is not None
             core.durable.open_request(h, asdict(result.pending), list((result.pending.data or {}).get("path") or []))
-        _suspend(core, h, turn, result, transcript=transcript)
+        _suspend(scope, result, transcript=transcript)
         return
     h.drained = []
-    if status == TaskStatus.INCOMPLETE:
-        limit = canonical_limit(getattr(run, "limit", None) or "maxTurns")
+    if status == RUN_STATUS_INCOMPLETE:
+        limit = canonical_limit(run.limit or "maxTurns")
         text = f"hit {limit} without a final answer"
         bound: Any = h.eff["max_turns"]
         if limit != "maxTurns":
@@ -421,23 +388,24 @@ async def _settle_run(core: "RuntimeCore", h: "Handle", turn: TurnState, run: An
             if run.text:
                 text = f"{text} ({run.text})"
         result = _with_finish(result_of(h, text, TaskStatus.INCOMPLETE, limit=limit), run)
-        settle_turn(core, h, turn, result, HandleState.IDLE, f"(INCOMPLETE at {limit} {bound})", transcript=kept)
+        settle_turn(scope, result, HandleState.IDLE, f"(INCOMPLETE at {limit} {bound})", transcript=kept)
         core.budget_stop(h, limit)
         return
     done = _with_finish(result_of(h, run.text, TaskStatus.DONE), run)
-    done.output = getattr(run, "output", None)
-    settle_turn(core, h, turn, done, HandleState.IDLE, f"(done, turns={calls}, tokens={tokens})", transcript=kept)
+    done.output = run.output
+    settle_turn(scope, done, HandleState.IDLE, f"(done, turns={calls}, tokens={tokens})", transcript=kept)
 
 
-def _with_finish(result: "TaskResult", run: Any) -> "TaskResult":
+def _with_finish(result: "TaskResult", run: RunResult) -> "TaskResult":
     """`result` with how the run's last reply ended (the client's `finish_reason`)."""
-    result.finish_reason = getattr(run, "finish_reason", None)
-    result.provider_finish_reason = getattr(run, "provider_finish_reason", None)
+    result.finish_reason = run.finish_reason
+    result.provider_finish_reason = run.provider_finish_reason
     return result
 
 
-def _suspend(core: "RuntimeCore", h: "Handle", turn: TurnState, result: "TaskResult", *, transcript: Any) -> None:
+def _suspend(scope: TurnScope, result: "TaskResult", *, transcript: Any) -> None:
     """Settle a turn as durably parked on `h.suspension` (set by the caller)."""
+    h = scope.handle
     assert h.suspension is not None
-    settle_turn(core, h, turn, result, HandleState.SUSPENDED, f'DURABLE (pending "{h.suspension.request.kind}", path preserved)',
+    settle_turn(scope, result, HandleState.SUSPENDED, f'DURABLE (pending "{h.suspension.request.kind}", path preserved)',
                 transcript=transcript)

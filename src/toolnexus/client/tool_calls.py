@@ -49,7 +49,8 @@ from typing import Any, Awaitable, Callable, Optional, TypeVar
 from .._schema import schema_error
 from .._shapes import argument_problem, non_finite_problem
 from .._write_ahead import WriteAhead, offered, takes_write_ahead
-from ..approvals import DECLINE, INVALID, REASK, ApprovalMemory, decide, is_approval_request, suspended_on
+from ..approvals import (DECLINE, INVALID, REASK, ApprovalMemory, answer_problem, decide, is_approval_request,
+                         suspended_on)
 from ..types import Answer, Request, ToolContext, ToolResult, declined_text, pending_of
 from .provider import Provider
 from .retry import Abort
@@ -322,3 +323,20 @@ def answer_schema_error(request: Request, answer: Answer) -> Optional[str]:
     if not isinstance(schema, dict) or not schema:
         return non_finite_problem(answer.data) if answer.data is not None else None
     return schema_error(schema, {} if answer.data is None else answer.data)
+
+
+def answer_refusal(request: Request, answer: Answer) -> Optional[str]:
+    """Why a resume refuses `answer` to `request` before anything runs, or None — the one wording
+    of the answer rules every resume path shares: an approval answer `approvals.answer_problem`
+    refuses (an edit where none is allowed, a repeated or unnamed approver), then data that fails
+    the request's `data["schema"]` (or, with no schema, data JSON cannot hold). Check the expiry
+    first (`late_answer`): an expired request's answer is a decline, which has no data to fail."""
+    refused = answer_problem(request, answer)
+    if refused is not None:
+        return f"the answer to {request.id!r} is refused: {refused}"
+    problem = answer_schema_error(request, answer)
+    if problem is None:
+        return None
+    schema = isinstance(request.data, dict) and bool(request.data.get("schema"))
+    what = "does not match the request's schema" if schema else "holds data JSON does not have"
+    return f"the answer to {request.id!r} {what}: {problem}"

@@ -6,12 +6,18 @@ backend reads the rows inside its own transaction and asks these functions.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import contextlib
+from typing import TYPE_CHECKING, Any, AsyncIterator, Optional
 
+from .._diag import warn
 from .errors import AnswerAlreadyApplied, RequestWithdrawn, RunDamaged, RunInProgress
 from .model import APPLIED, CANCELLED, CLAIMED, QUARANTINED, QUEUED, Holder, PendingRow
+from .protocol import DEFAULT_LEASE_TTL, RunStore
 
-__all__ = ["check_lease", "lease_is_ours", "check_claim", "expires_at_epoch"]
+if TYPE_CHECKING:  # pragma: no cover
+    from datetime import datetime
+
+__all__ = ["check_lease", "lease_is_ours", "check_claim", "expires_at_epoch", "expiry_of", "claimed"]
 
 
 def lease_is_ours(lease: Optional[dict[str, Any]], me: Holder) -> bool:
@@ -73,3 +79,43 @@ def expires_at_epoch(request: Optional[dict[str, Any]]) -> Optional[float]:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return when.timestamp()
+
+
+# -- appended for the answer rules' one home (issue 27): the expiry parser and the claim block ----------
+
+
+def expiry_of(raw: Any) -> Optional["datetime"]:
+    """An `expiresAt` value as an aware datetime (RFC 3339, `Z` accepted, naive = UTC), else None:
+    the one parser of the expiry (an unparseable value is not enforced: it reads as no expiry)."""
+    from datetime import datetime, timezone
+
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    text = raw.strip().upper()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+@contextlib.asynccontextmanager
+async def claimed(store: RunStore, request_id: str, holder: Holder, answer: Optional[dict[str, Any]] = None, *,
+                  ttl: Optional[float] = None, run_id: Optional[str] = None) -> AsyncIterator[None]:
+    """Hold the claim on `request_id`'s answer for the block, and give it back if the block raises.
+
+    With `answer` the claim is taken on entry (`store.claim`, refused by the ledger as usual);
+    without, the caller holds it already. Giving back a claim that failed to be given back (the
+    store is down) is warned about: the claim then expires with its TTL."""
+    if answer is not None:
+        await store.claim(request_id, holder, answer, ttl=ttl if ttl is not None else DEFAULT_LEASE_TTL, run_id=run_id)
+    try:
+        yield
+    except BaseException:
+        try:
+            await store.unclaim(request_id, holder)
+        except Exception as exc:
+            warn(f"[toolnexus] giving back the claim on {request_id!r} failed: {exc}")
+        raise

@@ -48,8 +48,9 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from ..agents.answering import parked_handles
     from ..approvals import answer_problem
-    from ..agents.escalation import pending_result, stamp_path
+    from ..agents.handle import pending_result, stamp_path
     from ..agents.handle import SpawnError, TaskResult, is_parked, subtree
+    from ..agents.core import RuntimeCore
     from ..agents.runtime import AgentRuntime
     from ..client.memory import InMemoryConversationStore
     from ..client.tool_calls import answer_schema_error, expires_at
@@ -152,9 +153,10 @@ class AgentWorkflow:
 
     # -- where the run stands ---------------------------------------------------------------------------
 
-    def _core(self) -> Any:
+    def _state(self) -> RuntimeCore:
+        """The runtime's state, through its supported accessor (`AgentRuntime.run_state`)."""
         assert self._rt is not None
-        return self._rt._core
+        return self._rt.run_state
 
     def _quiet(self) -> bool:
         """Nothing runs: every turn and every answer being applied has finished."""
@@ -162,7 +164,7 @@ class AgentWorkflow:
             return True
         if not self._started or self._applying or self._rt is None:
             return False
-        return not self._core().turns
+        return not self._state().turns
 
     def _settled(self) -> bool:
         """The entry agent has its result and nothing is left running or parked under it."""
@@ -189,14 +191,14 @@ class AgentWorkflow:
             return str(self._final["status"])
         if self._rt is None:
             return "running"
-        return self._core().run_status()
+        return self._state().run_status()
 
     def _pending_now(self) -> dict[str, tuple[Request, list[str]]]:
         """Each parked request id → (the request stamped with the top of its parked chain, that path)."""
         if self._rt is None or self._final is not None:
             return {}
         found: dict[str, tuple[Request, list[str], int]] = {}
-        for h in parked_handles(self._core()):
+        for h in parked_handles(self._state()):
             req = h.pending_req
             if req is None:
                 continue
