@@ -30,7 +30,7 @@ from ..._diag import warn
 from ..._write_ahead import WriteAhead
 from ...durable import DEFAULT_LEASE_TTL, Changes, Holder, LeaseLost, RunStore, StoreError
 from ...durable.model import KIND_AGENTS, epoch
-from ...durable.rules import check_claim
+from ...durable.rules import check_claim, claimed
 from ...errors import ToolnexusRuntimeError
 from ...types import Answer
 from ..ahead import AheadCommit
@@ -371,13 +371,9 @@ class DurableRun:
         """Claim `answer`'s request in the store's ledger for this runtime, then make sure it holds
         the run's lease. `AnswerAlreadyApplied` / `RequestWithdrawn` when the ledger refuses;
         `RunInProgress` when another live process runs the run (the claim is given back)."""
-        if not ours_already:
-            await self.store.claim(answer.id, self.holder, asdict(answer), ttl=self.lease_ttl, run_id=self.run_id)
-        try:
+        taken = None if ours_already else asdict(answer)
+        async with claimed(self.store, answer.id, self.holder, taken, ttl=self.lease_ttl, run_id=self.run_id):
             await self.flush(hold=True)
-        except BaseException:
-            await self.unclaim(answer.id)
-            raise
 
     async def refuse_unheld(self, request_id: str) -> None:
         """No handle here holds `request_id`: raise what the ledger knows (answered, withdrawn)."""
