@@ -6,8 +6,8 @@ import asyncio
 import logging
 
 import pytest
-from support.a2a_peers import A2APeer, completed
 
+from support.a2a_peers import A2APeer, completed
 from toolnexus.a2a import (
     CARD_TIMEOUT_CAP,
     DEFAULT_POLL_EVERY,

@@ -9,7 +9,7 @@ for capabilities the card does not declare. Real server on loopback, real HTTP, 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -114,7 +114,7 @@ async def test_get_task_keeps_the_history_and_cuts_it_to_history_length() -> Non
                                "parts": [{"kind": "text", "text": "and 3"}], "taskId": task["id"],
                                "contextId": task["contextId"]}]
     stamp = datetime.fromisoformat(full["result"]["status"]["timestamp"])
-    assert stamp.tzinfo is not None and abs(stamp - datetime.now(timezone.utc)) < timedelta(minutes=5)
+    assert stamp.tzinfo is not None and abs(stamp - datetime.now(UTC)) < timedelta(minutes=5)
 
 
 async def test_list_tasks_filters_pages_and_refuses_bad_params() -> None:
@@ -125,7 +125,7 @@ async def test_list_tasks_filters_pages_and_refuses_bad_params() -> None:
         async def listing(**params: Any) -> dict[str, Any]:
             return await rpc(http, h.url, "ListTasks", params, headers=V1)
 
-        before = datetime.now(timezone.utc).isoformat()
+        before = datetime.now(UTC).isoformat()
         answered = await send("hello", 0, contextId="ctx-a")
         await wait_state(h.store, answered["id"], {"completed"})
         working = [await send(f"block {n}", n, contextId="ctx-b") for n in range(1, 6)]

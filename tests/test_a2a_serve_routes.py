@@ -11,11 +11,11 @@ import json
 import httpx
 import pytest
 
+from support.serve_kit import SECRET, AgentRecorder, agent_toolkit, card_of, rpc, served_agent, wait_state
 from toolnexus import ToolResult
 from toolnexus.serve import CARD_PATH, InMemoryTaskStore, build_agent_card, start_a2a_server
 from toolnexus.skill import SkillInfo
 from toolnexus.toolkit import Toolkit
-from support.serve_kit import SECRET, AgentRecorder, agent_toolkit, card_of, rpc, served_agent, wait_state
 
 
 def _send(text: str, **message: object) -> dict:

@@ -12,9 +12,9 @@ import json
 
 import httpx
 
+from support.serve_kit import AgentRecorder, agent_toolkit, rpc, served_agent, wait_state
 from toolnexus import Tool, ToolResult
 from toolnexus.serve import ServeLimits
-from support.serve_kit import AgentRecorder, agent_toolkit, rpc, served_agent, wait_state
 
 OBJ = {"type": "object", "properties": {}}
 
@@ -218,8 +218,8 @@ async def test_the_round_trip_works_with_a_file_store_on_disk(tmp_path) -> None:
 
 
 async def test_once_stop_begins_new_tasks_and_answers_are_refused() -> None:
-    from toolnexus.serve.fulfil import Fulfiller, ServerStopping
     from toolnexus.serve import InMemoryTaskStore
+    from toolnexus.serve.fulfil import Fulfiller, ServerStopping
 
     async def run_task(text: str, context_id: str | None) -> ToolResult:
         raise AssertionError("never started")

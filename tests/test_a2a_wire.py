@@ -8,8 +8,8 @@ the mixed-form peer (existing toolnexus) knows only `SendMessage`/`GetTask`.
 from __future__ import annotations
 
 import pytest
-from support.a2a_peers import A2APeer, JumpClock, Step, completed, working
 
+from support.a2a_peers import A2APeer, JumpClock, Step, completed, working
 from toolnexus import ToolContext, answer_output, pending_of
 from toolnexus.a2a import agent, agent_tools, normalize_state
 from toolnexus.types import Answer

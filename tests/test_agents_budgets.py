@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 
+from support.agent_kit import calls, lookup_tool, make_runtime, scripted
 from toolnexus.agents import AgentDef, Budget, Completion, SpawnError, Verdict
 from toolnexus.agents.clock import VirtualClock
-
-from support.agent_kit import calls, lookup_tool, make_runtime, scripted, text
 
 LOOKUP_THEN_DONE = [
     {"whenToolMsgs": 0, "toolCalls": calls(("lookup", {"q": "x"}))},

@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
+from support.agent_kit import calls, delegate, gate_tool, scripted, text
 from toolnexus.agents import AgentDef, AgentRuntime, Budget, InboxItem
 from toolnexus.agents.clock import VirtualClock
 from toolnexus.agents.snapshot import SNAPSHOT_FORMAT, SnapshotError
 from toolnexus.client import InMemoryConversationStore
 from toolnexus.types import Answer, Tool, ToolResult
-
-from support.agent_kit import calls, delegate, gate_tool, make_runtime, scripted, text
 
 LEAF = [
     {"whenNoToolMsgContains": "bumped", "toolCalls": calls(("bump", {}))},

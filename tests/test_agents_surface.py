@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
+from support.agent_kit import calls, lookup_tool, make_runtime, scripted, secret_tool, text
 from toolnexus.agents import AgentDef, AgentRuntime, agent
 from toolnexus.client import create_client
 from toolnexus.toolkit import create_toolkit
 from toolnexus.types import Answer, pending_of
-
-from support.agent_kit import calls, lookup_tool, make_runtime, scripted, secret_tool, text
 
 LLM = {"base_url": "http://mock.local", "style": "openai", "model": "m-inherit", "api_key": "unused"}
 ASKER = [

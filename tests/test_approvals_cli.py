@@ -18,13 +18,12 @@ from typing import Iterator
 
 import pytest
 
+from support.cli_agents import RELEASER
 from support.cli_run import SUPPORT, TOOLNEXUS, cli_env, run_cli
 from support.llm_server import Json, LlmServer, openai_calls, openai_text
 from test_cli_run import Terminal
 from toolnexus.cli import main
 from toolnexus.stores import open_store
-
-from support.cli_agents import RELEASER
 
 KEY = "sk-test-APPROVE-KEY-0123456789"
 

@@ -10,10 +10,28 @@ import pytest
 
 import toolnexus
 from toolnexus import classifier as clf_mod
-from toolnexus.classifier import (CLASSIFIER_BACKENDS, ChoiceAnswer, ChoiceQuestion, Classifier, ClassifierError,
-                                  ClassifierUsage, Decision, NoulAnswer, NoulCriteria, NoulQuestion, RecordedDecision,
-                                  ScoreAnswer, ScoreQuestion, canonical_json, canonical_request, choice_over,
-                                  create_classifier, near_uniform, question_wire, questions_wire)
+from toolnexus.classifier import (
+    CLASSIFIER_BACKENDS,
+    ChoiceAnswer,
+    ChoiceQuestion,
+    Classifier,
+    ClassifierError,
+    ClassifierUsage,
+    Decision,
+    NoulAnswer,
+    NoulCriteria,
+    NoulQuestion,
+    RecordedDecision,
+    ScoreAnswer,
+    ScoreQuestion,
+    canonical_json,
+    canonical_request,
+    choice_over,
+    create_classifier,
+    near_uniform,
+    question_wire,
+    questions_wire,
+)
 from toolnexus.client import create_in_process_client
 from toolnexus.errors import ToolnexusError
 

@@ -11,9 +11,19 @@ import threading
 import pytest
 
 from support.llm_server import Json, LlmServer
-from toolnexus.classifier import (ChoiceAnswer, ChoiceQuestion, ClassifierError, ClassifierResponse, Decision,
-                                  NoulAnswer, NoulQuestion, ScoreQuestion, canonical_json, create_classifier,
-                                  questions_wire)
+from toolnexus.classifier import (
+    ChoiceAnswer,
+    ChoiceQuestion,
+    ClassifierError,
+    ClassifierResponse,
+    Decision,
+    NoulAnswer,
+    NoulQuestion,
+    ScoreQuestion,
+    canonical_json,
+    create_classifier,
+    questions_wire,
+)
 from toolnexus.client import create_in_process_client
 
 URL = "https://clf.example/v1"

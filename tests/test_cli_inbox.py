@@ -13,11 +13,10 @@ from typing import Iterator
 
 import pytest
 
-from toolnexus.stores import open_store
-
 from support.cli_agents import ASKER, PAYER
 from support.cli_run import cli_env, run_cli
 from support.llm_server import Json, LlmServer, openai_calls, openai_text
+from toolnexus.stores import open_store
 
 KEY = "sk-test-INBOX-KEY-0123456789"
 

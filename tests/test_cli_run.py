@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import pty
+import re
 import select
 import signal
 import subprocess

@@ -11,8 +11,14 @@ import logging
 
 import pytest
 
-from support.llm_server import (RecordingTransport, ScriptedTransport, anthropic_calls, anthropic_text, openai_calls,
-                                openai_text)
+from support.llm_server import (
+    RecordingTransport,
+    ScriptedTransport,
+    anthropic_calls,
+    anthropic_text,
+    openai_calls,
+    openai_text,
+)
 from toolnexus.client import RunResult, create_client
 from toolnexus.toolkit import Toolkit, create_toolkit
 from toolnexus.types import Answer, Tool, ToolResult, pending

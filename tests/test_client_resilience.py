@@ -10,9 +10,19 @@ import time
 import pytest
 
 from support.llm_server import Hang, Json, LlmServer, Trickle, openai_calls, openai_text
-from toolnexus.client import (ProviderError, RunCancelled, RunTimeout, UrllibTransport, _HttpError,
-                              _is_retryable_status, _parse_retry_after, capped_error_body, create_client,
-                              redact_identifiers, safe_error_body)
+from toolnexus.client import (
+    ProviderError,
+    RunCancelled,
+    RunTimeout,
+    UrllibTransport,
+    _HttpError,
+    _is_retryable_status,
+    _parse_retry_after,
+    capped_error_body,
+    create_client,
+    redact_identifiers,
+    safe_error_body,
+)
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Tool, ToolResult
 

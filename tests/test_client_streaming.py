@@ -11,8 +11,14 @@ from contextlib import asynccontextmanager
 import pytest
 
 from support.llm_server import Json, LlmServer, Sse, anthropic_sse, openai_sse, sse_lines
-from toolnexus.client import (InMemoryConversationStore, ProviderResponseError, RunCancelled, RunTimeout, create_client,
-                              create_in_process_client)
+from toolnexus.client import (
+    InMemoryConversationStore,
+    ProviderResponseError,
+    RunCancelled,
+    RunTimeout,
+    create_client,
+    create_in_process_client,
+)
 from toolnexus.client.sse import SseEvent, SseParser, json_payloads
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Answer, Tool, ToolResult, pending

@@ -8,11 +8,16 @@ import threading
 import pytest
 
 from support.llm_server import LlmServer, Sse, anthropic_sse, openai_sse
-from toolnexus.client import (Client, InMemoryConversationStore, InProcessTransport, UrllibTransport, create_client,
-                              create_in_process_client)
+from toolnexus.client import (
+    Client,
+    InMemoryConversationStore,
+    InProcessTransport,
+    UrllibTransport,
+    create_client,
+    create_in_process_client,
+)
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Tool, ToolResult
-
 
 # -- in-process ----------------------------------------------------------------------------------
 

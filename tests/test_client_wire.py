@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from support.llm_server import (Json, LlmServer, Raw, anthropic_calls, anthropic_text, openai_calls, openai_text)
+from support.llm_server import Json, LlmServer, Raw, anthropic_calls, anthropic_text, openai_calls, openai_text
 from toolnexus.client import ContentPartError, ProviderResponseError, create_client
 from toolnexus.content import UnsupportedPartError
 from toolnexus.toolkit import Toolkit

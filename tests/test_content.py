@@ -11,11 +11,31 @@ import pytest
 
 import toolnexus
 from toolnexus import content
+from toolnexus.content import (
+    MEDIA_TYPES,
+    ContentPart,
+    ContentPartError,
+    UnsupportedPartError,
+    audio,
+    decoded_len,
+    describe_part,
+    encode_part,
+    estimate_tokens,
+    file,
+    from_dict,
+    get_max_part_bytes,
+    image,
+    is_part_dict,
+    normalize_parts,
+    part,
+    placeholder_text,
+    set_max_part_bytes,
+    summarize,
+    text,
+    to_dict,
+    validate,
+)
 from toolnexus.errors import ToolnexusError
-from toolnexus.content import (MEDIA_TYPES, ContentPart, ContentPartError, UnsupportedPartError, audio, decoded_len,
-                               describe_part, encode_part, estimate_tokens, file, from_dict, get_max_part_bytes,
-                               image, is_part_dict, normalize_parts, part, placeholder_text, set_max_part_bytes,
-                               summarize, text, to_dict, validate)
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\n fake png"
 PNG = base64.b64encode(PNG_BYTES).decode()

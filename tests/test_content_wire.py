@@ -9,8 +9,15 @@ import logging
 
 import pytest
 
-from support.llm_server import (Json, LlmServer, RecordingTransport, anthropic_calls, anthropic_text, openai_calls,
-                                openai_text)
+from support.llm_server import (
+    Json,
+    LlmServer,
+    RecordingTransport,
+    anthropic_calls,
+    anthropic_text,
+    openai_calls,
+    openai_text,
+)
 from toolnexus import content
 from toolnexus.client import ContentPartError, create_client, create_in_process_client
 from toolnexus.content import ContentPart, UnsupportedPartError

@@ -8,22 +8,27 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from support.agent_kit import calls, delegate, scripted
+from support.durable_app import FAN, LLM, TEAM_MODEL, TOP, WORKER, SeedModel, team_model
+from support.llm_server import RecordingTransport, openai_calls, openai_text, tool_from, toolkit_of
+from support.stores import store_url  # noqa: F401 - fixture
 from toolnexus import Answer, ToolResult, define_tool, pending
 from toolnexus.agents import AgentRuntime, agent, resume
 from toolnexus.client import ResumeError, create_client
-from toolnexus.durable import (AnswerAlreadyApplied, RequestWithdrawn, RestoreError, RunExists, RunInProgress,
-                               StoreUnavailable)
+from toolnexus.durable import (
+    AnswerAlreadyApplied,
+    RequestWithdrawn,
+    RestoreError,
+    RunExists,
+    RunInProgress,
+    StoreUnavailable,
+)
 from toolnexus.stores import open_store
-
-from support.agent_kit import calls, delegate, scripted
-from support.durable_app import FAN, TEAM_MODEL, TOP, WORKER, LLM, SeedModel, team_model
-from support.llm_server import RecordingTransport, openai_calls, openai_text, toolkit_of, tool_from
-from support.stores import store_url  # noqa: F401 - fixture
 
 
 class Counting:
@@ -189,7 +194,7 @@ async def test_two_parallel_pending_children_are_answered_one_at_a_time(store_ur
 
 
 async def test_an_expired_request_never_runs_its_tool_on_any_path(store_url):
-    past = (datetime.now(timezone.utc) - timedelta(minutes=5)).isoformat()
+    past = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
     for mode in ("continue", "replay"):
         log: list[Any] = []
         worker = gated(log, expires=past)
@@ -283,7 +288,6 @@ async def test_transcripts_are_written_append_only():
     script = [{"whenToolMsgs": n, "toolCalls": calls(("lookup", {"q": str(n)}))} for n in range(8)]
     script.append({"always": True, "text": "looked up"})
     from support.agent_kit import lookup_tool
-
     from toolnexus.agents import Budget
 
     looker = agent("looker", does="looks", model="m", uses={"tools": [lookup_tool()]}, budget=Budget(max_turns=20))

@@ -18,15 +18,14 @@ from typing import Any
 
 import pytest
 
+from support.agent_kit import calls, scripted, until
+from support.durable_app import LLM
+from support.stores import sqlite_records
 from toolnexus import define_tool
 from toolnexus.agents import AgentRuntime, agent
 from toolnexus.durable import LeaseLost, RunChanged, RunInProgress, StoreUnavailable
 from toolnexus.stores import open_store
 from toolnexus.stores.sqlite import SqliteStore
-
-from support.agent_kit import calls, scripted, until
-from support.durable_app import LLM
-from support.stores import sqlite_records
 
 
 def stored_calls(path: Path, run_id: str) -> dict[str, str]:

@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from support.agent_fixture import fixture_tools
+from support.mock_llm import FIXTURES, MockLLM
 from toolnexus.agents import AgentDef, AgentRuntime, compactor
 from toolnexus.agents.clock import VirtualClock
 from toolnexus.client import create_client
-
-from support.agent_fixture import fixture_tools
-from support.mock_llm import FIXTURES, MockLLM
 
 FX = json.loads(Path(FIXTURES / "agent-hooks" / "fixture.json").read_text(encoding="utf-8"))
 SCENARIOS = {s["id"]: s for s in FX["scenarios"]}

@@ -9,8 +9,7 @@ import asyncio
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fuzz_strategies import json_values, words
 from toolnexus._redact import REDACTED, mask_headers

@@ -26,16 +26,14 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
+from support.stores import SKIP_PG, drop_schema, postgres_base
+from support.strict_json import assert_strict_json
 from toolnexus import Answer, Tool, ToolResult, pending
 from toolnexus.agents import AgentRuntime, agent, resume
 from toolnexus.client.transport import decode_json_body
 from toolnexus.stores import open_store
-
-from support.stores import SKIP_PG, drop_schema, postgres_base
-from support.strict_json import assert_strict_json
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -15,10 +15,28 @@ import json
 
 import pytest
 
-from support.llm_server import Hang, Json, LlmServer, Raw, Sse, Trickle, anthropic_sse, openai_calls, openai_sse, \
-    openai_text, sse_lines, toolkit_of
-from toolnexus.client import (DEFAULT_CALL_TIMEOUT_MS, NO_DEADLINE, ProviderError, ResponseTooLarge, RunTimeout,
-                              UrllibTransport, create_client)
+from support.llm_server import (
+    Hang,
+    Json,
+    LlmServer,
+    Sse,
+    Trickle,
+    anthropic_sse,
+    openai_calls,
+    openai_sse,
+    openai_text,
+    sse_lines,
+    toolkit_of,
+)
+from toolnexus.client import (
+    DEFAULT_CALL_TIMEOUT_MS,
+    NO_DEADLINE,
+    ProviderError,
+    ResponseTooLarge,
+    RunTimeout,
+    UrllibTransport,
+    create_client,
+)
 from toolnexus.errors import InputTooLarge, StreamTruncated, ToolnexusError
 from toolnexus.types import Tool, ToolResult
 

@@ -17,13 +17,11 @@ import re
 import pytest
 
 import toolnexus
-from toolnexus import Answer, answer_declined, answer_output
-from toolnexus import errors as errors_module
+from toolnexus import Answer, answer_declined, answer_output, errors as errors_module
 from toolnexus.client import create_in_process_client
 from toolnexus.errors import ToolnexusError, ToolnexusTypeError, ToolnexusValueError
-from toolnexus.types import ToolResult, pending
-from toolnexus.native import define_tool
 from toolnexus.toolkit import create_toolkit
+from toolnexus.types import ToolResult, pending
 
 SRC = pathlib.Path(toolnexus.__file__).parent
 # Every package is checked (the temporal integration runs inside workflow code, checked by its own tests).

@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from support.inbox_kit import LLM, MODEL, REFUNDER, park
 from toolnexus.inbox import LinkSigner, Notifications, Webhook, sign_body, verify_signature
 from toolnexus.inbox.notify import render

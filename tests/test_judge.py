@@ -9,11 +9,40 @@ import pytest
 
 import toolnexus
 from toolnexus import judge
-from toolnexus.classifier import (ChoiceAnswer, ChoiceQuestion, ClassifierError, Decision, NoulAnswer, NoulCriteria,
-                                  NoulQuestion, ScoreAnswer, ScoreQuestion, create_classifier)
-from toolnexus.judge import (DEFAULT_BANDS, Bands, JudgeAnswer, Outcome, Policy, Rule, Tape, ask, choice, context,
-                             decide, decision_wire, gate, noul, question_from_wire, questions, read, score, state,
-                             static_classifier)
+from toolnexus.classifier import (
+    ChoiceAnswer,
+    ChoiceQuestion,
+    ClassifierError,
+    Decision,
+    NoulAnswer,
+    NoulCriteria,
+    NoulQuestion,
+    ScoreAnswer,
+    ScoreQuestion,
+    create_classifier,
+)
+from toolnexus.judge import (
+    DEFAULT_BANDS,
+    Bands,
+    JudgeAnswer,
+    Outcome,
+    Policy,
+    Rule,
+    Tape,
+    ask,
+    choice,
+    context,
+    decide,
+    decision_wire,
+    gate,
+    noul,
+    question_from_wire,
+    questions,
+    read,
+    score,
+    state,
+    static_classifier,
+)
 from toolnexus.types import Request
 
 

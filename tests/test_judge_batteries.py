@@ -12,14 +12,27 @@ from support.llm_server import RecordingTransport, anthropic_calls, anthropic_te
 from toolnexus import judge_batteries as jb
 from toolnexus.classifier import ClassifierResponse, create_classifier
 from toolnexus.client import create_client
-from toolnexus.judge_batteries import (AgentRouterClassifier, AgentVerdict, CompleteVerdict, ContentGuardBlocked,
-                                       ContentGuardClassifier, ContentVerdict, FilterVerdict, IsCompleteClassifier,
-                                       ModelRouterClassifier, ModelVerdict, RelevanceVerdict, SkillRelevanceClassifier,
-                                       ToolGuardClassifier, ToolGuardVerdict, ToolRelevanceClassifier,
-                                       ToolResultFilterClassifier, latest_user_text)
+from toolnexus.judge_batteries import (
+    AgentRouterClassifier,
+    AgentVerdict,
+    CompleteVerdict,
+    ContentGuardBlocked,
+    ContentGuardClassifier,
+    ContentVerdict,
+    FilterVerdict,
+    IsCompleteClassifier,
+    ModelRouterClassifier,
+    ModelVerdict,
+    RelevanceVerdict,
+    SkillRelevanceClassifier,
+    ToolGuardClassifier,
+    ToolGuardVerdict,
+    ToolRelevanceClassifier,
+    ToolResultFilterClassifier,
+    latest_user_text,
+)
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Answer, Tool, ToolResult
-
 
 # -- the scripted classifier model -------------------------------------------------------------------------
 

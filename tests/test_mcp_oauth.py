@@ -15,12 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from support.oauth_server import authority
 from toolnexus import Answer, ToolContext, create_toolkit, pending_of
 from toolnexus.mcp_auth import LoopbackCallback, OAuthOptions, ServerAuth, TokenVault, new_token_key
 from toolnexus.mcp_source import McpOptions, load_mcp_with_context
 from toolnexus.stores import open_store
-
-from support.oauth_server import authority
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

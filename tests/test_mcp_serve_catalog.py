@@ -19,12 +19,12 @@ import httpx
 import mcp_types as mtypes
 import pytest
 
+from test_mcp_serve_kit import ACCEPT, Recorder, make_toolkit, mcp_session, served
 from toolnexus import ToolContext, create_toolkit, prompt, resource, tool
 from toolnexus.errors import UnsupportedOperation
 from toolnexus.mcp_serve import build_mcp_server
 from toolnexus.mcp_serve.events import SessionEvents
 from toolnexus.resources import PromptError, ResourceError
-from test_mcp_serve_kit import ACCEPT, Recorder, make_toolkit, mcp_session, served
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}, "clientInfo": {"name": "t", "version": "1"}}
 

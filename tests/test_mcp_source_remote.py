@@ -6,10 +6,9 @@ import socket
 import pytest
 import pytest_asyncio
 
-from toolnexus.mcp_source import list_mcp_tools, load_mcp
-
 from support.mcp_servers.helpers import captured_warnings
 from support.mcp_servers.http_servers import serve_sse_only, serve_streamable
+from toolnexus.mcp_source import list_mcp_tools, load_mcp
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -173,13 +172,13 @@ async def test_a_redirect_to_another_origin_never_carries_the_servers_headers():
     seen: list[dict[str, str]] = []
 
     class Elsewhere(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's naming
+        def do_POST(self):
             seen.append(dict(self.headers))
             self.send_response(500)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        do_GET = do_POST  # noqa: N815
+        do_GET = do_POST
 
         def log_message(self, *args):
             pass
@@ -189,14 +188,14 @@ async def test_a_redirect_to_another_origin_never_carries_the_servers_headers():
     redirected: list[str] = []
 
     class Redirecting(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             redirected.append(self.command)
             self.send_response(307)
             self.send_header("Location", f"http://localhost:{elsewhere.server_port}/mcp")
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        do_GET = do_POST  # noqa: N815
+        do_GET = do_POST
 
         def log_message(self, *args):
             pass

@@ -15,10 +15,9 @@ from types import SimpleNamespace
 import pytest
 import pytest_asyncio
 
+from support.mcp_servers.helpers import DEMO, captured_warnings, demo_cmd, pid_alive, read_pid
 from toolnexus.mcp_source import load_mcp, load_mcp_with_context
 from toolnexus.types import Answer, ToolContext
-
-from support.mcp_servers.helpers import DEMO, captured_warnings, demo_cmd, pid_alive, read_pid
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from support.llm_server import Json, LlmServer, RecordingTransport, Sse, openai_calls, openai_sse, openai_text
+from support.llm_server import LlmServer, RecordingTransport, Sse, openai_calls, openai_sse, openai_text
 from toolnexus import define_tool, otel, pending
 from toolnexus.agents import agent
 from toolnexus.client import ProviderError, create_client

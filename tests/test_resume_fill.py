@@ -10,12 +10,20 @@ import asyncio
 import copy
 import dataclasses
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from support.llm_server import (RecordingTransport, anthropic_calls, anthropic_text, openai_calls, openai_text,
-                                unbalanced_turns, tool_from as make_tool, toolkit_of as kit)
+from support.llm_server import (
+    RecordingTransport,
+    anthropic_calls,
+    anthropic_text,
+    openai_calls,
+    openai_text,
+    tool_from as make_tool,
+    toolkit_of as kit,
+    unbalanced_turns,
+)
 from toolnexus.client import RunCancelled, create_client
 from toolnexus.relay import RelayResult, relay_answer, relay_calls_of, relay_tool
 from toolnexus.types import Answer, Request, ToolResult, answer_declined, pending
@@ -168,7 +176,7 @@ async def test_expired_request_at_resume_becomes_declined_expired_and_the_tool_d
     c = client(t)
     halted = await c.run("go", tk)
     tools.runs.clear()
-    c.clock = lambda: datetime(2030, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
+    c.clock = lambda: datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
     answer = relay_answer(halted.pending.id, [RelayResult("c1", "found")]) if relay else Answer("req-a", True, {"v": 1})
     r = await c.run_with_answer(tk, halted.messages, halted.pending, answer)
     expected = "relay declined for lookup: expired" if relay else "declined/expired: a?"
@@ -182,7 +190,7 @@ async def test_a_request_that_has_not_expired_yet_is_answered_normally():
     c = client(t)
     tk = kit(tools.gate("a", expiresAt="2030-06-01T12:00:00Z"))
     halted = await c.run("go", tk)
-    c.clock = lambda: datetime(2030, 6, 1, 11, 59, 59, tzinfo=timezone.utc)
+    c.clock = lambda: datetime(2030, 6, 1, 11, 59, 59, tzinfo=UTC)
     r = await c.run_with_answer(tk, halted.messages, halted.pending, Answer("req-a", True, {"v": 1}))
     assert r.tool_calls[0]["output"] == 'a got {"v": 1}'
 

@@ -13,8 +13,14 @@ import re
 
 import pytest
 
-from support.llm_server import (RecordingTransport, anthropic_calls, openai_calls, openai_text,
-                                tool_from as make_tool, toolkit_of as kit)
+from support.llm_server import (
+    RecordingTransport,
+    anthropic_calls,
+    openai_calls,
+    openai_text,
+    tool_from as make_tool,
+    toolkit_of as kit,
+)
 from toolnexus import ResumeError
 from toolnexus.client import create_client
 from toolnexus.client.resume import LEDGER_SIZE, AnswerLedger

@@ -17,7 +17,7 @@ import re
 import stat
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -84,11 +84,11 @@ def test_the_real_and_virtual_clocks_fit_every_user_and_a_two_method_clock_fits_
 def test_wall_now_prefers_the_clocks_own_utc_reading():
     class Workflowish(JumpClock):
         def utc_now(self) -> datetime:
-            return datetime(2030, 1, 2, tzinfo=timezone.utc)
+            return datetime(2030, 1, 2, tzinfo=UTC)
 
-    assert _clock.wall_now(Workflowish()) == datetime(2030, 1, 2, tzinfo=timezone.utc)
+    assert _clock.wall_now(Workflowish()) == datetime(2030, 1, 2, tzinfo=UTC)
     machine = _clock.wall_now(JumpClock())
-    assert machine.tzinfo is not None and abs((datetime.now(timezone.utc) - machine).total_seconds()) < 60
+    assert machine.tzinfo is not None and abs((datetime.now(UTC) - machine).total_seconds()) < 60
 
 
 async def test_the_virtual_clock_fires_timers_in_deadline_order_only_when_advanced():

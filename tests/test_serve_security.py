@@ -13,13 +13,13 @@ import logging
 import httpx
 import pytest
 
+from support.serve_kit import card_of, generate
+from test_mcp_serve_kit import Recorder, make_toolkit, mcp_session, post_rpc, served
 from toolnexus import create_in_process_client
 from toolnexus.builtin import create_builtin_tools
 from toolnexus.errors import ToolnexusError
-from toolnexus.serve import ServeLimits, UNSAFE_BUILTINS
+from toolnexus.serve import UNSAFE_BUILTINS, ServeLimits
 from toolnexus.toolkit import Toolkit, create_toolkit
-from support.serve_kit import card_of, generate
-from test_mcp_serve_kit import Recorder, make_toolkit, mcp_session, post_rpc, served
 
 FAST = ServeLimits(header_timeout=0.3, body_timeout=0.3, keep_alive=5.0, drain_timeout=0)
 DROP_BOUND = 10.0  # seconds: far above the configured limits, so only a server that never drops fails

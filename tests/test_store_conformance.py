@@ -17,13 +17,25 @@ from pathlib import Path
 
 import pytest
 
-from toolnexus.durable import (AnswerAlreadyApplied, Changes, ConversationOps, Holder, LeaseLost, PendingRow,
-                               RequestWithdrawn, RunChanged, RunExists, RunInProgress, RunNotFound, StoreConflict,
-                               StoreUnavailable, StoreVersionError)
+from support.stores import SKIP_PG, postgres_base, shared_store_url, store_url  # noqa: F401 - fixtures
+from toolnexus.durable import (
+    AnswerAlreadyApplied,
+    Changes,
+    ConversationOps,
+    Holder,
+    LeaseLost,
+    PendingRow,
+    RequestWithdrawn,
+    RunChanged,
+    RunExists,
+    RunInProgress,
+    RunNotFound,
+    StoreConflict,
+    StoreUnavailable,
+    StoreVersionError,
+)
 from toolnexus.durable.model import dumps
 from toolnexus.stores import open_store
-
-from support.stores import SKIP_PG, postgres_base, shared_store_url, store_url  # noqa: F401 - fixtures
 
 TTL = 30.0
 

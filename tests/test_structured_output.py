@@ -13,8 +13,17 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from support.llm_server import (LlmServer, RecordingTransport, Sse, anthropic_calls, anthropic_text, openai_calls,
-                                openai_sse, openai_text, unbalanced_turns)
+from support.llm_server import (
+    LlmServer,
+    RecordingTransport,
+    Sse,
+    anthropic_calls,
+    anthropic_text,
+    openai_calls,
+    openai_sse,
+    openai_text,
+    unbalanced_turns,
+)
 from toolnexus import OutputValidationError, define_tool, pending
 from toolnexus.agents import agent
 from toolnexus.client import FINAL_RESULT_TOOL, create_client

@@ -7,6 +7,7 @@ import json
 import logging
 
 import pytest
+
 from support.llm_server import (
     Json,
     LlmServer,
@@ -16,7 +17,6 @@ from support.llm_server import (
     openai_calls,
     openai_text,
 )
-
 from toolnexus.client import ProviderError, ProviderResponseError, RunCancelled, create_client
 from toolnexus.toolkit import create_toolkit
 from toolnexus.translate import (

@@ -28,7 +28,7 @@ import asyncio
 import heapq
 import itertools
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Callable, Protocol, runtime_checkable
 
 __all__ = ["Timer", "Clock", "AsyncioClock", "VirtualClock", "wall_now", "has_timer_shape"]
@@ -66,7 +66,7 @@ def wall_now(clock: Any) -> datetime:
     read = getattr(clock, "utc_now", None)
     if callable(read):
         return read()
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class AsyncioClock:

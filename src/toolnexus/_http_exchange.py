@@ -52,8 +52,8 @@ from . import _diag
 from ._abort import Aborted, unless_aborted
 from ._env import ENV_REF, expand_headers
 from ._redact import SAFE_HEADERS, credential_values, scrub
-from .types import ToolContext, ToolResult
 from .errors import ToolnexusValueError
+from .types import ToolContext, ToolResult
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -64,8 +64,8 @@ from ._http_exchange import (
     send,
 )
 from ._openapi_doc import Refs, check_version, load_document
-from .types import JSONSchema, Tool, ToolContext, ToolResult, sanitize
 from .errors import ConfigError, ToolnexusError
+from .types import JSONSchema, Tool, ToolContext, ToolResult, sanitize
 
 __all__ = ["http_tools_from_openapi"]
 

@@ -121,7 +121,7 @@ def relay_calls_of(request: Optional[Request]) -> list[RelayCall]:
     return out
 
 
-def relay_answer(id: str, results: Iterable[Union[RelayResult, Mapping[str, Any]]]) -> Answer:  # noqa: A002
+def relay_answer(id: str, results: Iterable[Union[RelayResult, Mapping[str, Any]]]) -> Answer:
     """An ok Answer carrying one result per relayed call."""
     out = []
     for r in results:

@@ -40,7 +40,7 @@ import inspect
 import json
 import re
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Protocol, TypeVar, Union, overload, runtime_checkable
 from urllib.parse import unquote

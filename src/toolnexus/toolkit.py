@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import json
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -40,9 +39,9 @@ from . import adapters
 from ._diag import tool_raised, warn, warn_once
 from ._shapes import strict_loads
 from .approvals import ApprovalPolicy, enforce
+from .errors import ConfigError
 from .tool_source import SkillCatalog, StatusReporting, ToolList, ToolSource, as_mcp_source, as_skill_source
 from .types import McpStatus, Tool, ToolContext, ToolResult
-from .errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._encoded import EncodedList
@@ -309,7 +308,7 @@ class Toolkit:
                 )
         try:
             return await t.execute(args or {}, ctx)
-        except Exception as exc:  # noqa: BLE001 - the tool boundary
+        except Exception as exc:
             return ToolResult(output=f"tool {name} failed: {type(exc).__name__}: {exc}", is_error=True,
                               metadata=tool_raised(name, exc))
 
@@ -327,7 +326,7 @@ class Toolkit:
         for source in self._sources:  # in order; most have nothing to close, and cost no task
             try:
                 await source.close()
-            except Exception as exc:  # noqa: BLE001 - raised below, once every source is closed
+            except Exception as exc:
                 failure = failure or exc
         if failure is not None:
             raise failure

@@ -266,10 +266,10 @@ def pending(
     *,
     kind: str,
     prompt: str,
-    id: Optional[str] = None,  # noqa: A002 - pinned keyword
+    id: Optional[str] = None,
     url: Optional[str] = None,
     data: Optional[dict[str, Any]] = None,
-    expiresAt: Optional[str] = None,  # noqa: N803 - wire key
+    expiresAt: Optional[str] = None,
 ) -> ToolResult:
     """A suspension result: the run parks until a host answers the `Request`."""
     req = Request(id=id or new_request_id(), kind=kind, prompt=prompt, url=url, data=data, expiresAt=expiresAt)
@@ -308,14 +308,14 @@ def pending_of(result: Any) -> Optional[Request]:
     return None
 
 
-def answer_output(id: str, output: str) -> Answer:  # noqa: A002 - pinned keyword
+def answer_output(id: str, output: str) -> Answer:
     """An ok answer carrying a text output (relay tools, questions)."""
     if not isinstance(output, str):
         raise ToolnexusTypeError(f"toolnexus: Answer output must be a str, got {type(output).__name__}")
     return Answer(id=id, ok=True, data={"output": output})
 
 
-def answer_declined(id: str, reason: str = "declined") -> Answer:  # noqa: A002 - pinned keyword
+def answer_declined(id: str, reason: str = "declined") -> Answer:
     """A negative answer; `reason` is one of declined / cancelled / expired."""
     if reason not in ANSWER_REASONS:
         raise _bad_reason(reason)

@@ -36,7 +36,8 @@ from typing import Any, Optional
 
 __all__ = ["MockLLM", "load_fixture", "FIXTURES", "DEFAULT_BOOTSTRAP_ORDER"]
 
-from .shared import FIXTURES  # noqa: E402 - the shared contract folder
+from .shared import FIXTURES
+
 DEFAULT_BOOTSTRAP_ORDER = ["AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", "HEARTBEAT.md", "MEMORY.md"]
 
 _NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)

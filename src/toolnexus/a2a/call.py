@@ -134,7 +134,7 @@ class TaskCall:
             return await self._abort()
         except httpx.TimeoutException:
             return await self._abort() if signal_fired(self.signal) else self._timed_out()
-        except Exception as exc:  # noqa: BLE001 - every failure becomes an error result
+        except Exception as exc:
             if signal_fired(self.signal):
                 return await self._abort()
             return self._result(str(exc) or type(exc).__name__, True)
@@ -222,7 +222,7 @@ class TaskCall:
             try:
                 await self._rpc(route, route.dialect.cancel_method, route.dialect.task_params(self.task_id, route.tenant),
                                 timeout_s=CANCEL_TIMEOUT, abortable=False)
-            except Exception:  # noqa: BLE001 - best effort; the caller already gave up
+            except Exception:
                 pass
         return self._canceled()
 

@@ -39,8 +39,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from .._http_exchange import shared_client
-from .wire import MIXED, V03, V1, AgentCard, Dialect
 from ..errors import ConfigError, ToolnexusError, ToolnexusRuntimeError
+from .wire import MIXED, V03, V1, AgentCard, Dialect
 
 __all__ = [
     "CARD_TIMEOUT_CAP",

@@ -23,10 +23,26 @@ from .answerers import Answerers, group_of
 from .decisions import DECLINE, INVALID, REASK, RUN, Decision, answer_from_text, answer_problem, decide, edited_note
 from .gate import APPROVED_AS, Enforced, enforce, gate_tool, is_gated, suspended_on
 from .memory import ApprovalMemory, ApprovalScope
-from .requests import (APPROVAL_KIND, approval_of, approval_request, is_approval_request, redact_arguments,
-                       reissued, render_prompt, restore_redacted, stamp)
-from .rules import (DEFAULT_APPROVAL_TOOLS, ApprovalPolicy, ApprovalRule, Escalate, NeedsApproval, qualified_name,
-                    rule_of)
+from .requests import (
+                       APPROVAL_KIND,
+                       approval_of,
+                       approval_request,
+                       is_approval_request,
+                       redact_arguments,
+                       reissued,
+                       render_prompt,
+                       restore_redacted,
+                       stamp,
+)
+from .rules import (
+                       DEFAULT_APPROVAL_TOOLS,
+                       ApprovalPolicy,
+                       ApprovalRule,
+                       Escalate,
+                       NeedsApproval,
+                       qualified_name,
+                       rule_of,
+)
 
 __all__ = [
     "APPROVAL_KIND",

@@ -21,7 +21,7 @@ only the run's signal and timeout: the approval's answer is the gate's, not the 
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Callable, Optional
 
 from .._schema import schema_error
@@ -53,7 +53,7 @@ def suspended_on(request: Request) -> ToolResult:
 
 
 def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _plain(ctx: Optional[ToolContext]) -> Optional[ToolContext]:

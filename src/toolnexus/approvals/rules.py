@@ -98,7 +98,7 @@ class ApprovalRule:
             verdict = self.when(args, ctx)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
-        except Exception as exc:  # noqa: BLE001 - a broken predicate must not let a call through
+        except Exception as exc:
             warn_once(f"approval-predicate:{tool_name}:{type(exc).__name__}",
                       f'[toolnexus] the approval predicate of "{tool_name}" raised {type(exc).__name__}: {exc} '
                       "— the call waits for an approval")

@@ -15,8 +15,8 @@ from .config import (
     BuiltinsConfig,
     builtin_shell,
     builtins_enabled,
-    create_builtin_tools,
     builtins_source,
+    create_builtin_tools,
     select_builtins,
 )
 from .search import IGNORE_DIRS

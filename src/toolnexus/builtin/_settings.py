@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._diag import warn_once
-from ._netguard import FetchAllow, parse_allow
 from ..errors import ConfigError, ToolnexusTypeError
+from ._netguard import FetchAllow, parse_allow
 
 __all__ = ["KILL_GRACE_MS", "BASH_MAX_TIMEOUT_MS", "EDIT_MAX_BYTES", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
 

@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Awaitable, Callable, Optional
 
-from ..types import Tool, ToolContext, ToolResult
 from ..errors import ToolnexusError
+from ..types import Tool, ToolContext, ToolResult
 
 __all__ = [
     "ToolError",

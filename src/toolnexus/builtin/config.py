@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, Optional, Union
 
+from ..errors import ToolnexusTypeError
 from ..tool_source import ToolList
 from ..types import Tool
 from ._settings import BuiltinSettings, check_config, parse_shell, settings_from_config
@@ -28,7 +29,6 @@ from .patch import make_apply_patch
 from .search import make_glob, make_grep
 from .shell import find_shell, make_bash
 from .web import make_webfetch
-from ..errors import ToolnexusTypeError
 
 __all__ = [
     "BuiltinsConfig",

@@ -48,8 +48,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
 from .._walk import IGNORE_DIRS, FileWalk
-from ..types import Tool, ToolContext, ToolResult
 from ..errors import ToolnexusError
+from ..types import Tool, ToolContext, ToolResult
 from ._fsio import open_regular
 from ._paths import resolve_dir
 from ._settings import BuiltinSettings

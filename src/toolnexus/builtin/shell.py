@@ -29,22 +29,22 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import os
+import dataclasses
 import errno
+import os
 import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
+from ..errors import ToolnexusRuntimeError
 from ..types import Tool, ToolContext, ToolResult
 from ._paths import resolve_dir
 from ._settings import BuiltinSettings
 from ._tooling import build_tool, object_schema, optional_str, positive_number, prop, required_str
-from ..errors import ToolnexusRuntimeError
 
 __all__ = ["BASH_DESCRIPTION", "BASH_SCHEMA", "shell_candidates", "find_shell", "run_command", "make_bash"]
 

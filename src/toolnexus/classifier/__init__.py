@@ -17,13 +17,37 @@ importing builds nothing (the client's transport adapter is loaded on the first 
 from __future__ import annotations
 
 from .classifier import Classifier, create_classifier
-from .models import (CLASSIFIER_BACKENDS, DEFAULT_CLASSIFIER_API_KEY_ENV, DEFAULT_CLASSIFIER_BASE_URL,
-                     DEFAULT_CLASSIFIER_MODEL, DEFAULT_CLASSIFIER_TIMEOUT, MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS,
-                     METRIC_CLASSIFIER_EVALUATE, METRIC_CLASSIFIER_WARNING, MIN_SCORE_LEVELS,
-                     NEAR_UNIFORM_TOLERANCE, ChoiceAnswer, ChoiceQuestion, ClassifierBackend, ClassifierError,
-                     ClassifierResponse, ClassifierStyle, ClassifierTransport, ClassifierUsage, Decision,
-                     DecisionAnswer, NoulAnswer, NoulCriteria, NoulQuestion, Question, RecordedDecision, ScoreAnswer,
-                     ScoreQuestion, choice_over)
+from .models import (
+                     CLASSIFIER_BACKENDS,
+                     DEFAULT_CLASSIFIER_API_KEY_ENV,
+                     DEFAULT_CLASSIFIER_BASE_URL,
+                     DEFAULT_CLASSIFIER_MODEL,
+                     DEFAULT_CLASSIFIER_TIMEOUT,
+                     MAX_CHOICE_OPTIONS,
+                     MAX_SCORE_LEVELS,
+                     METRIC_CLASSIFIER_EVALUATE,
+                     METRIC_CLASSIFIER_WARNING,
+                     MIN_SCORE_LEVELS,
+                     NEAR_UNIFORM_TOLERANCE,
+                     ChoiceAnswer,
+                     ChoiceQuestion,
+                     ClassifierBackend,
+                     ClassifierError,
+                     ClassifierResponse,
+                     ClassifierStyle,
+                     ClassifierTransport,
+                     ClassifierUsage,
+                     Decision,
+                     DecisionAnswer,
+                     NoulAnswer,
+                     NoulCriteria,
+                     NoulQuestion,
+                     Question,
+                     RecordedDecision,
+                     ScoreAnswer,
+                     ScoreQuestion,
+                     choice_over,
+)
 from .wire import canonical_json, canonical_request, near_uniform, question_wire, questions_wire
 
 __all__ = [

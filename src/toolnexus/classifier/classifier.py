@@ -37,13 +37,30 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .._diag import warn, warn_once
-from .models import (CLASSIFIER_BACKENDS, DEFAULT_CLASSIFIER_API_KEY_ENV, DEFAULT_CLASSIFIER_BASE_URL,
-                     DEFAULT_CLASSIFIER_MODEL, DEFAULT_CLASSIFIER_TIMEOUT, METRIC_CLASSIFIER_EVALUATE,
-                     METRIC_CLASSIFIER_WARNING, ClassifierError, ClassifierUsage, Decision, Question,
-                     RecordedDecision)
+from .models import (
+    CLASSIFIER_BACKENDS,
+    DEFAULT_CLASSIFIER_API_KEY_ENV,
+    DEFAULT_CLASSIFIER_BASE_URL,
+    DEFAULT_CLASSIFIER_MODEL,
+    DEFAULT_CLASSIFIER_TIMEOUT,
+    METRIC_CLASSIFIER_EVALUATE,
+    METRIC_CLASSIFIER_WARNING,
+    ClassifierError,
+    ClassifierUsage,
+    Decision,
+    Question,
+    RecordedDecision,
+)
 from .systemone import DEFAULT_MAX_RETRY_DELAY, RetrySettings, UrllibClassifierTransport, post_with_retries
-from .wire import (canonical_json, canonical_request, check_decision, check_questions, decode_decision,
-                   degenerate_reason, questions_wire)
+from .wire import (
+    canonical_json,
+    canonical_request,
+    check_decision,
+    check_questions,
+    decode_decision,
+    degenerate_reason,
+    questions_wire,
+)
 
 __all__ = ["Classifier", "create_classifier", "LLM_PROMPT", "STYLES"]
 
@@ -156,7 +173,7 @@ class Classifier:
             return
         try:
             sink(event)
-        except Exception as e:  # noqa: BLE001 - a metrics sink never fails a decision
+        except Exception as e:
             warn_once(f"classifier-sink:{id(self)}:{type(e).__name__}",
                       f"[toolnexus] classifier on_metric raised {type(e).__name__}: {e} — event dropped")
 
@@ -221,7 +238,7 @@ class Classifier:
                     return
                 try:
                     results[i] = await self.evaluate(st, questions)
-                except Exception as e:  # noqa: BLE001 - collected; the lowest index is raised below
+                except Exception as e:
                     errors[i] = e
 
         await asyncio.gather(*(one(i, st) for i, st in enumerate(items)))
@@ -273,11 +290,11 @@ class Classifier:
         try:
             result = await asyncio.wait_for(self.client.run(prompt, Toolkit(None, None, [], [], [])),
                                             timeout=self.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ClassifierError(f"classifier: llm: no reply within the classifier timeout of {self.timeout}s") from None
         except ClassifierError:
             raise
-        except Exception as e:  # noqa: BLE001 - the client's own error, named
+        except Exception as e:
             raise ClassifierError(f"classifier: llm: {type(e).__name__}: {e}") from e
         decision = decode_decision(_first_answers_object(result.text))
         usage = result.usage or {}
@@ -294,7 +311,7 @@ class Classifier:
                 out = await out
         except ClassifierError:
             raise
-        except Exception as e:  # noqa: BLE001 - the caller's function failed; say so
+        except Exception as e:
             raise ClassifierError(f"classifier: custom evaluate raised {type(e).__name__}: {e}") from e
         if not isinstance(out, Decision):
             raise ClassifierError(f"classifier: custom evaluate returned {type(out).__name__}, not a Decision")
@@ -315,7 +332,7 @@ class Classifier:
                 if not isinstance(response, (Mapping, bytes, bytearray, str)):
                     raise ClassifierError(f"response must be a JSON object, bytes or str, got {type(response).__name__}")
                 records[self._static_key(state, recorded_questions)] = response
-            except Exception as e:  # noqa: BLE001 - reported with its index
+            except Exception as e:
                 raise ClassifierError(f"classifier: recorded decision {i}: {e}") from None
         self._records = records
         return records

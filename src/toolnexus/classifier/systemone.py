@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from .models import ClassifierError, ClassifierResponse
 from ..errors import ToolnexusValueError
+from .models import ClassifierError, ClassifierResponse
 
 __all__ = ["UrllibClassifierTransport", "RetrySettings", "post_with_retries", "RETRYABLE_STATUSES",
            "MAX_RESPONSE_BYTES", "DEFAULT_MAX_RETRY_DELAY", "expand_headers"]
@@ -52,7 +52,7 @@ class UrllibClassifierTransport:
 
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - caller-chosen endpoint
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
                 raw = resp.read(MAX_RESPONSE_BYTES + 1)
                 if len(raw) > MAX_RESPONSE_BYTES:
                     raise ToolnexusValueError(f"response body is over {MAX_RESPONSE_BYTES} bytes")
@@ -149,7 +149,7 @@ async def post_with_retries(caller: Any, url: str, api_key_env: str, headers: Op
             response = await asyncio.wait_for(caller.post(url, sent, body, bound), timeout=bound)
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - any transport fault is reported (and maybe retried) below
+        except Exception as e:
             left = deadline.left()
             if left is not None and left <= 0:
                 raise ClassifierError(f"classifier: POST {url}: deadline of {deadline.seconds}s exceeded") from None

@@ -26,10 +26,24 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping, Optional, cast
 
-from .models import (MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_SCORE_LEVELS, NEAR_UNIFORM_TOLERANCE, ChoiceAnswer,
-                     ChoiceQuestion, ClassifierError, ClassifierUsage, Decision, DecisionAnswer, NoulAnswer,
-                     NoulQuestion, Question, ScoreAnswer, ScoreQuestion)
 from ..errors import ToolnexusTypeError
+from .models import (
+    MAX_CHOICE_OPTIONS,
+    MAX_SCORE_LEVELS,
+    MIN_SCORE_LEVELS,
+    NEAR_UNIFORM_TOLERANCE,
+    ChoiceAnswer,
+    ChoiceQuestion,
+    ClassifierError,
+    ClassifierUsage,
+    Decision,
+    DecisionAnswer,
+    NoulAnswer,
+    NoulQuestion,
+    Question,
+    ScoreAnswer,
+    ScoreQuestion,
+)
 
 __all__ = ["question_wire", "questions_wire", "canonical_json", "canonical_request", "near_uniform",
            "check_questions", "degenerate_reason", "decode_decision", "check_decision", "answer_wire"]

@@ -36,20 +36,22 @@ import sys
 from types import ModuleType
 from typing import Optional
 
-from . import answer as _answer
-from . import cancel as _cancel
-from . import doctor as _doctor
-from . import pending as _pending
-from . import prune as _prune
-from . import resume as _resume
-from . import runs as _runs
-from . import show as _show
-from . import workers as _workers
-from . import run as _run
-from . import serve as _serve
-from . import tools as _tools
-from . import web_inbox as _web_inbox
-from . import worker as _worker
+from . import (
+    answer as _answer,
+    cancel as _cancel,
+    doctor as _doctor,
+    pending as _pending,
+    prune as _prune,
+    resume as _resume,
+    run as _run,
+    runs as _runs,
+    serve as _serve,
+    show as _show,
+    tools as _tools,
+    web_inbox as _web_inbox,
+    worker as _worker,
+    workers as _workers,
+)
 from .common import API_KEY_ENV, MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console
 from .flags import Flag, UsageError, parse
 
@@ -123,7 +125,7 @@ def _dispatch(module: ModuleType, argv: list[str], console: Console) -> int:
         return exc.code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+    except Exception as exc:
         console.err(f"error: {type(exc).__name__}: {exc}")
         return 1
 

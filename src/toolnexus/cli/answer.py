@@ -39,8 +39,17 @@ import json
 from typing import Any, Optional
 
 from .approvals import RUN_RECORD, RUN_RECORD_KEYS, answerer, cli_policy
-from .common import (Console, CliExit, apply_model_settings, build_toolkit, load_config, load_object, make_client,
-                     require_key, require_model)
+from .common import (
+    CliExit,
+    Console,
+    apply_model_settings,
+    build_toolkit,
+    load_config,
+    load_object,
+    make_client,
+    require_key,
+    require_model,
+)
 from .flags import Flag
 from .inbox import EXIT_ALREADY_ANSWERED, EXIT_WAITING, RUN_STORE_FLAG, open_run_store
 

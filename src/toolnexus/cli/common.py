@@ -37,10 +37,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, Optional, TextIO
 
-from .._text import printable
-from .flags import Flag
 from .._loopback import LOOPBACK_PLACEHOLDER_KEY, is_loopback_url
+from .._text import printable
 from ..errors import ToolnexusError, ToolnexusValueError
+from .flags import Flag
 
 __all__ = [
     "API_KEY_ENV",
@@ -300,7 +300,7 @@ async def build_toolkit(opts: dict[str, Any], *, config: Optional[dict[str, Any]
             wait_for=wait_for,
             approvals=approvals,
         )
-    except Exception as exc:  # noqa: BLE001 - any build failure is exit 1 with its message
+    except Exception as exc:
         raise CliExit(1, f"error: {exc}") from None
 
 

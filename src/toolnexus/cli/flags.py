@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
+
 from ..errors import ToolnexusError
 
 __all__ = ["Flag", "UsageError", "parse"]

@@ -14,7 +14,7 @@ seconds.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional
 
 from .common import MODEL_FLAGS, CliExit, Console, apply_model_settings, load_object, resolve_key
@@ -103,7 +103,7 @@ def age(value: Optional[datetime], now: Optional[datetime] = None) -> str:
     """`12s`, `5m`, `3h`, `2d` since `value`."""
     if value is None:
         return "-"
-    seconds = max(0.0, ((now or datetime.now(timezone.utc)) - value).total_seconds())
+    seconds = max(0.0, ((now or datetime.now(UTC)) - value).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"

@@ -40,8 +40,18 @@ from typing import Any, Optional
 
 from ._activity import Activity
 from .approvals import APPROVAL_FLAGS, RUN_RECORD, RUN_RECORD_KEYS, cli_policy
-from .common import (MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console, apply_model_settings, build_toolkit, load_config,
-                     make_client, require_key, require_model)
+from .common import (
+    MODEL_FLAGS,
+    TOOLKIT_FLAGS,
+    CliExit,
+    Console,
+    apply_model_settings,
+    build_toolkit,
+    load_config,
+    make_client,
+    require_key,
+    require_model,
+)
 from .flags import Flag
 from .inbox import STORE_ENV, open_run_store
 from .interactive import LineReader, Progress, TtyAnswerer, is_interactive
@@ -108,7 +118,7 @@ async def _once(opts: dict[str, Any], console: Console, prompt: str, config: Opt
                 result = await client.run(prompt, toolkit)
         except CliExit:
             raise
-        except Exception as exc:  # noqa: BLE001 - the pinned one-line error, no traceback
+        except Exception as exc:
             raise CliExit(1, f"error: {exc}") from None
         finally:
             progress.stop()

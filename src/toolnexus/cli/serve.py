@@ -30,6 +30,7 @@ import os
 import signal
 from typing import Any, Optional
 
+from .approvals import APPROVAL_FLAGS, cli_policy
 from .common import (
     MODEL_FLAGS,
     STORE_FLAG,
@@ -44,7 +45,6 @@ from .common import (
     require_key,
     require_model,
 )
-from .approvals import APPROVAL_FLAGS, cli_policy
 from .flags import Flag
 
 NAME = "serve"

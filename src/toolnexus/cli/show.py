@@ -15,7 +15,7 @@ and the newest trace lines (`--trace N`, default 20). A run still queued shows i
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional
 
 from .common import CliExit, Console
@@ -37,7 +37,7 @@ CUT = 300
 
 
 def _when(epoch_seconds: Optional[float]) -> Optional[datetime]:
-    return datetime.fromtimestamp(epoch_seconds, timezone.utc) if epoch_seconds is not None else None
+    return datetime.fromtimestamp(epoch_seconds, UTC) if epoch_seconds is not None else None
 
 
 def _iso(epoch_seconds: Optional[float]) -> Optional[str]:
@@ -181,7 +181,7 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     console.out(f"created {_iso(run.created_at)}, updated {age(_when(run.updated_at))} ago, version {run.version}")
     if run.lease:
         holder = f"process {run.lease.get('pid')} on {run.lease.get('host')}"
-        expires = run.lease_expires - datetime.now(timezone.utc).timestamp() if run.lease_expires else None
+        expires = run.lease_expires - datetime.now(UTC).timestamp() if run.lease_expires else None
         when = f"lease ends in {expires:.0f}s unless renewed" if expires and expires > 0 else "lease expired"
         console.out(f"held by {holder} ({when})")
     queued = (run.state or {}).get("queued") if isinstance(run.state, dict) else None

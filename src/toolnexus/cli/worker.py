@@ -35,8 +35,8 @@ import sys
 from typing import Any
 
 from .common import MODEL_FLAGS, CliExit, Console, apply_model_settings, load_object, resolve_key
-from .fleet_worker import STORE_FLAGS, serve
 from .flags import Flag
+from .fleet_worker import STORE_FLAGS, serve
 
 NAME = "worker"
 SUMMARY = ("host agents: on a durable store (--store URL) or a Temporal task queue (--temporal HOST:PORT), "
@@ -125,7 +125,7 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
         code = exc.code
         if exc.message:
             console.err(exc.message)
-    except Exception as exc:  # noqa: BLE001 - one line, never a traceback (as the dispatcher does)
+    except Exception as exc:
         console.err(f"error: {type(exc).__name__}: {exc}")
     if "temporalio.bridge.runtime" in sys.modules or "temporalio.runtime" in sys.modules:
         _leave(code)

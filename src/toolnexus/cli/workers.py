@@ -10,7 +10,7 @@ within the lease TTL (`--lease-ttl`, default 30 s) and, on this host, its proces
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .common import CliExit, Console
@@ -43,7 +43,7 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
                                  "info": w.info} for w in rows]))
         return 0
     for w in rows:
-        seen = datetime.fromtimestamp(w.seen_at, timezone.utc)
+        seen = datetime.fromtimestamp(w.seen_at, UTC)
         load = f"{w.info.get('active', 0)}/{w.info.get('concurrency', '?')}"
         console.out("\t".join((w.name, w.status, "alive" if w.alive else "dead", f"{w.host}:{w.pid}", age(seen), load,
                                ",".join(w.agents))))

@@ -13,15 +13,43 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .client import DEFAULT_CALL_TIMEOUT_MS, NO_DEADLINE, Client, create_client, create_in_process_client
-from .errors import (MAX_ERROR_BODY, REDACTED, ContentPartError, ProviderError, ProviderResponseError,
-                     ResponseTooLarge, ResumeError, RunCancelled, RunTimeout, _HttpError, capped_error_body,
-                     redact_identifiers, redact_secrets, safe_error_body)
+from .errors import (
+    MAX_ERROR_BODY,
+    REDACTED,
+    ContentPartError,
+    ProviderError,
+    ProviderResponseError,
+    ResponseTooLarge,
+    ResumeError,
+    RunCancelled,
+    RunTimeout,
+    _HttpError,
+    capped_error_body,
+    redact_identifiers,
+    redact_secrets,
+    safe_error_body,
+)
 from .http11 import Http11Transport
 from .memory import Conversation, ConversationStore, InMemoryConversationStore
 from .metrics import MetricsRegistry
-from .result import (LIMIT_COMPLETION, LIMIT_MAX_TURNS, LIMIT_TIMEOUT, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE,
-                     RUN_STATUS_PENDING, RUN_STATUSES, ClientStyle, ErrorClassifier, ErrorInfo, ErrorTier, Hooks,
-                     MetricEvent, OnMetric, RunResult, WaitFor)
+from .result import (
+    LIMIT_COMPLETION,
+    LIMIT_MAX_TURNS,
+    LIMIT_TIMEOUT,
+    RUN_STATUS_DONE,
+    RUN_STATUS_INCOMPLETE,
+    RUN_STATUS_PENDING,
+    RUN_STATUSES,
+    ClientStyle,
+    ErrorClassifier,
+    ErrorInfo,
+    ErrorTier,
+    Hooks,
+    MetricEvent,
+    OnMetric,
+    RunResult,
+    WaitFor,
+)
 from .retry import Timer, _is_retryable_status, _parse_retry_after
 from .run_signal import RunSignal, SignalTool, wants_signal
 from .settings import ClientSettings, Endpoint, Limits, LoopSettings, RetryPolicy

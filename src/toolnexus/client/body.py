@@ -34,7 +34,7 @@ def encode_payload(payload: dict[str, Any], dumps: Callable[[Any], str] = _dumps
         return strict_json_bytes(dumps(payload).encode("utf-8"))
     out = [b"{"]
     for key, value in payload.items():
-        out.append(f"{dumps(key)}: ".encode("utf-8"))
+        out.append(f"{dumps(key)}: ".encode())
         if type(value) is EncodedList:
             out += value.pieces()
         else:

@@ -65,10 +65,23 @@ import inspect
 import itertools
 from contextlib import aclosing, nullcontext
 from datetime import datetime
-from typing import (Any, AsyncGenerator, Callable, Concatenate, Generic, Iterable, Optional, ParamSpec, TypeVar,
-                    Union, cast, overload)
+from typing import (
+    Any,
+    AsyncGenerator,
+    Callable,
+    Concatenate,
+    Generic,
+    Iterable,
+    Optional,
+    ParamSpec,
+    TypeVar,
+    Union,
+    cast,
+    overload,
+)
 
 from ..approvals import ApprovalScope
+from ..errors import ToolnexusTypeError
 from .keeper import Keeper
 from .loop import RunLoop, drain
 from .memory import Conversation, ConversationStore, InMemoryConversationStore
@@ -81,7 +94,6 @@ from .settings import DEFAULT_CALL_TIMEOUT_MS, NO_DEADLINE, ClientSettings, utc_
 from .structured import DEFAULT_OUTPUT_RETRIES, with_output
 from .tracing import resume_context
 from .transport import MAX_RESPONSE_BYTES, AsyncTransport, HttpTransport, InProcessTransport, as_async_transport
-from ..errors import ToolnexusTypeError
 
 __all__ = ["Client", "create_client", "create_in_process_client", "api_key_from_env", "NO_DEADLINE",
            "DEFAULT_CALL_TIMEOUT_MS"]
@@ -235,7 +247,7 @@ class Client:
     # -- public API -----------------------------------------------------------------------------
 
     def _loop(self, toolkit: Any, cancel: Optional[asyncio.Event], *, streaming: bool,
-              id: Optional[str] = None) -> RunLoop:  # noqa: A002
+              id: Optional[str] = None) -> RunLoop:
         loop = RunLoop(self._provider, toolkit, cancel, streaming=streaming, approvals=self.keeper.scope(id),
                        journal=self.keeper.journal(id) if id else None)
         loop.conversation_id = id
@@ -253,7 +265,7 @@ class Client:
         loop = self._loop(toolkit, cancel, streaming=False)
         return await drain(loop.start(normalize_prompt(prompt), history).events())
 
-    async def ask(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
+    async def ask(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,
                   on_text: Optional[Callable[[str], Any]] = None, cancel: Optional[asyncio.Event] = None,
                   output_type: Any = None, output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """`run`, optionally streaming text to `on_text` and keeping the transcript under `id`."""
@@ -270,7 +282,7 @@ class Client:
             await keeper.save(id, result)
         return result
 
-    async def stream(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,  # noqa: A002
+    async def stream(self, prompt: Any, toolkit: Any = None, *, id: Optional[str] = None,
                      cancel: Optional[asyncio.Event] = None, output_type: Any = None,
                      output_retries: int = DEFAULT_OUTPUT_RETRIES) -> AsyncGenerator[dict[str, Any], None]:
         """The run as events: text, tool_call, pending, tool_result, usage, done (always last).
@@ -298,7 +310,7 @@ class Client:
         with resume_context(pending, answer):
             return await run_with_answer(self._provider, self.keeper, toolkit, history, pending, answer, cancel=cancel)
 
-    async def ask_with_answer(self, toolkit: Any, id: str, pending: Any, answer: Any, *,  # noqa: A002
+    async def ask_with_answer(self, toolkit: Any, id: str, pending: Any, answer: Any, *,
                               cancel: Optional[asyncio.Event] = None, output_type: Any = None,
                               output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """`run_with_answer` on the conversation stored under `id`: load, resume, save (under its lock)."""
@@ -306,7 +318,7 @@ class Client:
         with resume_context(pending, answer):
             return await ask_with_answer(self._provider, self.keeper, toolkit, id, pending, answer, cancel=cancel)
 
-    async def continue_run(self, toolkit: Any, id: str, calls: dict[str, dict[str, Any]], *,  # noqa: A002
+    async def continue_run(self, toolkit: Any, id: str, calls: dict[str, dict[str, Any]], *,
                            cancel: Optional[asyncio.Event] = None, output_type: Any = None,
                            output_retries: int = DEFAULT_OUTPUT_RETRIES) -> RunResult:
         """Continue the run stored under `id` after a crash, from its run journal (see recover.py)."""

@@ -38,14 +38,12 @@ from __future__ import annotations
 
 import json
 import re
-
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import unquote_plus, urlsplit
 
 from .._redact import is_credential_header, scrub
 from ..content.errors import ContentPartError  # the content-part model's error, re-exported here
-from urllib.parse import unquote_plus, urlsplit
-
 from ..errors import InputTooLarge, ToolnexusError
 
 __all__ = [

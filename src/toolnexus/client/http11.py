@@ -88,7 +88,7 @@ class _Conn:
     def close(self) -> None:
         try:
             self.writer.close()
-        except Exception:  # noqa: BLE001 - closing a socket that is already gone
+        except Exception:
             pass
 
 

@@ -27,9 +27,9 @@ from typing import Any, Callable, Iterator, Optional, Union
 
 import httpx
 
+from ..errors import NetworkError, NetworkTimeout
 from .errors import MAX_ERROR_READ_BYTES, ProviderError
 from .transport import MAX_RESPONSE_BYTES, AsyncTransport, decode_json_body, encode_payload, too_large
-from ..errors import NetworkError, NetworkTimeout
 
 __all__ = ["HttpxTransport"]
 

@@ -66,7 +66,7 @@ class Keeper:
         self._own_lock = store if isinstance(store, LockingStore) else None
         self._journals = store if isinstance(store, JournalingStore) else None
 
-    def scope(self, id: Optional[str]) -> ApprovalScope:  # noqa: A002
+    def scope(self, id: Optional[str]) -> ApprovalScope:
         """The approval scope of a run on conversation `id` (see the module docstring)."""
         if self.approvals is not None:
             return self.approvals
@@ -80,10 +80,10 @@ class Keeper:
         self._memories.move_to_end(id)
         return ApprovalScope(memory)
 
-    def lock(self, id: str) -> AbstractAsyncContextManager[None]:  # noqa: A002
+    def lock(self, id: str) -> AbstractAsyncContextManager[None]:
         return self._own_lock.lock(id) if self._own_lock is not None else self._locks.hold(id)
 
-    def journal(self, id: str) -> Optional[RunJournal]:  # noqa: A002
+    def journal(self, id: str) -> Optional[RunJournal]:
         """The store's run journal for conversation `id`, when it keeps one (the agent runtime's)."""
         return self._journals.journal(id) if self._journals is not None else None
 
@@ -94,7 +94,7 @@ class Keeper:
             self._holder = Holder.here()
         return self._holder
 
-    async def save(self, id: str, result: RunResult) -> None:  # noqa: A002
+    async def save(self, id: str, result: RunResult) -> None:
         """Save a run's transcript; with a durable store a halt also opens its request in the ledger."""
         if result.pending is not None and self.durable is not None:
             await self.durable.save_halt(id, result.messages, asdict(result.pending))

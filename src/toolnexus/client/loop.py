@@ -61,18 +61,26 @@ from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping, Optional, 
 from ..approvals import ApprovalScope, stamp as stamp_approval
 from ..relay import no_result_text
 from ..types import Answer, Request, ToolResult, pending_of
+from . import tracing
 from .errors import RunCancelled
 from .journal import IN_DOUBT_KIND, RunJournal, not_run_text
 from .parts import media_parts_summary
 from .prepared import PreparedTranscript
 from .provider import Provider
-from .settings import ClientSettings
-from .result import (FINISH_PAUSE, LIMIT_MAX_TURNS, RUN_STATUS_DONE, RUN_STATUS_INCOMPLETE, RUN_STATUS_PENDING,
-                     RunResult, Toolset, zero_usage)
+from .result import (
+    FINISH_PAUSE,
+    LIMIT_MAX_TURNS,
+    RUN_STATUS_DONE,
+    RUN_STATUS_INCOMPLETE,
+    RUN_STATUS_PENDING,
+    RunResult,
+    Toolset,
+    zero_usage,
+)
 from .retry import race
+from .settings import ClientSettings
 from .streaming import streamed_turn
 from .structured import OutputRun
-from . import tracing
 from .suspension import merge_relay_halt, stamp_relay_call
 from .tool_calls import CallOutcome, ToolRunner, gather_in_order, resolve_with_answer
 from .wire.base import STOPPED, ResultEntry, ToolCall, Turn, add_usage, unfinished_call_text

@@ -33,23 +33,23 @@ __all__ = ["ConversationStore", "LockingStore", "JournalingStore", "InMemoryConv
 class ConversationStore(Protocol):
     """Where `ask(id=...)` keeps transcripts."""
 
-    async def get(self, id: str) -> Optional[list[dict[str, Any]]]: ...  # noqa: A002
+    async def get(self, id: str) -> Optional[list[dict[str, Any]]]: ...
 
-    async def save(self, id: str, messages: list[dict[str, Any]]) -> None: ...  # noqa: A002
+    async def save(self, id: str, messages: list[dict[str, Any]]) -> None: ...
 
 
 @runtime_checkable
 class LockingStore(Protocol):
     """A store that serialises load → run → save for one conversation itself (a durable store's lease)."""
 
-    def lock(self, id: str) -> AbstractAsyncContextManager[None]: ...  # noqa: A002
+    def lock(self, id: str) -> AbstractAsyncContextManager[None]: ...
 
 
 @runtime_checkable
 class JournalingStore(Protocol):
     """A store that keeps a run journal per conversation (the agent runtime's turn store)."""
 
-    def journal(self, id: str) -> Optional[RunJournal]: ...  # noqa: A002
+    def journal(self, id: str) -> Optional[RunJournal]: ...
 
 
 class IdLocks:
@@ -89,7 +89,7 @@ class InMemoryConversationStore:
     def _expired(self, saved_at: float) -> bool:
         return self.ttl_seconds is not None and self._clock() - saved_at >= self.ttl_seconds
 
-    async def get(self, id: str) -> Optional[list[dict[str, Any]]]:  # noqa: A002
+    async def get(self, id: str) -> Optional[list[dict[str, Any]]]:
         entry = self._data.get(id)
         if entry is None:
             return None
@@ -98,7 +98,7 @@ class InMemoryConversationStore:
             return None
         return copy.deepcopy(entry[1])
 
-    async def save(self, id: str, messages: list[dict[str, Any]]) -> None:  # noqa: A002
+    async def save(self, id: str, messages: list[dict[str, Any]]) -> None:
         self._data[id] = (self._clock(), copy.deepcopy(list(messages)))
         self._data.move_to_end(id)
         for key in [k for k, (at, _) in self._data.items() if self._expired(at)]:
@@ -106,7 +106,7 @@ class InMemoryConversationStore:
         while self.max_conversations is not None and len(self._data) > max(self.max_conversations, 0):
             self._data.popitem(last=False)
 
-    def lock(self, id: str) -> AbstractAsyncContextManager[None]:  # noqa: A002
+    def lock(self, id: str) -> AbstractAsyncContextManager[None]:
         """Async context manager serialising load → run → save for one conversation id."""
         return self._locks.hold(id)
 

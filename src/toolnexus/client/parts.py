@@ -32,8 +32,18 @@ from typing import Any, Optional
 from .._diag import warn_once
 from ..content.blocks import encode_part
 from ..content.errors import ContentPartError, UnsupportedPartError
-from ..content.parts import (MEDIA_PART_TYPES, ContentPart, _validate, get_max_part_bytes, is_part_dict,
-                             normalize_parts, part_bytes, placeholder_text, summarize, to_dict)
+from ..content.parts import (
+    MEDIA_PART_TYPES,
+    ContentPart,
+    _validate,
+    get_max_part_bytes,
+    is_part_dict,
+    normalize_parts,
+    part_bytes,
+    placeholder_text,
+    summarize,
+    to_dict,
+)
 
 __all__ = [
     "MEDIA_PART_TYPES",

@@ -33,8 +33,15 @@ from .._diag import warn_once
 from .._loopback import LOOPBACK_PLACEHOLDER_KEY, is_loopback_url
 from .._redact import credential_values
 from ..errors import ToolnexusError, ToolnexusRuntimeError
-from .errors import (PLACEHOLDER_KEYS, ProviderError, ProviderResponseError, RunCancelled, RunTimeout, endpoint_of,
-                     provider_hint)
+from .errors import (
+    PLACEHOLDER_KEYS,
+    ProviderError,
+    ProviderResponseError,
+    RunCancelled,
+    RunTimeout,
+    endpoint_of,
+    provider_hint,
+)
 from .metrics import MetricsRegistry
 from .parts import PartPolicy
 from .result import USAGE_DETAILS, HookReply, hook_of
@@ -285,6 +292,6 @@ class Provider:
                 continue
             try:
                 sink(event)
-            except Exception as e:  # noqa: BLE001 - a metrics sink must never fail a run
+            except Exception as e:
                 warn_once(f"sink:{self.instance}:{sink_name}:{type(e).__name__}",
                           f"[toolnexus] {sink_name} raised {type(e).__name__}: {e} — event dropped for this sink")

@@ -120,7 +120,7 @@ def _prelude(turn: _OpenTurn, calls: dict[str, dict[str, Any]]) -> Prelude:
     return prelude
 
 
-async def continue_run(provider: Provider, keeper: Conversations, toolkit: Optional[Toolset], id: str,  # noqa: A002
+async def continue_run(provider: Provider, keeper: Conversations, toolkit: Optional[Toolset], id: str,
                        calls: dict[str, dict[str, Any]], *, cancel: Optional[asyncio.Event] = None) -> RunResult:
     """Continue the run stored under `id` after a crash (see the module docstring)."""
     async with keeper.lock(id):

@@ -65,6 +65,7 @@ from ..approvals import RUN, ApprovalScope, answer_problem, decide, is_approval_
 from ..durable import DEFAULT_LEASE_TTL, Holder, RunStore
 from ..durable.model import CONVERSATION_PREFIX, epoch
 from ..durable.rules import check_claim
+from ..errors import ToolnexusValueError
 from ..relay import is_relay_request, relay_calls_of, relay_declined_text, relay_output_of
 from ..types import Answer, Request, ToolResult, pending_of
 from .errors import ResumeError
@@ -75,7 +76,6 @@ from .provider import Provider
 from .result import RunResult, Toolset
 from .tool_calls import CallOutcome, answer_schema_error, late_answer, resolve_with_answer
 from .wire.base import ResultEntry, ToolCall, WireDialect
-from ..errors import ToolnexusValueError
 
 __all__ = ["run_with_answer", "ask_with_answer", "AnswerLedger", "Conversations", "LEDGER_SIZE", "RESUME_PREFIX",
            "NEEDS_ID"]
@@ -367,13 +367,13 @@ class Conversations(Protocol):
     @property
     def holder(self) -> Holder: ...
 
-    def lock(self, id: str) -> AbstractAsyncContextManager[None]: ...  # noqa: A002
+    def lock(self, id: str) -> AbstractAsyncContextManager[None]: ...
 
-    def journal(self, id: str) -> Optional[RunJournal]: ...  # noqa: A002
+    def journal(self, id: str) -> Optional[RunJournal]: ...
 
-    def scope(self, id: Optional[str]) -> ApprovalScope: ...  # noqa: A002
+    def scope(self, id: Optional[str]) -> ApprovalScope: ...
 
-    async def save(self, id: str, result: RunResult) -> None: ...  # noqa: A002
+    async def save(self, id: str, result: RunResult) -> None: ...
 
 
 async def _resume(provider: Provider, keeper: Conversations, toolkit: Optional[Toolset], plan: _Plan,
@@ -417,7 +417,7 @@ async def run_with_answer(provider: Provider, keeper: Conversations, toolkit: Op
     return result
 
 
-async def ask_with_answer(provider: Provider, keeper: Conversations, toolkit: Optional[Toolset], id: str,  # noqa: A002
+async def ask_with_answer(provider: Provider, keeper: Conversations, toolkit: Optional[Toolset], id: str,
                           pending: RequestLike, answer: AnswerLike, *,
                           cancel: Optional[asyncio.Event] = None) -> RunResult:
     """Under the conversation's lock: load `id`, resume, save (on any status; nothing on an exception).

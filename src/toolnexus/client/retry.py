@@ -41,11 +41,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable, Optional, TypeVar
 
-from .errors import ProviderError, RunCancelled, RunTimeout
-from .result import ErrorClassifier, ErrorInfo
 from .._abort import STOPPED, discard, race as stop_race
 from .._clock import Timer, has_timer_shape
 from ..errors import ToolnexusTypeError
+from .errors import ProviderError, RunCancelled, RunTimeout
+from .result import ErrorClassifier, ErrorInfo
 
 __all__ = ["RETRYABLE_STATUSES", "DEFAULT_TRANSPORT_TIMEOUT", "_is_retryable_status", "_parse_retry_after",
            "backoff_seconds", "RetryPolicy", "Abort", "Timer", "check_timer", "monotonic_now",

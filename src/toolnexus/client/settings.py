@@ -30,13 +30,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Callable, Optional
 
+from ..errors import ToolnexusTypeError
 from .result import Hooks, OnMetric, WaitFor
 from .retry import RetryPolicy, Timer
 from .transport import MAX_RESPONSE_BYTES
-from ..errors import ToolnexusTypeError
 
 __all__ = ["Endpoint", "Limits", "LoopSettings", "ClientSettings", "RetryPolicy", "NO_DEADLINE",
            "DEFAULT_CALL_TIMEOUT_MS", "SETTING_NAMES", "utc_now"]
@@ -49,7 +49,7 @@ DEFAULT_CALL_TIMEOUT_MS = 300_000
 
 def utc_now() -> datetime:
     """The default `Client.clock`: now, timezone-aware UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)

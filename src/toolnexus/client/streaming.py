@@ -34,10 +34,10 @@ from typing import Any, AsyncGenerator, Optional, Union
 
 from ..errors import StreamTruncated
 from .errors import ProviderError, ProviderResponseError, ResponseTooLarge, RunCancelled, RunTimeout
+from .provider import LlmCall, Provider
 from .result import ErrorInfo
 from .retry import Abort, _parse_retry_after, backoff_seconds, pause, provider_error_info, race
 from .sse import SseParser
-from .provider import LlmCall, Provider
 from .transport import ByteStream
 from .wire.base import Turn, WireDialect
 

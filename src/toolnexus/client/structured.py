@@ -43,10 +43,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from .._encoded import EncodedList
 from .._schema import schema_problems
 from .._typed import Adapter, ArgumentProblems, json_default, pydantic_schema
 from ..adapters import to_anthropic, to_openai
-from .._encoded import EncodedList
 from ..errors import ToolnexusError, ToolnexusTypeError, ToolnexusValueError
 from ..types import Tool, ToolResult
 from .result import declares_shared

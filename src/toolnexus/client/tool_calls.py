@@ -43,21 +43,21 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from .._schema import schema_error
 from .._shapes import argument_problem, non_finite_problem
 from .._write_ahead import WriteAhead, offered, takes_write_ahead
 from ..approvals import DECLINE, INVALID, REASK, ApprovalMemory, decide, is_approval_request, suspended_on
+from ..errors import ToolnexusTypeError
 from ..types import Answer, Request, ToolContext, ToolResult, declined_text, pending_of
+from .journal import RunJournal
 from .provider import Provider
 from .retry import Abort
 from .run_signal import RunSignal, takes_signal
 from .settings import utc_now
-from .journal import RunJournal
 from .wire.base import ToolCall, arguments_error_text
-from ..errors import ToolnexusTypeError
 
 __all__ = ["CallOutcome", "ToolRunner", "resolve_with_answer", "gather_in_order", "first_leaf", "utc_now",
            "expires_at", "is_expired", "answer_schema_error", "expiry_answer", "late_answer", "TIMER_KIND"]
@@ -277,7 +277,7 @@ def expires_at(request: Request) -> Optional[datetime]:
         when = datetime.fromisoformat(text)
     except ValueError:
         return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def is_expired(request: Request, now: datetime) -> bool:
@@ -285,7 +285,7 @@ def is_expired(request: Request, now: datetime) -> bool:
     when = expires_at(request)
     if when is None:
         return False
-    return when <= (now if now.tzinfo is not None else now.replace(tzinfo=timezone.utc))
+    return when <= (now if now.tzinfo is not None else now.replace(tzinfo=UTC))
 
 
 TIMER_KIND = "timer"  # a request a tool makes to be called again at its `expiresAt` (`toolnexus.agents.timer`)

@@ -48,14 +48,20 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
+from ..errors import ToolnexusTypeError, ToolnexusValueError
 from .parts import media_parts_summary
 from .provider import Provider
 from .result import HookReply, Toolset, zero_usage
-from .wire.anthropic import (anthropic_blocks, finish_reason_for, openai_messages_to_anthropic,
-                                    openai_tool_choice_to_anthropic, openai_tools_to_anthropic, part_to_anthropic)
+from .wire.anthropic import (
+    anthropic_blocks,
+    finish_reason_for,
+    openai_messages_to_anthropic,
+    openai_tool_choice_to_anthropic,
+    openai_tools_to_anthropic,
+    part_to_anthropic,
+)
 from .wire.base import ToolCall, TranslateRequest, WireDialect, malformed, parse_arguments
 from .wire.openai import args_string, canonical_part, content_text, has_system_message, message_calls
-from ..errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = [
     "TranslatedToolCall",

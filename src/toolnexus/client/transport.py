@@ -36,12 +36,12 @@ from collections.abc import AsyncIterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Protocol, runtime_checkable
 
-from .._shapes import as_dict
 from .._redact import SAFE_HEADERS
+from .._shapes import as_dict
+from ..errors import ToolnexusTypeError, UnsupportedOperation
 from .body import encode_payload
 from .errors import ProviderResponseError, ResponseTooLarge
 from .wire.base import usage_of
-from ..errors import ToolnexusTypeError, UnsupportedOperation
 
 __all__ = ["HttpTransport", "AsyncTransport", "TransportAdapter", "as_async_transport", "InProcessTransport",
            "ByteStream",

@@ -14,9 +14,22 @@ from __future__ import annotations
 
 from .blocks import encode_part
 from .errors import ContentPartError, UnsupportedPartError
-from .parts import (MEDIA_TYPES, ContentPart, decoded_len, describe_part, estimate_tokens, from_dict,
-                    get_max_part_bytes, is_part_dict, normalize_parts, placeholder_text, set_max_part_bytes,
-                    summarize, to_dict, validate)
+from .parts import (
+                    MEDIA_TYPES,
+                    ContentPart,
+                    decoded_len,
+                    describe_part,
+                    estimate_tokens,
+                    from_dict,
+                    get_max_part_bytes,
+                    is_part_dict,
+                    normalize_parts,
+                    placeholder_text,
+                    set_max_part_bytes,
+                    summarize,
+                    to_dict,
+                    validate,
+)
 from .sources import audio, file, image, part, text
 
 __all__ = [

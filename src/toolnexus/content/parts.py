@@ -28,8 +28,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Union
 
-from .errors import ContentPartError
 from ..errors import ToolnexusValueError
+from .errors import ContentPartError
 
 __all__ = [
     "MEDIA_TYPES",

@@ -39,7 +39,7 @@ def text(value: str) -> ContentPart:
     return validate(ContentPart("text", text=value))  # type: ignore[return-value]
 
 
-def part(*, type: str, mimeType: Optional[str] = None, data: Optional[str] = None,  # noqa: A002
+def part(*, type: str, mimeType: Optional[str] = None, data: Optional[str] = None,
          url: Optional[str] = None, name: Optional[str] = None, text: Optional[str] = None) -> ContentPart:
     """A part from its fields, validated."""
     return validate(ContentPart(type, text=text, mimeType=mimeType, data=data, url=url, name=name))  # type: ignore[return-value]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional, Sequence
 from urllib.parse import quote, urlencode
 
@@ -30,7 +30,7 @@ def esc(value: Any) -> str:
 def age_text(when: Optional[datetime], now: Optional[datetime] = None) -> str:
     if when is None:
         return "-"
-    seconds = max(0.0, ((now or datetime.now(timezone.utc)) - when).total_seconds())
+    seconds = max(0.0, ((now or datetime.now(UTC)) - when).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.cookies import SimpleCookie
 from importlib import resources
 from typing import Any, Awaitable, Callable, Optional
@@ -66,7 +66,7 @@ _STATIC = {"inbox.js": "text/javascript; charset=utf-8", "inbox.css": "text/css;
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class _Reply(ToolnexusError):
@@ -139,7 +139,7 @@ class Inbox:
                 headers.append((b"location", reply.location.encode("latin-1", "replace")))
             ctype = "text/html; charset=utf-8" if reply.content_type == "text/html" else reply.content_type
             await self._send(send, reply.status, reply.body.encode(), ctype, headers)
-        except (BodyTooLarge,):
+        except BodyTooLarge:
             await self._send(send, 413, b"request body too large", "text/plain; charset=utf-8")
         except ClientGone:
             return
@@ -185,7 +185,7 @@ class Inbox:
                 parsed: SimpleCookie = SimpleCookie()
                 try:
                     parsed.load(value.decode("latin-1"))
-                except Exception:  # noqa: BLE001 - a malformed cookie header is no cookie
+                except Exception:
                     continue
                 jar.update({k: m.value for k, m in parsed.items()})
         return jar
@@ -216,7 +216,7 @@ class Inbox:
         who = session.get("i") if isinstance(session, dict) and isinstance(session.get("i"), str) else None
         try:
             return await self.auth.identify(scope, who)
-        except Exception as exc:  # noqa: BLE001 - a failing sign-in lets nobody in
+        except Exception as exc:
             warn(f"[toolnexus] inbox: the sign-in callback raised {type(exc).__name__}")
             return None
 
@@ -384,7 +384,7 @@ class Inbox:
                         event.set()
             try:
                 await asyncio.wait_for(self._closing.wait(), self.poll)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         self._watcher = None
 
@@ -471,7 +471,7 @@ class Inbox:
         if isinstance(row.answer, dict):
             answered = row.answer.get("at") if isinstance(row.answer.get("at"), str) else None
             if answered is None and row.answered_at:
-                answered = datetime.fromtimestamp(row.answered_at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                answered = datetime.fromtimestamp(row.answered_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         notice = _NOTICES.get(self._query(scope).get("done", ""))
         if notice and row.status in ("queued", "claimed"):
             notice += " A worker applies the answer now; the run goes on from there."
@@ -552,7 +552,7 @@ class Inbox:
             if row.status != "open":
                 raise _Reply(409, pages.message_page(base, "Already answered", "This request was answered already; "
                                                      "this link does nothing now."))
-            expires = datetime.fromtimestamp(claim.expires, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            expires = datetime.fromtimestamp(claim.expires, UTC).strftime("%Y-%m-%d %H:%M UTC")
             await self._page(send, pages.link_page(base, action=action, csrf=csrf, decision=claim.decision,
                                                    identity=claim.identity, request=request, expires=expires),
                              headers=headers)

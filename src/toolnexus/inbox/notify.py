@@ -43,7 +43,7 @@ from urllib.parse import quote
 
 from .._diag import warn
 from ..approvals import approval_of, group_of
-from ..durable import Outgoing, OutboxItem, PendingRun, RunStore
+from ..durable import OutboxItem, Outgoing, PendingRun, RunStore
 from ..errors import ToolnexusValueError
 from .links import LinkSigner
 
@@ -339,7 +339,7 @@ class Notifications:
         hook = self.webhooks[item.channel]
         try:
             error = await self._post(hook, item)
-        except Exception as exc:  # noqa: BLE001 - a bug in rendering is a failed attempt, not a dead notifier
+        except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         if error is None:
             if await outbox.delivered(item, self.taker):
@@ -381,7 +381,7 @@ class Notifications:
                     continue
                 try:
                     await asyncio.wait_for(self._wake.wait(), self.poll)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 self._wake.clear()
         finally:

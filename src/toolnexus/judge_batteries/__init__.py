@@ -19,14 +19,27 @@ Layout: `common.py` (pinned texts, shared rules, hook chaining), one module per 
 
 from __future__ import annotations
 
-from .common import (DEFAULT_DIMENSIONS, RISK_RUBRIC, ROLE_AGENT_ROUTER, ROLE_CONTENT_GUARD, ROLE_IS_COMPLETE,
-                     ROLE_MODEL_ROUTER, ROLE_SKILL_RELEVANCE, ROLE_TOOL_GUARD, ROLE_TOOL_RELEVANCE,
-                     ROLE_TOOL_RESULT_FILTER, BatteryConfigError, ContentGuardBlocked, Hook, latest_user_text)
+from .common import (
+                     DEFAULT_DIMENSIONS,
+                     RISK_RUBRIC,
+                     ROLE_AGENT_ROUTER,
+                     ROLE_CONTENT_GUARD,
+                     ROLE_IS_COMPLETE,
+                     ROLE_MODEL_ROUTER,
+                     ROLE_SKILL_RELEVANCE,
+                     ROLE_TOOL_GUARD,
+                     ROLE_TOOL_RELEVANCE,
+                     ROLE_TOOL_RESULT_FILTER,
+                     BatteryConfigError,
+                     ContentGuardBlocked,
+                     Hook,
+                     latest_user_text,
+)
 from .complete import CompleteVerdict, IsCompleteClassifier
 from .content_guard import ContentGuardClassifier, ContentVerdict
-from .result_filter import FilterVerdict, ToolResultFilterClassifier
 from .guard import ToolGuardClassifier, ToolGuardVerdict
 from .relevance import RelevanceVerdict, SkillRelevanceClassifier, ToolRelevanceClassifier
+from .result_filter import FilterVerdict, ToolResultFilterClassifier
 from .routers import AgentRouterClassifier, AgentVerdict, ModelRouterClassifier, ModelVerdict
 
 __all__ = [

@@ -46,7 +46,7 @@ class IsCompleteClassifier:
                 state(self.role, {"task": "" if task is None else task, "answer": "" if answer is None else answer}),
                 dict([noul("complete", _INSTRUCTIONS, _TRUE, _FALSE)]))
             answers = read(decision, self.bands)
-        except Exception as e:  # noqa: BLE001 - a classifier failure is a verdict, per on_error
+        except Exception as e:
             return CompleteVerdict(complete=self.on_error == "open", error=str(e))
         a = answers.get("complete")
         if a is None:

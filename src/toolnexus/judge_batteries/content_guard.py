@@ -12,8 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..judge import Bands, noul, read, state
-from .common import (DEFAULT_DIMENSIONS, ROLE_CONTENT_GUARD, ContentGuardBlocked, Hook, Memo, chain_before_llm,
-                     check_on_error, field_of, first_wins, latest_user_text)
+from .common import (
+    DEFAULT_DIMENSIONS,
+    ROLE_CONTENT_GUARD,
+    ContentGuardBlocked,
+    Hook,
+    Memo,
+    chain_before_llm,
+    check_on_error,
+    field_of,
+    first_wins,
+    latest_user_text,
+)
 
 __all__ = ["ContentGuardClassifier", "ContentVerdict", "ContentGuardBlocked"]
 
@@ -49,7 +59,7 @@ class ContentGuardClassifier:
             decision = await self.classifier.evaluate(state(self.role, {"text": "" if text is None else text}),
                                                       dict(noul(name, instructions) for name, instructions in dims))
             answers = read(decision, self.bands)
-        except Exception as e:  # noqa: BLE001 - a classifier failure is a verdict, per on_error
+        except Exception as e:
             return ContentVerdict("allow" if self.on_error == "open" else "block", error=str(e))
         verdict = ContentVerdict(calibrated=decision.calibrated)
         for name, _ in dims:
@@ -65,7 +75,7 @@ class ContentGuardClassifier:
         verdict.action = "block" if verdict.flagged else "review" if verdict.uncertain else "allow"
         return verdict
 
-    def as_hook(self, next: Optional[Hook] = None) -> Hook:  # noqa: A002 - the pinned keyword
+    def as_hook(self, next: Optional[Hook] = None) -> Hook:
         """A `before_llm` hook that raises `ContentGuardBlocked` when the latest user text is blocked."""
 
         async def before_llm(ev: dict) -> Optional[dict]:

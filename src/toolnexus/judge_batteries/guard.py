@@ -15,8 +15,7 @@ from typing import Any, Optional
 from ..classifier.models import ScoreAnswer
 from ..judge import Bands, read, score, state
 from ..types import Request, ToolResult
-from .common import (RISK_INSTRUCTIONS, RISK_RUBRIC, ROLE_TOOL_GUARD, Hook, Memo, check_on_error, field_of,
-                     maybe_await)
+from .common import RISK_INSTRUCTIONS, RISK_RUBRIC, ROLE_TOOL_GUARD, Hook, Memo, check_on_error, field_of, maybe_await
 
 __all__ = ["ToolGuardClassifier", "ToolGuardVerdict"]
 
@@ -57,7 +56,7 @@ class ToolGuardClassifier:
             decision = await self.classifier.evaluate(state(self.role, data),
                                                       dict([score("risk", RISK_INSTRUCTIONS, RISK_RUBRIC)]))
             answer = read(decision, self.bands).get("risk")
-        except Exception as e:  # noqa: BLE001 - a classifier failure is a verdict, per on_error
+        except Exception as e:
             return ToolGuardVerdict("allow" if self.on_error == "open" else "deny", "classifier error", error=str(e))
         if answer is None or not isinstance(answer.raw, ScoreAnswer):
             return ToolGuardVerdict("ask", "missing answer", calibrated=decision.calibrated)
@@ -70,7 +69,7 @@ class ToolGuardClassifier:
             return ToolGuardVerdict("ask", "medium risk", risk, sure, decision.calibrated)
         return ToolGuardVerdict("deny", "high risk", risk, sure, decision.calibrated)
 
-    def as_hook(self, next: Optional[Hook] = None) -> Hook:  # noqa: A002 - the pinned keyword
+    def as_hook(self, next: Optional[Hook] = None) -> Hook:
         """A `before_tool` hook: allow passes to `next`; deny and ask answer with a result (next skipped)."""
         from ..classifier.wire import canonical_json
 

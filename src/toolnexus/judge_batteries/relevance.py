@@ -13,8 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..judge import Bands, noul, read, state
-from .common import (DEFAULT_MAX_ITEMS, ROLE_SKILL_RELEVANCE, ROLE_TOOL_RELEVANCE, Hook, Memo, chain_before_llm,
-                     check_on_error, field_of, first_wins, latest_user_text)
+from .common import (
+    DEFAULT_MAX_ITEMS,
+    ROLE_SKILL_RELEVANCE,
+    ROLE_TOOL_RELEVANCE,
+    Hook,
+    Memo,
+    chain_before_llm,
+    check_on_error,
+    field_of,
+    first_wins,
+    latest_user_text,
+)
 
 __all__ = ["ToolRelevanceClassifier", "SkillRelevanceClassifier", "RelevanceVerdict", "tool_entry_name"]
 
@@ -79,7 +89,7 @@ class _Relevance:
                 state(self.role, {"user_request": "" if prompt is None else prompt}),
                 dict(self._question(n, str(d)) for n, d in pairs))
             answers = read(decision, self.bands)
-        except Exception as e:  # noqa: BLE001 - a classifier failure is a verdict, per on_error
+        except Exception as e:
             if self.on_error == "open":
                 return RelevanceVerdict(selected=names, calibrated=False, error=str(e))
             return RelevanceVerdict(dropped=names, calibrated=False, error=str(e))
@@ -96,7 +106,7 @@ class ToolRelevanceClassifier(_Relevance):
     _false = "the request can be done without this tool"
     _role = ROLE_TOOL_RELEVANCE
 
-    def as_hook(self, next: Optional[Hook] = None) -> Hook:  # noqa: A002 - the pinned keyword
+    def as_hook(self, next: Optional[Hook] = None) -> Hook:
         """A `before_llm` hook trimming the turn's `tools` to the relevant ones."""
 
         async def before_llm(ev: dict) -> Optional[dict]:

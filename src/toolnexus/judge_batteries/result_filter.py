@@ -54,14 +54,14 @@ class ToolResultFilterClassifier:
                 state(self.role, {"query": "" if query is None else query,
                                   "chunks": {str(i): c for i, c in enumerate(items)}}), qs)
             answers = read(decision, self.bands)
-        except Exception as e:  # noqa: BLE001 - a classifier failure is a verdict, per on_error
+        except Exception as e:
             if self.on_error == "open":
                 return FilterVerdict(kept=every, calibrated=False, error=str(e))
             return FilterVerdict(dropped=every, calibrated=False, error=str(e))
         dropped = [i for i in every if str(i) in answers and answers[str(i)].band == "no"]
         return FilterVerdict([i for i in every if i not in dropped], dropped, decision.calibrated)
 
-    def as_hook(self, next: Optional[Hook] = None) -> Hook:  # noqa: A002 - the pinned keyword
+    def as_hook(self, next: Optional[Hook] = None) -> Hook:
         """An `after_tool` hook (see the module docstring)."""
 
         async def after_tool(ev: dict) -> Optional[dict]:

@@ -14,8 +14,16 @@ from typing import Any, Optional
 
 from ..classifier.models import ChoiceAnswer
 from ..judge import Bands, choice, read, state
-from .common import (ROLE_AGENT_ROUTER, ROLE_MODEL_ROUTER, Hook, Memo, chain_before_llm, field_of, first_wins,
-                     latest_user_text)
+from .common import (
+    ROLE_AGENT_ROUTER,
+    ROLE_MODEL_ROUTER,
+    Hook,
+    Memo,
+    chain_before_llm,
+    field_of,
+    first_wins,
+    latest_user_text,
+)
 
 __all__ = ["AgentRouterClassifier", "ModelRouterClassifier", "AgentVerdict", "ModelVerdict"]
 
@@ -63,7 +71,7 @@ class AgentRouterClassifier:
                                                           dict([choice("agent", "Which agent should handle `task`?",
                                                                        options)]))
                 answer = read(decision, self.bands).get("agent")
-            except Exception as e:  # noqa: BLE001 - a classifier failure routes to the fallback
+            except Exception as e:
                 verdict.agent, verdict.sure, verdict.calibrated, verdict.error = fallback, False, False, str(e)
                 return verdict
             verdict.calibrated = verdict.calibrated and decision.calibrated
@@ -106,7 +114,7 @@ class ModelRouterClassifier:
                 state(self.role, {"user_request": "" if prompt is None else prompt}),
                 dict([choice("model", "Which model should answer `user_request`?", options)]))
             answer = read(decision, self.bands).get("model")
-        except Exception as e:  # noqa: BLE001 - a classifier failure routes to the fallback
+        except Exception as e:
             return ModelVerdict(fallback, calibrated=False, error=str(e))
         if answer is None or not isinstance(answer.raw, ChoiceAnswer):
             return ModelVerdict(fallback, calibrated=decision.calibrated)
@@ -115,7 +123,7 @@ class ModelRouterClassifier:
             return ModelVerdict(answer.raw.choice, True, True, probabilities, decision.calibrated)
         return ModelVerdict(fallback, False, False, probabilities, decision.calibrated)
 
-    def as_hook(self, next: Optional[Hook] = None) -> Hook:  # noqa: A002 - the pinned keyword
+    def as_hook(self, next: Optional[Hook] = None) -> Hook:
         """A `before_llm` hook routing the turn to the picked model (that turn only)."""
 
         async def before_llm(ev: dict) -> Optional[dict]:

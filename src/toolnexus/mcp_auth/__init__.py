@@ -20,8 +20,17 @@ browser, an authorization server.
 """
 
 from .loopback import LoopbackCallback
-from .model import (AUTH_KIND, DEFAULT_REDIRECT_URI, AuthorizationDeclined, AuthorizationRequired, OAuthError,
-                    OAuthOptions, ServerAuth, callback_answer, server_auth)
+from .model import (
+                    AUTH_KIND,
+                    DEFAULT_REDIRECT_URI,
+                    AuthorizationDeclined,
+                    AuthorizationRequired,
+                    OAuthError,
+                    OAuthOptions,
+                    ServerAuth,
+                    callback_answer,
+                    server_auth,
+)
 from .vault import TokenVault, new_token_key
 
 __all__ = [

@@ -66,8 +66,13 @@ from mcp.client.auth.utils import (
     union_scopes,
     validate_metadata_issuer,
 )
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata, OAuthToken
-from mcp.shared.auth import ProtectedResourceMetadata
+from mcp.shared.auth import (
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthMetadata,
+    OAuthToken,
+    ProtectedResourceMetadata,
+)
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from pydantic import AnyHttpUrl, AnyUrl, ConfigDict, TypeAdapter, ValidationError
 

@@ -8,9 +8,9 @@ says under `"oauth"` (a configured client, a scope, client credentials). Nothing
 from __future__ import annotations
 
 import time
-from urllib.parse import parse_qs, urlsplit
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
+from urllib.parse import parse_qs, urlsplit
 
 from .._env import expand_headers
 from .._redact import REDACTED

@@ -134,7 +134,7 @@ class TokenVault:
 
         nonce = secrets.token_bytes(12)
         plain = json.dumps(value, separators=(",", ":")).encode("utf-8")
-        sealed = AESGCM(self._keys[0]).encrypt(nonce, plain, f"{namespace}\x1f{key}".encode("utf-8"))
+        sealed = AESGCM(self._keys[0]).encrypt(nonce, plain, f"{namespace}\x1f{key}".encode())
         return {"v": _VERSION, "alg": "A256GCM", "kid": _fingerprint(self._keys[0]),
                 "n": base64.b64encode(nonce).decode("ascii"), "ct": base64.b64encode(sealed).decode("ascii")}
 
@@ -151,7 +151,7 @@ class TokenVault:
             candidates = []
         for candidate in candidates:
             try:
-                plain = AESGCM(candidate).decrypt(nonce, data, f"{namespace}\x1f{key}".encode("utf-8"))
+                plain = AESGCM(candidate).decrypt(nonce, data, f"{namespace}\x1f{key}".encode())
             except (InvalidTag, ValueError):
                 continue
             value = json.loads(plain)

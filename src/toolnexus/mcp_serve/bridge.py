@@ -39,8 +39,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..approvals import is_approval_request
-from ..types import Answer, Request, ToolResult, declined_text
 from ..errors import ToolnexusValueError
+from ..types import Answer, Request, ToolResult, declined_text
 
 __all__ = [
     "BRIDGED_KINDS",
@@ -104,7 +104,7 @@ def elicitation_schema(req: Request) -> Optional[dict[str, Any]]:
 def _client_can_elicit(ctx: Any) -> bool:
     try:
         return bool(ctx.session.check_client_capability(_ELICIT_FORM))
-    except Exception:  # noqa: BLE001 - no session / no capabilities: treat as "cannot"
+    except Exception:
         return False
 
 

@@ -115,7 +115,7 @@ class Catalog:
             got = await found.read(uri)
         except ResourceError as exc:
             raise MCPError(code=mtypes.INTERNAL_ERROR, message=str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - the host's function: its failure is the reader's answer
+        except Exception as exc:
             logger.debug("toolnexus: MCP serve: reading %s raised", uri, exc_info=True)
             raise MCPError(code=mtypes.INTERNAL_ERROR, message=f"reading {uri} failed: {exc}") from None
         return mtypes.ReadResourceResult(contents=[_wire_contents(got)])
@@ -148,7 +148,7 @@ class Catalog:
             wire = [mtypes.PromptMessage(role=m["role"], content=prompt_content(m["content"])) for m in messages]
         except PromptError as exc:
             raise MCPError(code=mtypes.INVALID_PARAMS, message=str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - the host's function
+        except Exception as exc:
             logger.debug("toolnexus: MCP serve: prompt %s raised", found.name, exc_info=True)
             raise MCPError(code=mtypes.INTERNAL_ERROR, message=f"prompt {found.name} failed: {exc}") from None
         return mtypes.GetPromptResult(description=found.description, messages=wire)
@@ -167,7 +167,7 @@ class Catalog:
             completers = template.complete
         try:
             values = await complete_value(completers, arg.name, arg.value)
-        except Exception as exc:  # noqa: BLE001 - the host's completer
+        except Exception as exc:
             logger.debug("toolnexus: MCP serve: completer for %s raised", arg.name, exc_info=True)
             raise MCPError(code=mtypes.INTERNAL_ERROR, message=f"completing {arg.name} failed: {exc}") from None
         completion = mtypes.Completion(values=values[:MAX_COMPLETIONS], total=len(values),

@@ -158,7 +158,7 @@ async def mcp_exchange(
             )
             async with manager.run():
                 await manager.handle_request(scope, replay, tracked_send)
-        except Exception:  # noqa: BLE001 - the transport crashed: the pinned 500
+        except Exception:
             logger.debug("toolnexus: MCP serve transport failed", exc_info=True)
             if not state.started:
                 await send_text(send, 500, "mcp error")

@@ -112,7 +112,7 @@ class Peers:
             if session is not None:
                 try:
                     await session.send_notification(note)
-                except Exception:  # noqa: BLE001 - a gone client must not stop the others' updates
+                except Exception:
                     _log.debug("toolnexus: MCP serve: resource update to a client failed", exc_info=True)
 
 

@@ -65,7 +65,7 @@ async def _execute(tool: Tool, args: dict[str, Any], tctx: ToolContext) -> tuple
         result = await tool.execute(args, tctx)
         if not isinstance(result, ToolResult):
             result = ToolResult(f"tool {tool.name} returned {type(result).__name__}, not a ToolResult", True)
-    except Exception as exc:  # noqa: BLE001 - the tool boundary
+    except Exception as exc:
         result = ToolResult(str(exc), True)
     return result, (time.perf_counter() - start) * 1000.0
 
@@ -77,7 +77,7 @@ async def _emit(on_call: Optional[OnCall], event: dict[str, Any]) -> None:
         outcome = on_call(event)
         if inspect.isawaitable(outcome):
             await outcome
-    except Exception as exc:  # noqa: BLE001 - an observer never breaks the call
+    except Exception as exc:
         logger.debug("toolnexus: MCP serve on_call raised %r (ignored)", exc)
 
 

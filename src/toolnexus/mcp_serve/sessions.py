@@ -132,7 +132,7 @@ class SessionHost:
                     with transport.idle_scope or anyio.CancelScope():
                         await serve_loop(self._server, read_stream, write_stream, lifespan_state=self._state,
                                          session_id=session_id)
-            except Exception:  # noqa: BLE001 - one session failing must not take the others down
+            except Exception:
                 logger.warning("toolnexus: MCP serve: session %s failed", session_id, exc_info=True)
             finally:
                 await self._discard(session_id, transport)
@@ -169,7 +169,7 @@ class SessionHost:
             self._versions.pop(session_id, None)
             try:
                 self._on_end(session_id)
-            except Exception:  # noqa: BLE001 - bookkeeping must not break the teardown
+            except Exception:
                 logger.debug("toolnexus: MCP serve: on_end raised", exc_info=True)
         if not transport.is_terminated:
             with anyio.CancelScope(shield=True):

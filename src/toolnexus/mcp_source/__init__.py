@@ -46,6 +46,7 @@ Choices beyond the pinned baseline, each deliberate:
 Not here: serving tools over MCP (`toolnexus.mcp_serve`).
 """
 
+from .catalog import McpPrompt, McpPromptResult, McpResource, McpResourceTemplate
 from .config import (
     DEFAULT_TIMEOUT,
     McpConfig,
@@ -58,7 +59,6 @@ from .config import (
     read_config_file,
     read_toolkit_config,
 )
-from .catalog import McpPrompt, McpPromptResult, McpResource, McpResourceTemplate
 from .connection import MAX_LIST_PAGES
 from .convert import answer_to_elicit_result, elicitation_to_request
 from .limits import DroppedTool, PeerLimits

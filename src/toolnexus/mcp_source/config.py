@@ -43,8 +43,8 @@ from typing import Any, Optional, Union
 from .._diag import warn, warn_once
 from .._env import expand_headers
 from .._redact import REDACTED, is_credential_header, mask_headers, redact_url
-from ..mcp_auth import ServerAuth, server_auth
 from ..errors import ConfigError
+from ..mcp_auth import ServerAuth, server_auth
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -174,7 +174,7 @@ async def read_toolkit_config(mcp_config: Union[str, dict[str, Any], None]) -> O
     return config
 
 
-def parse_mcp_config(input: Union[str, dict[str, Any]]) -> McpConfig:  # noqa: A002 - pinned name
+def parse_mcp_config(input: Union[str, dict[str, Any]]) -> McpConfig:
     """The server map of a config: the first of `mcpServers`/`servers`/`mcp`, else the bare map."""
     data = read_config_file(input) if isinstance(input, str) else dict(input)
     for key in _SERVER_MAPS:
@@ -204,7 +204,7 @@ def expand_env_headers(headers: Optional[dict[str, str]]) -> Optional[dict[str, 
     return None if headers is None else expand_headers(headers)
 
 
-def apply_tools_filter(server: str, defs: list[Any], filter: Optional[dict[str, bool]]) -> list[Any]:  # noqa: A002
+def apply_tools_filter(server: str, defs: list[Any], filter: Optional[dict[str, bool]]) -> list[Any]:
     """Per-server allowlist by original tool name: any `True` ⇒ only those; else drop `False` ones.
 
     `defs` may be SDK `Tool` models or their dumped dicts.

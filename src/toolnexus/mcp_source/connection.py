@@ -39,6 +39,9 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
+from ..errors import NetworkError, ToolnexusError, ToolnexusRuntimeError
+from ..mcp_auth import AuthorizationRequired, TokenVault
+from ..types import Answer, Request
 from . import stdio
 from .config import ServerSpec
 from .convert import elicit_result_dict, elicitation_to_request
@@ -47,9 +50,6 @@ from .options import McpOptions, fire_hook
 from .reasons import describe_error
 from .sampling import Sampling
 from .session import StdioSession
-from ..errors import NetworkError, ToolnexusError, ToolnexusRuntimeError
-from ..mcp_auth import AuthorizationRequired, TokenVault
-from ..types import Answer, Request
 
 __all__ = ["MAX_LIST_PAGES", "Listing", "ServerConnection", "describe_error", "load_remote"]
 
@@ -258,9 +258,7 @@ class ServerConnection:
         if not spec.remote:
             return await self._open_local(stack, link)
         from .handshake import http_refusal
-        from .remote import open_remote
-
-        from .remote import Listeners
+        from .remote import Listeners, open_remote
 
         listeners = Listeners(on_list_changed=self._list_changed, ask=self._ask if self.wait_for is not None else None,
                               sample=self._sampling.answer if self._sampling is not None else None, log=self._log)
@@ -356,7 +354,7 @@ class ServerConnection:
     async def _elicit_local(self, params: dict[str, Any]) -> dict[str, Any]:
         try:
             return elicit_result_dict(await self._ask(params))
-        except Exception as exc:  # noqa: BLE001 - the server gets an error reply instead
+        except Exception as exc:
             raise ToolnexusRuntimeError(describe_error(exc)) from exc
 
     # ------------------------------------------------------------------ requests

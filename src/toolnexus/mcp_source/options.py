@@ -94,7 +94,7 @@ def fire_hook(hooks: Any, name: str, event: dict[str, Any]) -> None:
         return
     try:
         result = fn(event)
-    except Exception as exc:  # noqa: BLE001 - a host's hook must not break the MCP connection
+    except Exception as exc:
         warn(f"[toolnexus] MCP hook {name} failed: {type(exc).__name__}: {exc}")
         return
     if inspect.isawaitable(result):

@@ -26,10 +26,10 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from ..types import Answer
 from .config import ServerSpec
 from .convert import answer_to_elicit_result, wire
 from .reasons import describe_error
-from ..types import Answer
 
 __all__ = ["Listeners", "SdkSession", "open_remote"]
 
@@ -149,7 +149,7 @@ async def _start(stack: AsyncExitStack, spec: ServerSpec, read: Any, write: Any,
         assert ask is not None
         try:
             return answer_to_elicit_result(await ask(params))
-        except Exception as exc:  # noqa: BLE001 - the server gets an error reply instead
+        except Exception as exc:
             return mtypes.ErrorData(code=mtypes.INTERNAL_ERROR, message=f"elicitation failed: {describe_error(exc)}")
 
     async def on_message(message: Any) -> None:
@@ -160,7 +160,7 @@ async def _start(stack: AsyncExitStack, spec: ServerSpec, read: Any, write: Any,
         assert listeners.sample is not None
         try:
             return mtypes.CreateMessageResult.model_validate(await listeners.sample(wire(params)))
-        except Exception as exc:  # noqa: BLE001 - the server gets an error reply instead
+        except Exception as exc:
             return mtypes.ErrorData(code=mtypes.INTERNAL_ERROR, message=f"sampling refused: {describe_error(exc)}")
 
     async def log(params: Any) -> None:

@@ -37,8 +37,8 @@ import json
 from contextlib import suppress
 from typing import Any, Awaitable, Callable, Optional
 
-from .._shapes import as_dict
 from .._diag import warn
+from .._shapes import as_dict
 from ..errors import InputTooLarge, ToolnexusError
 from .handshake import NotJsonRpc
 
@@ -332,12 +332,12 @@ class StdioSession:
             params = message.get("params")
             try:
                 reply["result"] = await self._on_elicit(params if isinstance(params, dict) else {})
-            except Exception as exc:  # noqa: BLE001 - the server gets an error reply instead
+            except Exception as exc:
                 reply["error"] = {"code": INTERNAL_ERROR, "message": f"elicitation failed: {exc}"}
         elif method == "sampling/createMessage" and self._on_sample is not None:
             try:
                 reply["result"] = await self._on_sample(as_dict(message.get("params")))
-            except Exception as exc:  # noqa: BLE001 - the server gets an error reply instead
+            except Exception as exc:
                 reply["error"] = {"code": INTERNAL_ERROR, "message": f"sampling refused: {exc}"}
         else:
             reply["error"] = {"code": METHOD_NOT_FOUND, "message": "Method not found"}

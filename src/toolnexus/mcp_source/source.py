@@ -26,10 +26,10 @@ OAuth, as a suspension (see `toolnexus.mcp_auth`):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from contextlib import AsyncExitStack
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
@@ -269,7 +269,7 @@ async def _call(server: ServerConnection, original: str, args: Optional[dict[str
         result = await unless_aborted(server.call(original, args or {}, timeout, listener), signal)
     except Aborted:
         return ToolResult("MCP call cancelled", True, {"server": label})
-    except Exception as exc:  # noqa: BLE001 - transport/protocol failures become error results
+    except Exception as exc:
         return _failed_call(server, exc)
     finally:
         if watcher is not None:
@@ -307,7 +307,7 @@ def _object(properties: dict[str, Any], required: Optional[list[str]] = None) ->
 async def _guarded(server: ServerConnection, work: Any) -> ToolResult:
     try:
         return await work
-    except Exception as exc:  # noqa: BLE001 - the model gets the reason as an error result
+    except Exception as exc:
         return _failed_call(server, exc)
 
 
@@ -420,7 +420,7 @@ def _gateway(source: McpSource, server: ServerConnection) -> Tool:
             return answered
         try:
             listing = await server.list_tools()
-        except Exception as exc:  # noqa: BLE001 - a sign-in request, or the reason as an error result
+        except Exception as exc:
             return _failed_call(server, exc)
         source._now_connected(server, listing)
         vetted = vet_tools(label, listing.tools, server.options.limits, overflow=listing.overflow)
@@ -449,7 +449,7 @@ def _gateway(source: McpSource, server: ServerConnection) -> Tool:
 # --------------------------------------------------------------------------- loading
 
 
-async def _server_map(input: Union[str, dict[str, Any]]) -> dict[str, Any]:  # noqa: A002
+async def _server_map(input: Union[str, dict[str, Any]]) -> dict[str, Any]:
     servers = await asyncio.to_thread(parse_mcp_config, input) if isinstance(input, str) else parse_mcp_config(input)
     if not isinstance(servers, dict):
         raise ConfigError(f"toolnexus: the MCP server map must be an object, got {type(servers).__name__}")
@@ -554,7 +554,7 @@ def _settle(slots: list[_Slot]) -> _Settled:
 
 
 async def load_mcp_with_context(
-    input: Union[str, dict[str, Any]],  # noqa: A002 - pinned name
+    input: Union[str, dict[str, Any]],
     wait_for: Any = None,
     *,
     cancel: Optional[asyncio.Event] = None,
@@ -579,13 +579,13 @@ async def load_mcp_with_context(
     return source
 
 
-async def load_mcp(input: Union[str, dict[str, Any]], wait_for: Any = None, *,  # noqa: A002
+async def load_mcp(input: Union[str, dict[str, Any]], wait_for: Any = None, *,
                    options: Optional[McpOptions] = None) -> McpSource:
     return await load_mcp_with_context(input, wait_for=wait_for, options=options)
 
 
 async def list_mcp_tools(
-    input: Union[str, dict[str, Any]],  # noqa: A002
+    input: Union[str, dict[str, Any]],
     *,
     cancel: Optional[asyncio.Event] = None,
     options: Optional[McpOptions] = None,

@@ -27,7 +27,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Optional
+from typing import Optional
 
 from .config import ServerSpec
 from .contain import Containment, contain

@@ -21,7 +21,7 @@ Not here: what the values do (`toolnexus.serve.fulfil`, `toolnexus.serve._task_l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional
 
 from ..a2a.wire import normalize_state, parts_text, v03_part
@@ -162,7 +162,7 @@ def _timestamp(value: Any) -> Optional[datetime]:
         stamp = datetime.fromisoformat(value.strip())
     except ValueError:
         raise refusal from None
-    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=timezone.utc)
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
 
 
 def list_params(params: dict[str, Any]) -> ListParams:

@@ -179,7 +179,7 @@ class A2AEndpoint:
             return error_reply(rid, INTERNAL_ERROR, "Internal error: the server is stopping")
         except TaskConflict:
             return error_reply(rid, INTERNAL_ERROR, "Internal error: the task kept changing; try again")
-        except Exception:  # noqa: BLE001 - e.g. the store failed: an error reply, never a crash
+        except Exception:
             logger.warning("toolnexus: A2A request %r failed", method, exc_info=True)
             return error_reply(rid, INTERNAL_ERROR, "Internal error")
         return {"jsonrpc": "2.0", "id": rid, "result": result}

@@ -33,12 +33,12 @@ from typing import Any, Optional
 from .._shapes import as_list
 from ..a2a.wire import (
     DIALECTS_BY_METHOD,
+    V1 as V1_WIRE,
     V1_AGENT_ROLE,
     v03_part,
     v1_part,
     v1_state,
 )
-from ..a2a.wire import V1 as V1_WIRE
 from ..errors import ToolnexusError
 
 __all__ = [

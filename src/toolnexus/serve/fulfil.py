@@ -61,7 +61,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional, Union
 
 from .._diag import logger
@@ -318,7 +318,7 @@ class Fulfiller:
                 await asyncio.wait_for(event.wait(), timeout)
             else:
                 await asyncio.wait_for(self._poll_settled(task_id), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     async def _poll_settled(self, task_id: str) -> None:
@@ -393,7 +393,7 @@ class Fulfiller:
                            "update it; try again")
 
     def _now(self) -> str:
-        stamp = datetime.fromtimestamp(self._clock(), timezone.utc).isoformat(timespec="microseconds")
+        stamp = datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="microseconds")
         return stamp.replace("+00:00", "Z")
 
     def _status(self, state: str, message: Optional[dict[str, Any]] = None) -> dict[str, Any]:
@@ -489,7 +489,7 @@ class Fulfiller:
             message = _agent_message(_text_part(why)) if why else None
             await self._settle(task_id, turn, _Outcome("canceled", message), None)
             raise
-        except Exception:  # noqa: BLE001 - e.g. the store failed: logged, the next poll shows what was saved
+        except Exception:
             logger.warning("toolnexus: A2A task %s could not be saved", task_id, exc_info=True)
 
     async def _turn_of(self, text: str, context: str, resume: Optional[tuple[Request, Answer]]) -> tuple[Any, _Outcome]:
@@ -502,7 +502,7 @@ class Fulfiller:
             return result, self._outcome(result)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a failed run is a failed task, never a crash
+        except Exception as exc:
             return None, _Outcome("failed", _agent_message(_text_part(self._safe_text(exc))))
 
     async def _watched(self, task_id: str, turn: str,
@@ -519,7 +519,7 @@ class Fulfiller:
                     return job.result()
                 try:
                     current = await self.store.get(task_id)
-                except Exception:  # noqa: BLE001 - a store hiccup: look again later
+                except Exception:
                     continue
                 if _turn(current).get("turn") != turn:
                     job.cancel()
@@ -535,7 +535,7 @@ class Fulfiller:
         text = str(exc) or type(exc).__name__
         try:
             return str(self._redact(text))
-        except Exception:  # noqa: BLE001 - a broken hook must not leak the raw text
+        except Exception:
             logger.debug("toolnexus: A2A redaction hook raised", exc_info=True)
             return "the task failed"
 
@@ -594,7 +594,7 @@ class Fulfiller:
             outcome = self._on_task({"id": task_id, "task": public(task), "result": result, "state": state})
             if inspect.isawaitable(outcome):
                 await outcome
-        except Exception:  # noqa: BLE001 - an observer never breaks serving
+        except Exception:
             logger.debug("toolnexus: A2A on_task raised (ignored)", exc_info=True)
 
 

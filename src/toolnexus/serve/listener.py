@@ -22,10 +22,10 @@ from typing import Any, Optional
 
 import uvicorn
 
+from ..errors import ToolnexusRuntimeError
 from ..mcp_serve.errors import ServeConfigError, ServeTypeError
 from ..mcp_serve.http import reap_task
 from .limits import ServeLimits, guarded_protocol
-from ..errors import ToolnexusRuntimeError
 
 __all__ = ["GRACEFUL_SHUTDOWN", "ServeHandle", "parse_addr", "start_listener"]
 

@@ -37,8 +37,13 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 
 from .._diag import logger
 from ..mcp_serve import build_mcp_server
-from ..mcp_serve.config import (DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT,
-                                MCPServeConfig, OnCall)
+from ..mcp_serve.config import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    MCPServeConfig,
+    OnCall,
+)
 from ..mcp_serve.http import Receive, Send, mcp_exchange, replayed, send_text
 from ..mcp_serve.server import PromptsLike, ResourcesLike, ToolsLike, fresh_server, session_server
 from ..mcp_serve.sessions import SessionHost
@@ -177,7 +182,7 @@ class McpEndpoint:
                         await host.open(opening or LATEST_HANDSHAKE_VERSION, scope, replay, tracked_send)
                     else:
                         await host.handle(session_id, scope, replay, tracked_send)
-                except Exception:  # noqa: BLE001 - the transport crashed: the pinned 500
+                except Exception:
                     logger.debug("toolnexus: MCP serve session transport failed", exc_info=True)
                     if not state.started:
                         await send_text(send, 500, "mcp error")
@@ -189,7 +194,7 @@ class McpEndpoint:
                          signal: asyncio.Event) -> None:
         try:
             server = self._make_server()
-        except Exception:  # noqa: BLE001 - e.g. a tool provider that raised
+        except Exception:
             logger.debug("toolnexus: building the MCP server failed", exc_info=True)
             await send_text(send, 500, "mcp error")
             return

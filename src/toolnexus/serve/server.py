@@ -31,6 +31,8 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from .._diag import warn_once
+from ..durable import is_run_store
+from ..errors import ToolnexusRuntimeError
 from ..mcp_serve.config import MCPServeConfig, OnCall, check_config, exposed_mcp_tools
 from ..mcp_serve.errors import ServeConfigError
 from ..mcp_serve.skill_files import toolkit_catalog
@@ -43,9 +45,7 @@ from .limits import ServeLimits
 from .listener import ServeHandle, parse_addr, start_listener
 from .mcp_app import McpEndpoint
 from .safety import check_exposure, make_redactor, unsafe_tools, warn_open_network
-from ..durable import is_run_store
 from .tasks import DurableTaskStore, TaskStore, resolve_store
-from ..errors import ToolnexusRuntimeError
 
 __all__ = ["serve_toolkit", "start_a2a_server"]
 

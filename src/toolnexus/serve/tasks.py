@@ -52,9 +52,9 @@ from typing import Any, Optional, Union
 
 from .._diag import warn_once
 from .._fs import write_atomic
+from ..errors import ToolnexusValueError, UnsupportedOperation
 from ..mcp_serve.errors import UnknownStoreError
 from ..types import sanitize
-from ..errors import ToolnexusValueError, UnsupportedOperation
 
 try:
     import fcntl
@@ -95,7 +95,7 @@ class TaskStore(ABC):
     """Async storage of served tasks by id. `save` is an upsert keyed by `task["id"]`."""
 
     @abstractmethod
-    async def get(self, id: str) -> Optional[A2ATask]:  # noqa: A002 - the wire's name
+    async def get(self, id: str) -> Optional[A2ATask]:
         """The stored task, or None when unknown."""
 
     @abstractmethod
@@ -144,7 +144,7 @@ class InMemoryTaskStore(TaskStore):
             finished = next((k for k, (_, raw) in self._tasks.items() if _state(json.loads(raw)) in FINISHED_STATES), None)
             self._tasks.pop(finished if finished is not None else next(iter(self._tasks)))
 
-    async def get(self, id: str) -> Optional[A2ATask]:  # noqa: A002
+    async def get(self, id: str) -> Optional[A2ATask]:
         entry = self._tasks.get(id)
         if entry is None:
             return None
@@ -181,14 +181,14 @@ class InMemoryTaskStore(TaskStore):
 class FileTaskStore(TaskStore):
     """One JSON file per task under `dir`, written atomically (see the module docstring)."""
 
-    def __init__(self, dir: str) -> None:  # noqa: A002 - the published name
+    def __init__(self, dir: str) -> None:
         if not isinstance(dir, str) or not dir:
             raise ToolnexusValueError(f"toolnexus: FileTaskStore needs a directory path, got {dir!r}")
         self.dir = dir
         self._swapping = threading.Lock()
         os.makedirs(dir, exist_ok=True)
 
-    def path_for(self, id: str) -> str:  # noqa: A002
+    def path_for(self, id: str) -> str:
         return os.path.join(self.dir, sanitize(str(id)) + ".json")
 
     def _read(self, path: str) -> Optional[A2ATask]:
@@ -199,7 +199,7 @@ class FileTaskStore(TaskStore):
             return None
         return task if isinstance(task, dict) else None
 
-    def _get(self, id: str) -> Optional[A2ATask]:  # noqa: A002
+    def _get(self, id: str) -> Optional[A2ATask]:
         task = self._read(self.path_for(id))
         return task if task is not None and str(task.get("id")) == str(id) else None
 
@@ -228,7 +228,7 @@ class FileTaskStore(TaskStore):
                     out.append(task)
         return out
 
-    async def get(self, id: str) -> Optional[A2ATask]:  # noqa: A002
+    async def get(self, id: str) -> Optional[A2ATask]:
         return await asyncio.to_thread(self._get, id)
 
     async def save(self, task: A2ATask) -> None:
@@ -254,7 +254,7 @@ class DurableTaskStore(TaskStore):
         self.run_store = run_store
         self._owns = owns
 
-    async def get(self, id: str) -> Optional[A2ATask]:  # noqa: A002
+    async def get(self, id: str) -> Optional[A2ATask]:
         return await self.run_store.get_record(self.NAMESPACE, id)
 
     async def save(self, task: A2ATask) -> None:

@@ -76,7 +76,7 @@ def parse_frontmatter(text: str) -> Frontmatter:
     fields: dict[str, str] = {}
     yaml_error = ""
     try:
-        data = yaml.load(raw, Loader=_LiteralScalarLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(raw, Loader=_LiteralScalarLoader)
     except Exception as exc:  # YAMLError, and RecursionError on absurd nesting: never a crash
         yaml_error = str(exc).replace("\n", " ").strip() or type(exc).__name__
         data = None

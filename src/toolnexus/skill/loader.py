@@ -28,10 +28,10 @@ from typing import Any, Iterable, Optional, Union
 
 from .._diag import warn
 from .._walk import walk_files
+from ..errors import ToolnexusTypeError
 from .frontmatter import parse_frontmatter
 from .model import SkillDef, SkillInfo, SkillInventory, SkillSkip, SkillSource
 from .tool import SKILL_FILE, create_skill_tool
-from ..errors import ToolnexusTypeError
 
 __all__ = [
     "MAX_DISCOVERY_ENTRIES",
@@ -138,7 +138,7 @@ def load_skills(
     dirs: Optional[Union[str, list[str]]] = None,
     *,
     skills: Optional[list[SkillDef]] = None,
-    filter: Optional[dict[str, bool]] = None,  # noqa: A002 - pinned keyword
+    filter: Optional[dict[str, bool]] = None,
     sample_limit: int = 0,
 ) -> SkillSource:
     """Load skills from `dirs` (searched for `**/SKILL.md`) and `skills`; does blocking file I/O."""
@@ -168,7 +168,7 @@ async def aload_skills(
     dirs: Optional[Union[str, list[str]]] = None,
     *,
     skills: Optional[list[SkillDef]] = None,
-    filter: Optional[dict[str, bool]] = None,  # noqa: A002 - pinned keyword
+    filter: Optional[dict[str, bool]] = None,
     sample_limit: int = 0,
 ) -> SkillSource:
     """`load_skills` in a worker thread, so discovery never blocks the event loop."""

@@ -35,7 +35,7 @@ async def _provider_defs(provider: Provider) -> list[SkillDef]:
         if bad:
             raise ToolnexusTypeError(f"expected a list of SkillDef, got an item of type {bad[0]}")
         return defs
-    except Exception as exc:  # noqa: BLE001 - a failing provider contributes nothing
+    except Exception as exc:
         warn(f"[toolnexus] skill provider failed: {exc}")
         return []
 

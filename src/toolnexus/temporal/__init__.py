@@ -27,17 +27,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import (AnswerRejected, LLMCallFailed, PayloadTooLarge, TemporalNotInstalled, TemporalRunError,
-                     TemporalUnavailable)
+from .errors import (
+    AnswerRejected,
+    LLMCallFailed,
+    PayloadTooLarge,
+    TemporalNotInstalled,
+    TemporalRunError,
+    TemporalUnavailable,
+)
 
 try:
     import temporalio  # noqa: F401
 except ImportError as _missing:  # pragma: no cover - exercised without the extra
     raise TemporalNotInstalled(_missing) from None
 
-from .names import DEFAULT_TASK_QUEUE, SEARCH_ATTRIBUTES  # noqa: E402
-from .options import TemporalOptions  # noqa: E402
-from .spec import RunSpec  # noqa: E402
+from .names import DEFAULT_TASK_QUEUE, SEARCH_ATTRIBUTES
+from .options import TemporalOptions
+from .spec import RunSpec
 
 __all__ = [
     "TemporalHost", "AgentWorker", "create_worker", "run_worker", "connect", "ensure_search_attributes",
@@ -51,8 +57,13 @@ if TYPE_CHECKING:  # what `_LAZY` resolves to, spelled out for type checkers and
     from .clock import WorkflowClock as WorkflowClock
     from .host import TemporalHost as TemporalHost
     from .payloads import ExternalPayloadCodec as ExternalPayloadCodec
-    from .worker import (AgentWorker as AgentWorker, connect as connect, create_worker as create_worker,
-                         ensure_search_attributes as ensure_search_attributes, run_worker as run_worker)
+    from .worker import (
+        AgentWorker as AgentWorker,
+        connect as connect,
+        create_worker as create_worker,
+        ensure_search_attributes as ensure_search_attributes,
+        run_worker as run_worker,
+    )
     from .workflow import AgentWorkflow as AgentWorkflow
 
 _LAZY = {

@@ -123,7 +123,7 @@ class AgentActivities:
         async with _heartbeating():
             try:
                 result = await tool.execute(args, ctx)
-            except Exception as exc:  # noqa: BLE001 - the tool boundary, as in the toolkit
+            except Exception as exc:
                 result = ToolResult(output=f"tool {name} failed: {type(exc).__name__}: {exc}", is_error=True)
         if not isinstance(result, ToolResult):
             result = ToolResult(output=f"tool {name} failed: returned {type(result).__name__}, not a ToolResult",

@@ -26,25 +26,41 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional
 
 from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.common import (SearchAttributeKey, SearchAttributePair, TypedSearchAttributes,
-                               WorkflowIDConflictPolicy, WorkflowIDReusePolicy)
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from ..agents.handle import TaskResult
 from ..client.errors import ResumeError
 from ..durable import AnswerAlreadyApplied, PendingRun, RunExists, RunNotFound, RunSummary
+from ..errors import ToolnexusTypeError, ToolnexusValueError
 from ..types import Answer, Request
 from .errors import AnswerRejected
-from .names import (ANSWER_UPDATE, DEFAULT_TASK_QUEUE, MEMO_PENDING, PENDING_QUERY, SA_AGENT, SA_REQUESTS,
-                    SA_STATUS, SETTLED_UPDATE, STATUS_QUERY, TRANSCRIPT_QUERY, WORKFLOW_TYPE)
+from .names import (
+    ANSWER_UPDATE,
+    DEFAULT_TASK_QUEUE,
+    MEMO_PENDING,
+    PENDING_QUERY,
+    SA_AGENT,
+    SA_REQUESTS,
+    SA_STATUS,
+    SETTLED_UPDATE,
+    STATUS_QUERY,
+    TRANSCRIPT_QUERY,
+    WORKFLOW_TYPE,
+)
 from .spec import RunSpec
 from .workflow import REJECT_ANSWERED, RESUME_FAILED
-from ..errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = ["TemporalHost"]
 
@@ -59,7 +75,7 @@ def _when(text: Any) -> Optional[datetime]:
 
 
 def _pending_run(item: dict[str, Any]) -> PendingRun:
-    created = _when(item.get("created_at")) or datetime.now(timezone.utc)
+    created = _when(item.get("created_at")) or datetime.now(UTC)
     return PendingRun(str(item.get("run_id")), Request.from_dict(item["request"]), list(item.get("path") or []),
                       created, _when(item.get("expires_at")))
 
@@ -212,7 +228,7 @@ class TemporalHost:
         try:
             state = await self.client.get_workflow_handle(run_id).query(STATUS_QUERY)
             how = (state.get("answered") or {}).get(request_id)
-        except Exception:  # noqa: BLE001 - no worker to replay it: say what we know
+        except Exception:
             pass
         if how == "answered":
             return AnswerAlreadyApplied(request_id, run_id)

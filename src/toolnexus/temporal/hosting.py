@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agents.defs import AgentDef
-from .options import TemporalOptions
 from ..errors import ToolnexusRuntimeError
+from .options import TemporalOptions
 
 __all__ = ["Hosted", "host", "hosted_for", "unhost", "workflow_registry", "gated_registry"]
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Optional
+
 from ..errors import ToolnexusValueError
 
 __all__ = ["TemporalOptions", "DEFAULT_MAX_PAYLOAD_BYTES"]

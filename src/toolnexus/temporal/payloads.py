@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter, PayloadCodec
+
 from .._fs import write_atomic
 from ..errors import ToolnexusValueError
 

@@ -32,11 +32,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from ..client.journal import in_doubt_request, result_from_record
 from ..client.wire.base import ToolCall
+from ..errors import UnsupportedOperation
 from ..types import Tool, ToolContext, ToolResult
 from .errors import LLMCallFailed, PayloadTooLarge
 from .names import LLM_ACTIVITY, TOOL_ACTIVITY
 from .options import TemporalOptions
-from ..errors import UnsupportedOperation
 
 __all__ = ["ActivityTransport", "proxy_tool", "NON_RETRYABLE", "TOOL_MISSING", "PAYLOAD_TOO_LARGE",
            "check_payload", "encoded_size"]

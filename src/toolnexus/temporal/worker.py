@@ -30,12 +30,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from .._diag import warn
 from ..agents.restore import registry_of
 from ..agents.runtime import LLM_KEYS
+from ..errors import ToolnexusTypeError, ToolnexusValueError
 from .activities import AgentActivities
 from .hosting import Hosted, gated_registry, host, unhost, workflow_registry
 from .names import DEFAULT_TASK_QUEUE, KEY_PLACEHOLDER, SEARCH_ATTRIBUTES
 from .options import TemporalOptions
 from .workflow import AgentWorkflow
-from ..errors import ToolnexusTypeError, ToolnexusValueError
 
 __all__ = ["AgentWorker", "create_worker", "run_worker", "ensure_search_attributes", "connect", "SANDBOX_PASSTHROUGH"]
 
@@ -139,7 +139,7 @@ async def create_worker(client: Client, *, agents: Any, llm: Optional[dict[str, 
     if register_search_attributes:
         try:
             await ensure_search_attributes(client)
-        except Exception as exc:  # noqa: BLE001 - a cluster may not allow it; runs then fail loudly at upsert
+        except Exception as exc:
             warn(f"[toolnexus] temporal: could not register the search attributes {', '.join(SEARCH_ATTRIBUTES)} "
                  f"({type(exc).__name__}: {exc}); create them on the namespace, or pending() cannot list runs")
     registry = gated_registry(registry)  # approvals are asked inside the tool-call activity

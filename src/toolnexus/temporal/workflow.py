@@ -47,17 +47,26 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ..agents.answering import parked_handles
-    from ..approvals import answer_problem
     from ..agents.escalation import pending_result, stamp_path
     from ..agents.handle import SpawnError, TaskResult, is_parked, subtree
     from ..agents.runtime import AgentRuntime
+    from ..approvals import answer_problem
     from ..client.memory import InMemoryConversationStore
     from ..client.tool_calls import answer_schema_error, expires_at
     from ..types import Answer, Request
     from .clock import WorkflowClock
     from .hosting import hosted_for
-    from .names import (ANSWER_UPDATE, MEMO_PENDING, PENDING_QUERY, SA_REQUESTS, SA_STATUS, SETTLED_UPDATE,
-                        STATUS_QUERY, TRANSCRIPT_QUERY, WORKFLOW_TYPE)
+    from .names import (
+        ANSWER_UPDATE,
+        MEMO_PENDING,
+        PENDING_QUERY,
+        SA_REQUESTS,
+        SA_STATUS,
+        SETTLED_UPDATE,
+        STATUS_QUERY,
+        TRANSCRIPT_QUERY,
+        WORKFLOW_TYPE,
+    )
     from .proxies import ActivityTransport
     from .spec import RunSpec
 
@@ -78,7 +87,7 @@ _REQUESTS_KEY = SearchAttributeKey.for_keyword_list(SA_REQUESTS)
 class WorkflowConversations(InMemoryConversationStore):
     """The in-workflow conversation store, readable synchronously (queries cannot await)."""
 
-    def peek(self, id: str) -> Optional[list[dict[str, Any]]]:  # noqa: A002 - as get(id)
+    def peek(self, id: str) -> Optional[list[dict[str, Any]]]:
         entry = self._data.get(id)
         return [dict(m) for m in entry[1]] if entry is not None else None
 
@@ -252,7 +261,7 @@ class AgentWorkflow:
         self._timers.pop(rid, None)
         try:
             await self._apply(Answer(id=rid, ok=False, reason="expired"), "expired")
-        except Exception as exc:  # noqa: BLE001 - nobody awaits a timer; the run goes on
+        except Exception as exc:
             workflow.logger.warning("toolnexus.temporal: declining expired request %s failed: %s", rid, exc)
 
     # -- answers ------------------------------------------------------------------------------------------
@@ -316,7 +325,7 @@ class AgentWorkflow:
         parsed = self._check(answer)
         try:
             await self._apply(parsed, "answered")
-        except Exception as exc:  # noqa: BLE001 - an update fails; the workflow does not
+        except Exception as exc:
             raise _reject(str(exc) or type(exc).__name__, RESUME_FAILED) from None
         await workflow.wait_condition(self._quiet)
         return self._outcome()

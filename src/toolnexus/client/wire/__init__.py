@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Optional
 
+from ...errors import ToolnexusValueError
 from ..parts import PartPolicy
 from .anthropic import AnthropicWire
 from .base import ResultEntry, StreamAccumulator, ToolCall, Turn, WireDialect, WireOptions
 from .openai import OpenAIWire
-from ...errors import ToolnexusValueError
 
 if TYPE_CHECKING:
     from .responses import ResponsesWire

@@ -38,8 +38,7 @@ from ...content.blocks import encode_part
 from ...content.errors import UnsupportedPartError
 from ..parts import degrade_notice, placeholder_block
 from .anthropic_reply import AnthropicStream, reply_finish, reply_text, reply_usage
-from .base import (DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, malformed,
-                   provider_error)
+from .base import DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, malformed, provider_error
 from .openai import canonical_part, content_text, message_calls
 
 __all__ = ["AnthropicWire", "ANTHROPIC_VERSION", "MAX_TOKENS", "finish_reason_for", "part_to_anthropic",

@@ -20,13 +20,25 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
+from ...content.parts import MEDIA_PART_TYPES, is_part_dict
 from ...types import ToolResult
 from ..errors import ProviderError, ProviderResponseError
 from ..parts import PartPolicy, tool_result_parts
-from ...content.parts import MEDIA_PART_TYPES, is_part_dict
-from ..result import (FINISH_CONTENT_FILTER, FINISH_LENGTH, FINISH_PAUSE, FINISH_REFUSAL, FINISH_STOP,
-                      FINISH_TOOL_CALLS, LIMIT_CONTENT_FILTER, LIMIT_MAX_OUTPUT_TOKENS, LIMIT_REFUSAL, USAGE_DETAILS,
-                      Toolset, declares_shared, zero_usage)
+from ..result import (
+    FINISH_CONTENT_FILTER,
+    FINISH_LENGTH,
+    FINISH_PAUSE,
+    FINISH_REFUSAL,
+    FINISH_STOP,
+    FINISH_TOOL_CALLS,
+    LIMIT_CONTENT_FILTER,
+    LIMIT_MAX_OUTPUT_TOKENS,
+    LIMIT_REFUSAL,
+    USAGE_DETAILS,
+    Toolset,
+    declares_shared,
+    zero_usage,
+)
 from ..sse import SseEvent
 
 __all__ = [

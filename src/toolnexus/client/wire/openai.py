@@ -43,11 +43,23 @@ from urllib.parse import urlsplit
 
 from ..._shapes import as_dict
 from ...content.parts import MEDIA_PART_TYPES, is_part_dict
-from ..result import (FINISH_CONTENT_FILTER, FINISH_ERROR, FINISH_LENGTH, FINISH_REFUSAL, FINISH_STOP,
-                      FINISH_TOOL_CALLS)
+from ..result import FINISH_CONTENT_FILTER, FINISH_ERROR, FINISH_LENGTH, FINISH_REFUSAL, FINISH_STOP, FINISH_TOOL_CALLS
 from ..sse import SseEvent, json_payloads
-from .base import (DialectBase, ResultEntry, ToolCall, TranslateReply, TranslateRequest, Turn, add_usage, finish_of,
-                   malformed, parse_arguments, provider_error, read_arguments, usage_of)
+from .base import (
+    DialectBase,
+    ResultEntry,
+    ToolCall,
+    TranslateReply,
+    TranslateRequest,
+    Turn,
+    add_usage,
+    finish_of,
+    malformed,
+    parse_arguments,
+    provider_error,
+    read_arguments,
+    usage_of,
+)
 
 __all__ = ["OpenAIWire", "content_text", "args_string", "has_system_message", "message_calls", "canonical_part"]
 

@@ -44,8 +44,7 @@ from ..._encoded import EncodedList
 from ...content.parts import MEDIA_PART_TYPES, is_part_dict
 from ..parts import PartPolicy
 from ..result import declares_shared
-from .base import (ToolCall, TranslateReply, TranslateRequest, Turn, WireOptions, find_last_assistant,
-                   malformed)
+from .base import ToolCall, TranslateReply, TranslateRequest, Turn, WireOptions, find_last_assistant, malformed
 from .openai import OpenAIWire, args_string, canonical_part, content_text, has_system_message, message_calls
 from .responses_reply import WIRE, ResponsesStream, failed_error, read_response, response_calls
 
