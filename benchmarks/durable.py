@@ -206,7 +206,7 @@ async def runs_by_store(turns: int, runs: int, pg: Optional[str]) -> dict[str, A
         p50 = statistics.median(values)
         base = statistics.median(samples[("no store", tool)])
         mem = statistics.median(samples[("memory:", tool)])
-        paired = statistics.median(a / b for a, b in zip(samples[(store_key, tool)], samples[("memory:", tool)]))
+        paired = statistics.median(a / b for a, b in zip(samples[(store_key, tool)], samples[("memory:", tool)], strict=True))
         out[f"{store_key} / {tool}"] = {
             "store": store_key, "tool": tool, "p50_ms": round(p50, 3),
             "p95_ms": round(values[int(len(values) * 0.95) - 1], 3), "vs_no_store": round(p50 / base, 3),

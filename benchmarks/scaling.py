@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import json
 import os
 import platform
@@ -90,7 +91,7 @@ async def one_run(turns: int, tools: int) -> dict[str, Any]:
     result = await client.run("look things up", toolkit)
     total = time.perf_counter() - started
     assert result.text == f"looked up {turns} things", result.text
-    gaps = [b - a for a, b in zip(model.stamps, model.stamps[1:])]  # one turn: tool run + next request
+    gaps = [b - a for a, b in itertools.pairwise(model.stamps)]  # one turn: tool run + next request
     tenth = max(1, len(gaps) // 10)
     await toolkit.close()
     return {"ms_per_turn": total * 1000 / (turns + 1), "first_tenth_ms": statistics.fmean(gaps[:tenth]) * 1000,

@@ -103,7 +103,7 @@ async def test_a_snapshot_round_trips_list_and_every_counter():
 
     assert rt2.list() == rt.list()
     assert [durable(h) for h in handles(rt2)] == [durable(h) for h in handles(rt)]
-    pairs = list(zip(handles(rt), handles(rt2)))
+    pairs = list(zip(handles(rt), handles(rt2), strict=True))
     for a, b in pairs:  # the counters by name, for the reader
         assert (b.usage_total, b.own_total, b.turns_total, b.seq, b.task_key) == \
                (a.usage_total, a.own_total, a.turns_total, a.seq, a.task_key)
@@ -260,7 +260,7 @@ async def test_infinite_budgets_are_strict_json_and_wall_clock_age_is_kept():
     reg = registry([])
     reg["timed"] = AgentDef("timed", "", "", "m-quiet", budget=Budget(max_tokens=math.inf, max_wall_ms=120_000))
     rt = runtime(reg, clock=clock)
-    h = rt.spawn(rt.root, "timed")
+    rt.spawn(rt.root, "timed")
     await clock.advance(60)
     snap = await through_json(rt)  # allow_nan=False: no Infinity in the text
 

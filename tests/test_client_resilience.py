@@ -16,13 +16,12 @@ from toolnexus.client import (
     RunTimeout,
     UrllibTransport,
     _HttpError,
-    _is_retryable_status,
-    _parse_retry_after,
     capped_error_body,
     create_client,
     redact_identifiers,
     safe_error_body,
 )
+from toolnexus.client.retry import _is_retryable_status, _parse_retry_after
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Tool, ToolResult
 

@@ -294,7 +294,7 @@ async def test_transcripts_are_written_append_only():
     r = await looker.run("go", transport=scripted({"m": script}), llm=LLM, store=store)
     assert r.status == "done" and r.turns == 9
     length = 0
-    for conv, start, appended in seen:
+    for _conv, start, appended in seen:
         assert start == length, seen  # never rewrites what is stored
         length = start + appended
     assert length == len(await r.runtime.conversation_store.get("root/looker.1"))

@@ -190,7 +190,7 @@ async def test_a_truncated_stream_is_retried_when_nothing_reached_the_caller(ser
 
 
 async def test_an_anthropic_stream_without_message_stop_or_stop_reason_is_truncated(server):
-    lines = [l for l in anthropic_sse("partial") if "message_delta" not in l and "message_stop" not in l]
+    lines = [line for line in anthropic_sse("partial") if "message_delta" not in line and "message_stop" not in line]
     server.add(Sse(lines))
     async with llm(server, style="anthropic", retries=0) as c:
         with pytest.raises(StreamTruncated, match="message_stop or a stop_reason"):

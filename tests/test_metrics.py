@@ -26,7 +26,7 @@ LES = ["0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60"]
 def section(text: str, family: str) -> list[str]:
     """The series lines rendered after `# TYPE <family>` up to the next header line."""
     lines = text.split("\n")
-    start = lines.index(next(l for l in lines if l.startswith(f"# TYPE {family} "))) + 1
+    start = lines.index(next(line for line in lines if line.startswith(f"# TYPE {family} "))) + 1
     out = []
     for line in lines[start:]:
         if line.startswith("#") or line == "":
@@ -37,7 +37,7 @@ def section(text: str, family: str) -> list[str]:
 
 def hist_lines(name: str, labels: str, counts: list[int], total: int, s: str) -> list[str]:
     """Expected histogram block: ten finite buckets with the given cumulative counts, +Inf, sum, count."""
-    out = [f'{name}_bucket{{{labels},le="{le}"}} {n}' for le, n in zip(LES, counts)]
+    out = [f'{name}_bucket{{{labels},le="{le}"}} {n}' for le, n in zip(LES, counts, strict=True)]
     out.append(f'{name}_bucket{{{labels},le="+Inf"}} {total}')
     out.append(f"{name}_sum{{{labels}}} {s}")
     out.append(f"{name}_count{{{labels}}} {total}")

@@ -36,7 +36,8 @@ def test_type_table_including_optional_and_pep604_unions():
         BLUE = "blue"
 
     def f(a, b: bool, c: float, d: str, e: list, g: tuple, h: dict, i: Optional[str], j: int | None,
-          k: Annotated[str, "x"], l: bytes, m: int | str, n: dict[str, int], o: frozenset):
+          k: Annotated[str, "x"], l: bytes,  # noqa: E741 - the parameter names are the schema keys checked below
+          m: int | str, n: dict[str, int], o: frozenset):
         pass
 
     props = define_tool(f).input_schema["properties"]

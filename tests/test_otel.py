@@ -190,7 +190,7 @@ async def test_a_streamed_run_and_an_abandoned_stream(spans):
             events = [e async for e in client.stream("hi")]
             assert events[-1]["result"].text == "hello"
             stream = client.stream("again")
-            async for event in stream:
+            async for _ in stream:
                 break
             await stream.aclose()
     first, second = named(spans, "invoke_agent")

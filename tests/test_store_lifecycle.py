@@ -14,7 +14,7 @@ from support.fleet_agents import AGENTS, GATEKEEPER, LLM, MODEL, SLEEPER
 from support.stores import store_url  # noqa: F401 - fixture
 from toolnexus import Answer
 from toolnexus.agents import AgentRuntime, resume, resume_run
-from toolnexus.durable import AnswerAlreadyApplied, Page, RequestWithdrawn, RunInProgress
+from toolnexus.durable import AnswerAlreadyApplied, Page, RequestWithdrawn, RunInProgress, RunNotFound
 from toolnexus.errors import ToolnexusValueError
 from toolnexus.stores import open_store
 
@@ -108,7 +108,7 @@ async def test_prune_deletes_only_ended_runs_older_than_asked(store_url):
         assert await store.prune(older_than=0) == 1
         assert [s.run_id for s in await store.runs()] == ["parked"]
         assert len(await store.pending()) == 1
-        with pytest.raises(Exception):
+        with pytest.raises(RunNotFound):
             await store.load("ended")
 
 

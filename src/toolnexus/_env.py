@@ -29,7 +29,7 @@ def expand_headers(
     for key, value in (headers or {}).items():
         header = str(key)
 
-        def lookup(match: re.Match[str]) -> str:
+        def lookup(match: re.Match[str], header: str = header) -> str:
             name = match.group(1)
             found = os.environ.get(name)
             if found is None:

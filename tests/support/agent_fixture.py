@@ -86,7 +86,7 @@ def assert_transitions(trace: list[str], expected: dict[str, list[str]]) -> None
     for handle_id, want in expected.items():
         got = transitions_of(trace, handle_id)
         assert len(got) == len(want), f"{handle_id}: {got} != {want}"
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             assert g.endswith(w) if w.startswith("→") else g == w, f"{handle_id}: {got} != {want}"
 
 

@@ -31,7 +31,7 @@ async def agents_source(agents: Optional[list[Agent]] = None, config: Optional[M
 async def _resolve(every: list[Agent]) -> list[Tool]:
     results = await asyncio.gather(*(agent_tools(a) for a in every), return_exceptions=True)
     tools: list[Tool] = []
-    for ag, res in zip(every, results):
+    for ag, res in zip(every, results, strict=True):
         if isinstance(res, BaseException):
             if not isinstance(res, Exception):
                 raise res

@@ -171,7 +171,7 @@ class _Lines:
         self.newline = "\r\n" if self.eols.count("\r\n") > self.eols.count("\n") else "\n"
 
     def text(self) -> str:
-        body = "".join(line + eol for line, eol in zip(self.lines, self.eols))
+        body = "".join(line + eol for line, eol in zip(self.lines, self.eols, strict=True))
         return (_BOM if self.bom else "") + body
 
     def _locate(self, old: list[str], cursor: int, at_eof: bool) -> Optional[int]:

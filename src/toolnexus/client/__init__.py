@@ -23,7 +23,7 @@ from .errors import (
     ResumeError,
     RunCancelled,
     RunTimeout,
-    _HttpError,
+    _HttpError as _HttpError,  # the 0.21 name of ProviderError, kept importable from here
     capped_error_body,
     redact_identifiers,
     redact_secrets,
@@ -50,7 +50,7 @@ from .result import (
     RunResult,
     WaitFor,
 )
-from .retry import Timer, _is_retryable_status, _parse_retry_after
+from .retry import Timer
 from .run_signal import RunSignal, SignalTool, wants_signal
 from .settings import ClientSettings, Endpoint, Limits, LoopSettings, RetryPolicy
 from .structured import FINAL_RESULT_TOOL, OutputValidationError

@@ -434,7 +434,7 @@ class RunLoop:
             for i in suspended:
                 yield {"type": "pending", "request": outcomes[i].request}
             results = await gather_in_order([self._resolve(runner, outcomes[i]) for i in suspended])
-            resolved = dict(zip(suspended, results))
+            resolved = dict(zip(suspended, results, strict=True))
         entries: list[ResultEntry] = []
         for position, o in enumerate(outcomes):
             if position in resolved:

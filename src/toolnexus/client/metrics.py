@@ -109,7 +109,7 @@ class _Histogram:
 
     def lines(self, name: str, labels: Labels) -> list[str]:
         out = []
-        for bound, n in zip(BUCKETS, self.buckets):
+        for bound, n in zip(BUCKETS, self.buckets, strict=True):
             out.append(f"{name}_bucket{{{_label_text(labels + (('le', _format_number(bound)),))}}} {n}")
         out.append(f"{name}_bucket{{{_label_text(labels + (('le', '+Inf'),))}}} {self.count}")
         inner = _label_text(labels)

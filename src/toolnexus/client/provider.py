@@ -220,7 +220,8 @@ class Provider:
             try:
                 return await op(url, headers, payload, timeout)
             except ProviderError as e:  # an upstream may echo the request (and its key) back
-                raise e.scrub(secrets)
+                e.scrub(secrets)  # in place: the same error, its cause kept
+                raise
 
         try:
             result, _ = await call_with_retries(attempt, self.settings.retry, self.call_abort(abort))

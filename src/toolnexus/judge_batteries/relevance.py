@@ -119,11 +119,11 @@ class ToolRelevanceClassifier(_Relevance):
                 verdict = self._memo.get(key)
                 if verdict is None:
                     verdict = await self.select(text, [{"name": n, "description": _entry_description(t)}
-                                                       for n, t in zip(names, tools)])
+                                                       for n, t in zip(names, tools, strict=True)])
                     self._memo.put(key, verdict)
                 if verdict.dropped:
                     dropped = set(verdict.dropped)
-                    ours = {"tools": [t for n, t in zip(names, tools) if n not in dropped]}
+                    ours = {"tools": [t for n, t in zip(names, tools, strict=True) if n not in dropped]}
                     kept = tuple(n for n in names if n not in dropped)  # the next turn sees the trimmed list
                     self._memo.put((text, kept), RelevanceVerdict(selected=list(kept), calibrated=verdict.calibrated))
             return await chain_before_llm(ev, ours, next)

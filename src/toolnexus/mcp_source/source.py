@@ -108,7 +108,7 @@ class McpSource:
         """Re-list every connected server's tools; a server that fails keeps its previous tools."""
         live = [s for s in self._servers if not s.closed and self.status.get(s.spec.name) == "connected"]
         results = await asyncio.gather(*(s.list_tools() for s in live), return_exceptions=True)
-        for server, result in zip(live, results):
+        for server, result in zip(live, results, strict=True):
             name = server.spec.name
             if isinstance(result, Listing):
                 gateway = [self._gateways[name]] if name in self._gateways else []

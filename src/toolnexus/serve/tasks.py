@@ -115,7 +115,7 @@ class TaskStore(ABC):
         await self.save(task)
         return True
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - a no-op default, not abstract: most stores hold nothing
         """Release what the store holds (connections, files). The built-in stores hold nothing."""
 
 
