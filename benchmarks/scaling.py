@@ -58,7 +58,11 @@ class ScriptedModel:
         self.stamps.append(time.perf_counter())
         n, self.calls = self.calls, self.calls + 1
         if n < self.turns:
-            call = {"id": f"c{n}", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"q": n})}}
+            call = {
+                "id": f"c{n}",
+                "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps({"q": n})},
+            }
             return {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call]},
                                  "finish_reason": "tool_calls"}], "usage": USAGE}
         return {"choices": [{"message": {"role": "assistant", "content": f"looked up {n} things"},
@@ -94,8 +98,12 @@ async def one_run(turns: int, tools: int) -> dict[str, Any]:
     gaps = [b - a for a, b in itertools.pairwise(model.stamps)]  # one turn: tool run + next request
     tenth = max(1, len(gaps) // 10)
     await toolkit.close()
-    return {"ms_per_turn": total * 1000 / (turns + 1), "first_tenth_ms": statistics.fmean(gaps[:tenth]) * 1000,
-            "last_tenth_ms": statistics.fmean(gaps[-tenth:]) * 1000, "request_kb_mean": model.bytes_sent / 1024 / (turns + 1)}
+    return {
+        "ms_per_turn": total * 1000 / (turns + 1),
+        "first_tenth_ms": statistics.fmean(gaps[:tenth]) * 1000,
+        "last_tenth_ms": statistics.fmean(gaps[-tenth:]) * 1000,
+        "request_kb_mean": model.bytes_sent / 1024 / (turns + 1),
+    }
 
 
 async def per_turn(repeats: int) -> list[dict[str, Any]]:
@@ -161,7 +169,9 @@ async def parked_runs(n: int, store: Any) -> dict[str, Any]:
     async def deploy(service: str) -> Any:
         return pending(kind="approval", prompt=f"deploy {service}?")
 
-    gate = agent("gate", does="asks before deploying", uses={"tools": [define_tool(deploy)]}, budget=Budget(max_turns=4))
+    gate = agent(
+        "gate", does="asks before deploying", uses={"tools": [define_tool(deploy)]}, budget=Budget(max_turns=4)
+    )
 
     class Deployer(ScriptedModel):
         async def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
@@ -192,8 +202,11 @@ async def parked_runs(n: int, store: Any) -> dict[str, Any]:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "python": platform.python_version(),
-                           "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"}
+    out: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
+    }
     out["per_turn"] = await per_turn(args.repeats)
     print("turns  tools   ms/turn   first 1/10   last 1/10   request KB (mean)")
     for r in out["per_turn"]:

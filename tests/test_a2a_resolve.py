@@ -146,8 +146,12 @@ async def test_card_bad_json_and_non_object_raise_naming_the_url():
 
 
 async def test_card_offering_no_jsonrpc_interface_is_refused_clearly():
-    grpc_only = {"supportedInterfaces": [{"url": "http://h/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
-                                         {"url": "http://h/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]}
+    grpc_only = {
+        "supportedInterfaces": [
+            {"url": "http://h/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            {"url": "http://h/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        ]
+    }
     with A2APeer("1.0", card=grpc_only) as peer:
         with pytest.raises(ValueError, match=r"offers no JSON-RPC interface \(offers: GRPC, HTTP\+JSON\)"):
             await agent_tools(agent(peer.card_url))

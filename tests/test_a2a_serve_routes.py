@@ -315,8 +315,21 @@ async def test_blocking_and_immediate_replies_per_generation() -> None:
                                                             "configuration": {"returnImmediately": True}},
                                headers=v1))["result"]
         await wait_state(h.store, immediate["task"]["id"], {"completed"})
-        v03 = (await rpc(http, h.url, "message/send", {"message": {
-            "kind": "message", "role": "user", "messageId": "b", "parts": [{"kind": "text", "text": "old"}]}}))["result"]
+        v03 = (
+            await rpc(
+                http,
+                h.url,
+                "message/send",
+                {
+                    "message": {
+                        "kind": "message",
+                        "role": "user",
+                        "messageId": "b",
+                        "parts": [{"kind": "text", "text": "old"}],
+                    }
+                },
+            )
+        )["result"]
     assert blocking["status"] == {"state": "completed"}  # the existing form, asked to block: zero polls needed
     assert blocking["artifacts"][0]["parts"] == [{"kind": "text", "text": "echo: wait for it"}]
     assert set(immediate) == {"task"} and immediate["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"

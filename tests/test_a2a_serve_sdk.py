@@ -112,7 +112,9 @@ async def _round_trip(card_url: str) -> tuple[Any, Any, Any]:
     plain = await tool.execute({"task": "hi there"})
     asked = await tool.execute({"task": "ask me"})
     req = asked.metadata["pending"]
-    answered = await tool.execute({"task": "ask me"}, ToolContext(answer=Answer(id=req.id, ok=True, data={"text": "Ada"})))
+    answered = await tool.execute(
+        {"task": "ask me"}, ToolContext(answer=Answer(id=req.id, ok=True, data={"text": "Ada"}))
+    )
     return plain, asked, answered
 
 

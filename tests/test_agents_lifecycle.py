@@ -17,7 +17,11 @@ COUNT = [{"always": True, "text": "processed <count of numbered inbox items in l
 
 def slow_runtime(**opts):
     transport = scripted({"m-slow": SLOW, "m-peer": COUNT, "m-fast": text("fast")})
-    defs = [AgentDef("slow", "slow", "", "m-slow"), AgentDef("peer", "peer", "", "m-peer"), AgentDef("fast", "fast", "", "m-fast")]
+    defs = [
+        AgentDef("slow", "slow", "", "m-slow"),
+        AgentDef("peer", "peer", "", "m-peer"),
+        AgentDef("fast", "fast", "", "m-fast"),
+    ]
     return make_runtime(defs, transport, **opts), transport
 
 

@@ -42,14 +42,18 @@ def registry(runs: list, *, leaf_mode: str = "replay", quiet_prompt: str = "") -
         AgentDef("boss", "delegates", "", "m-boss", task_targets=["leaf"], budget=Budget(max_tokens=5000)),
         AgentDef("leaf", "bumps then asks", "", "m-leaf", tools=[bump_tool(runs), gate_tool()], resume_mode=leaf_mode),
         AgentDef("quiet", "answers", quiet_prompt, "m-quiet"),
-        AgentDef("holder", "queues its children", "", "m-quiet", budget=Budget(max_concurrent=0, max_tool_calls=math.inf)),
+        AgentDef(
+            "holder", "queues its children", "", "m-quiet", budget=Budget(max_concurrent=0, max_tool_calls=math.inf)
+        ),
         AgentDef("slow", "blocks", "", "m-slow"),
     ]
     return {d.name: d for d in defs}
 
 
 def runtime(reg: dict[str, AgentDef], transport: Any = None, **opts: Any) -> AgentRuntime:
-    return AgentRuntime(registry=reg, transport=transport or scripted(SCRIPTS), clock=opts.pop("clock", VirtualClock()), **opts)
+    return AgentRuntime(
+        registry=reg, transport=transport or scripted(SCRIPTS), clock=opts.pop("clock", VirtualClock()), **opts
+    )
 
 
 async def through_json(rt: AgentRuntime, **kw: Any) -> dict[str, Any]:
@@ -107,11 +111,18 @@ async def test_a_snapshot_round_trips_list_and_every_counter():
     for a, b in pairs:  # the counters by name, for the reader
         assert (b.usage_total, b.own_total, b.turns_total, b.seq, b.task_key) == \
                (a.usage_total, a.own_total, a.turns_total, a.seq, a.task_key)
-        assert (b.pool.tokens, b.pool.tool_calls, b.pool.children) == (a.pool.tokens, a.pool.tool_calls, a.pool.children)
+        assert (b.pool.tokens, b.pool.tool_calls, b.pool.children) == (
+            a.pool.tokens,
+            a.pool.tool_calls,
+            a.pool.children,
+        )
         assert (b.pending_req, b.pending_input, b.inbox, b.drained, b.wake_queue) == \
                (a.pending_req, a.pending_input, a.inbox, a.drained, a.wake_queue)
         assert (b.last_result, b.state, b.depth) == (a.last_result, a.state, a.depth)
-        assert (b.parent and b.parent.id, [c.id for c in b.children]) == (a.parent and a.parent.id, [c.id for c in a.children])
+        assert (b.parent and b.parent.id, [c.id for c in b.children]) == (
+            a.parent and a.parent.id,
+            [c.id for c in a.children],
+        )
     assert rt2.trace == rt.trace and rt2.events == rt.events
     assert rt2.max_observed_concurrent_turns == rt.max_observed_concurrent_turns
     for h in handles(rt)[1:]:

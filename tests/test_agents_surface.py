@@ -23,7 +23,9 @@ ASKER = [
 def test_runtime_constructor_rejects_conflicting_model_sources_with_pinned_text():
     with pytest.raises(ValueError) as both:
         AgentRuntime(registry={}, transport=object(), in_process=lambda r: {})
-    assert str(both.value) == "toolnexus.agents: `transport` and `in_process` are mutually exclusive — set one, not both"
+    assert (
+        str(both.value) == "toolnexus.agents: `transport` and `in_process` are mutually exclusive — set one, not both"
+    )
     with pytest.raises(ValueError) as llm:
         AgentRuntime(registry={}, llm={"model": "x"}, in_process=lambda r: {})
     assert str(llm.value) == (
@@ -126,7 +128,9 @@ async def test_as_tool_surfaces_a_suspension_to_the_outer_loop_and_resumes_on_th
 
 
 async def test_as_tool_pending_without_an_outer_interpreter_halts_the_outer_run():
-    tool = agent("helper", does="x", uses={"tools": [secret_tool()]}).as_tool(transport=scripted({"m-inherit": ASKER}), llm=LLM)
+    tool = agent("helper", does="x", uses={"tools": [secret_tool()]}).as_tool(
+        transport=scripted({"m-inherit": ASKER}), llm=LLM
+    )
     first = await tool.execute({"prompt": "get it"})
     request = pending_of(first)
     assert first.is_error and request is not None and first.output == "approve secret access?"
@@ -162,7 +166,9 @@ async def test_guardrails_compose_over_runtime_hooks_instead_of_replacing_them()
         {"whenToolMsgs": ">=1", "text": "saw: <first tool msg content>"},
     ]})
     guarded = agent("g", does="x", uses={"tools": [lookup_tool()]}, guardrails=[lambda ev: "lookups are off"])
-    r = await guarded.run("go", transport=transport, llm=LLM, hooks={"before_llm": lambda ev: traced.append(ev["turn"])})
+    r = await guarded.run(
+        "go", transport=transport, llm=LLM, hooks={"before_llm": lambda ev: traced.append(ev["turn"])}
+    )
     assert r.text == "saw: denied: lookups are off"
     assert traced == [0, 1]  # the runtime-wide tracer still ran
 

@@ -72,7 +72,13 @@ async def test_a_parked_run_is_listed_and_answered_exactly_once_from_the_store(s
 
         # continue mode (the default with a store): the halted call is filled from the answer, the model
         # is asked only for what comes after it — 2 calls in all, not the replay's 3
-        assert (final.status, final.text, final.turns, final.total_tokens, final.run_id) == ("done", "done.", 2, 12, "r-1")
+        assert (final.status, final.text, final.turns, final.total_tokens, final.run_id) == (
+            "done",
+            "done.",
+            2,
+            12,
+            "r-1",
+        )
         assert model.calls == 2
         assert await store.pending() == []
         assert [s.status for s in await store.runs()] == ["done"]

@@ -286,7 +286,9 @@ async def test_a_call_interrupted_while_its_thread_is_queued_never_runs_and_the_
             rt.interrupt(h)
             await rt.flush()
             one_worker.release.set()
-            await asyncio.get_running_loop().run_in_executor(one_worker.pool, lambda: None)  # in order: `effect`'s job is over
+            await asyncio.get_running_loop().run_in_executor(
+                one_worker.pool, lambda: None
+            )  # in order: `effect`'s job is over
             await rt.close(rt.root)
             loaded = await store.load("cut")
         finally:

@@ -280,7 +280,8 @@ async def test_mcp_reasons_say_why_each_failed_server_failed_in_config_order(tmp
             "banner": NOT_JSON_RPC.format(line="Listening on :8080"),
             "quits": EXITED.format(code=3),
             "silent": EXITED.format(code=0),
-            "typo": 'cannot start "no-such-mcp-server-xyz": no such executable on PATH (check "command", or install it)',
+            "typo": 'cannot start "no-such-mcp-server-xyz": no such executable on PATH '
+                    '(check "command", or install it)',
             "where": f"cannot start the server: \"cwd\" '{tmp_path / 'missing'}' is not a directory",
             "wrong": '"timeout" must be a number of milliseconds, got a string',
         }

@@ -114,13 +114,18 @@ async def test_broken_arguments_are_refused_when_streaming_openai(server):
 
 
 def _anthropic_broken_stream(partial: str) -> list[str]:
-    events = [{"type": "message_start", "message": {"usage": {"input_tokens": 1}}},
-              {"type": "content_block_start", "index": 0,
-               "content_block": {"type": "tool_use", "id": "t1", "name": "delete_files", "input": {}}},
-              {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": partial}},
-              {"type": "content_block_stop", "index": 0},
-              {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 1}},
-              {"type": "message_stop"}]
+    events = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 1}}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "t1", "name": "delete_files", "input": {}},
+        },
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": partial}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 1}},
+        {"type": "message_stop"},
+    ]
     return sse_lines(*events, event_names=[e["type"] for e in events])
 
 

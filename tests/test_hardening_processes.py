@@ -79,7 +79,11 @@ async def test_read_refuses_dev_zero_and_devices_at_once():
     """Row `read on /dev/zero or a FIFO never returns`."""
     for device in ("/dev/zero", "/dev/urandom", "/dev/null"):
         result = await tools()["read"].execute({"path": device})
-        assert result.is_error and result.output == f"read: {device} is a character device, not a regular file; only regular files can be read"
+        assert (
+            result.is_error
+            and result.output
+            == f"read: {device} is a character device, not a regular file; only regular files can be read"
+        )
 
 
 async def test_many_fifo_reads_at_once_neither_hang_nor_wedge_the_other_file_tools(tmp_path):
@@ -210,7 +214,9 @@ async def test_setsid_children_are_stopped_on_timeout_and_cancel_too(tmp_path):
                                 "timeout": 300})
     assert timed.metadata["timedOut"] and await asyncio.to_thread(gone_within, int(pidfile.read_text()))
     pidfile.unlink()
-    task = asyncio.create_task(bash.execute({"command": f"setsid sleep 30 >/dev/null 2>&1 & echo $! > {pidfile}; sleep 30"}))
+    task = asyncio.create_task(
+        bash.execute({"command": f"setsid sleep 30 >/dev/null 2>&1 & echo $! > {pidfile}; sleep 30"})
+    )
     pid = int(await wait_for_file(pidfile))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

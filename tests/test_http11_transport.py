@@ -184,7 +184,9 @@ async def test_an_error_status_is_a_provider_error_and_the_connection_survives_i
 
 
 async def test_a_redirect_is_not_followed():
-    async with ScriptedServer([sized(b"", "307 Temporary Redirect", "Location: http://elsewhere.invalid/\r\n")]) as server:
+    async with ScriptedServer(
+        [sized(b"", "307 Temporary Redirect", "Location: http://elsewhere.invalid/\r\n")]
+    ) as server:
         t = Http11Transport()
         with pytest.raises(ProviderError) as caught:
             await t.post(server.url, {"Authorization": "Bearer secret"}, {}, 5)

@@ -146,9 +146,12 @@ def test_decide_escalates_with_a_serialisable_request(rule, reason):
     out = decide(ans, Policy([Rule("toxic", "noop", below=0.0), rule]))
     q = rule.question
     assert out.escalated and out.action == "needs_input" and out.target == "" and out.answers is ans
-    assert out.request == Request(id=f"gate:1:{q}", kind="input", prompt=f"Classifier is unsure about {q!r} ({reason}).",
-                                  data={"question": q, "reason": reason,
-                                        "answers": {k: a.to_dict() for k, a in ans.items()}})
+    assert out.request == Request(
+        id=f"gate:1:{q}",
+        kind="input",
+        prompt=f"Classifier is unsure about {q!r} ({reason}).",
+        data={"question": q, "reason": reason, "answers": {k: a.to_dict() for k, a in ans.items()}},
+    )
 
 
 def test_skip_uncertain_passes_over_uncertain_answers():

@@ -65,7 +65,9 @@ def test_wrappers_first_present_wins_and_bare_maps_drop_reserved_keys():
 
 def test_jsonc_config_file_with_comments_is_accepted(tmp_path):
     f = tmp_path / "mcp.jsonc"
-    f.write_text('{\n  // line comment\n  "mcpServers": { /* block */ "s": {"url": "http://h/x // not a comment"} }\n}\n')
+    f.write_text(
+        '{\n  // line comment\n  "mcpServers": { /* block */ "s": {"url": "http://h/x // not a comment"} }\n}\n'
+    )
     assert parse_mcp_config(str(f)) == {"s": {"url": "http://h/x // not a comment"}}
 
 
@@ -100,7 +102,10 @@ def test_claude_desktop_string_command_with_args_is_one_executable_plus_args():
         ({"type": "remote"}, 'a remote server needs a "url" string'),
         ({"command": ["x"], "args": "-v"}, '"args" must be a list of strings, got a string'),
         ({"command": ["x"], "env": ["A=1"]}, '"environment"/"env" must be an object of strings, got a list'),
-        ({"url": "http://h", "headers": {"A": 1}}, '"headers" must be an object of strings, got an object holding a number'),
+        (
+            {"url": "http://h", "headers": {"A": 1}},
+            '"headers" must be an object of strings, got an object holding a number',
+        ),
         ({"command": ["x"], "tools": ["a"]}, '"tools" must be an object of tool name -> true/false, got a list'),
     ],
 )

@@ -141,7 +141,8 @@ async def main():
     task = asyncio.create_task(ticker())
     source = await load_mcp({"mcpServers": {"srv": {"url": sys.argv[1], "timeout": 1000}}})
     task.cancel()
-    print(json.dumps({"status": source.status, "reasons": source.reasons, "tools": [t.name for t in source.tools], "ticks": ticks}))
+    tools = [t.name for t in source.tools]
+    print(json.dumps({"status": source.status, "reasons": source.reasons, "tools": tools, "ticks": ticks}))
     await source.close()
 
 asyncio.run(main())

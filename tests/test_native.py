@@ -75,7 +75,11 @@ def test_richer_inference_literal_enum_items_dataclass_typeddict_and_docstring_a
     assert props["mode"] == {"type": "string", "enum": ["fast", "slow"], "description": "How to run."}
     assert props["color"] == {"type": "string", "enum": ["red", "blue"]}
     assert props["tags"] == {"type": "array", "items": {"type": "string"}, "description": "Labels to attach."}
-    assert props["p"] == {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x"]}
+    assert props["p"] == {
+        "type": "object",
+        "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+        "required": ["x"],
+    }
     assert props["o"] == {"type": "object", "properties": {"verbose": {"type": "boolean"}}, "required": ["verbose"]}
     assert props["nums"] == {"type": "array", "items": {"type": "number"}}
 

@@ -103,7 +103,8 @@ def test_nothing_loads_opentelemetry_unless_instrumented():
         "c = create_in_process_client(model='m', generate=lambda r: next(replies))\n"
         "r = asyncio.run(c.run('sum', Toolkit(None, None, [], [], [add])))\n"
         "assert r.text == '3', r\n"
-        "a = asyncio.run(agent('a', does='d', uses={'tools': [add]}).run('hi', in_process=lambda r: {'content': 'ok'}))\n"
+        "a = agent('a', does='d', uses={'tools': [add]})\n"
+        "a = asyncio.run(a.run('hi', in_process=lambda r: {'content': 'ok'}))\n"
         "assert a.text == 'ok', a\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
     )

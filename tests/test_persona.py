@@ -313,9 +313,16 @@ _SPEC = {
     "style": "openai",
     "usagePerCall": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     "scripts": {
-        "m-beat": [{"always": True, "text": "<if last user message contains 'tick' then 'beat seen' else 'HEARTBEAT_OK'>"}],
-        "m-slow": [{"always": True, "blocksUntil": "released-or-aborted",
-                    "text": "items=<count of numbered inbox items in last user msg>"}],
+        "m-beat": [
+            {"always": True, "text": "<if last user message contains 'tick' then 'beat seen' else 'HEARTBEAT_OK'>"}
+        ],
+        "m-slow": [
+            {
+                "always": True,
+                "blocksUntil": "released-or-aborted",
+                "text": "items=<count of numbered inbox items in last user msg>",
+            }
+        ],
     },
 }
 

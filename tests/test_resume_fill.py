@@ -208,14 +208,18 @@ async def test_two_parallel_non_relay_suspensions_become_a_chain_of_halts_with_b
     assert first.pending.id == "req-a"
     tools.runs.clear()
 
-    second = await c.run_with_answer(tools.kit("a", "b"), first.messages, first.pending, Answer("req-a", True, {"v": "A"}))
+    second = await c.run_with_answer(
+        tools.kit("a", "b"), first.messages, first.pending, Answer("req-a", True, {"v": "A"})
+    )
     assert (second.status, second.pending.id, second.text, second.turns) == ("pending", "req-b", "b?", 0)
     assert len(t.payloads) == 1  # no LLM call on a repeat halt
     assert tools.runs == [("a", {"n": 1}, Answer("req-a", True, {"v": "A"})), ("b", {"n": 2}, None)]
     assert [x["output"] for x in second.tool_calls] == ['a got {"v": "A"}', "b?"]
     tools.runs.clear()
 
-    done = await c.run_with_answer(tools.kit("a", "b"), second.messages, second.pending, Answer("req-b", True, {"v": "B"}))
+    done = await c.run_with_answer(
+        tools.kit("a", "b"), second.messages, second.pending, Answer("req-b", True, {"v": "B"})
+    )
     assert (done.status, done.text) == ("done", "both approved")
     assert tools.runs == [("b", {"n": 2}, Answer("req-b", True, {"v": "B"}))]
     assert len(t.payloads) == 2

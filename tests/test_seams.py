@@ -336,7 +336,9 @@ async def test_every_atomic_writer_in_the_library_goes_through_the_one_helper(tm
 
     targets: list[str] = []
     real_name = fs.staging_name
-    monkeypatch.setattr(fs, "staging_name", lambda target: (targets.append(os.path.basename(target)), real_name(target))[1])
+    monkeypatch.setattr(
+        fs, "staging_name", lambda target: (targets.append(os.path.basename(target)), real_name(target))[1]
+    )
 
     store = FileTaskStore(str(tmp_path / "tasks"))
     await store.save({"id": "t1", "status": {"state": "working"}})
@@ -366,7 +368,9 @@ async def test_the_temporal_payload_codec_writes_through_the_one_helper(tmp_path
 
     targets: list[str] = []
     real_name = fs.staging_name
-    monkeypatch.setattr(fs, "staging_name", lambda target: (targets.append(os.path.basename(target)), real_name(target))[1])
+    monkeypatch.setattr(
+        fs, "staging_name", lambda target: (targets.append(os.path.basename(target)), real_name(target))[1]
+    )
     codec = ExternalPayloadCodec(tmp_path, threshold=1024)
     codec.put("k" * 64, b"payload")
     assert targets == ["k" * 64] and codec.get("k" * 64) == b"payload"

@@ -38,7 +38,10 @@ async def test_default_builtins_are_refused_over_mcp_and_a2a_without_a_token() -
     for err, where in ((mcp_err, "mcp"), (a2a_err, "a2a")):
         text = str(err.value)
         assert isinstance(err.value, ToolnexusError)
-        assert f"refusing to serve built-in tools bash, read, write, edit, grep, glob, webfetch, apply_patch over {where}" in text
+        assert (
+            f"refusing to serve built-in tools bash, read, write, edit, grep, glob, webfetch, apply_patch over {where}"
+            in text
+        )
         assert f'{where}["auth_token"]' in text and "allow_unauthenticated_builtins" in text
     assert set(UNSAFE_BUILTINS) == {"bash", "write", "edit", "apply_patch", "read", "grep", "glob", "webfetch"}
 
@@ -143,8 +146,10 @@ async def test_slow_body_clients_are_dropped_on_mcp_and_a2a_routes() -> None:
         slow = []
         for path in ("/mcp", "/"):
             reader, writer = await _open(h)
-            writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                         f"Accept: application/json, text/event-stream\r\nContent-Length: 5000\r\n\r\n{{\"jsonrpc\"".encode())
+            writer.write(
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f'Accept: application/json, text/event-stream\r\nContent-Length: 5000\r\n\r\n{{"jsonrpc"'.encode()
+            )
             await writer.drain()
             slow.append((reader, writer))
         async with httpx.AsyncClient() as http:

@@ -559,7 +559,9 @@ async def test_sqlite_commits_never_run_a_checkpoint_the_store_checkpoints_in_th
         async with open_store(f"sqlite:///{path}") as store:  # set up already: opening it writes nothing
             await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a"))})  # the 3rd
             assert not checkpointed.is_set()
-            await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))})  # the 4th (counted per file)
+            await commit(
+                store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))}
+            )  # the 4th (counted per file)
             assert await asyncio.to_thread(checkpointed.wait, 30)
             await commit(store, "r1", me, conversations={"c": ConversationOps(2, msgs("c"))})
             assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["a", "b", "c"]

@@ -11,7 +11,9 @@ from urllib.parse import urlsplit
 
 import _row as r  # first: starts the clock
 
-TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("get_weather", "add")]
+TOOLS = [
+    {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("get_weather", "add")
+]
 
 
 class Tools:

@@ -256,7 +256,9 @@ async def _perform(req: OutgoingRequest, timeout: float, cap: Optional[int]) -> 
     # server trickling bytes cannot hold the call forever.
     async with asyncio.timeout(timeout):
         client = shared_client()
-        async with client.stream(req.method, req.url, headers=req.headers, content=req.content, timeout=timeout) as resp:
+        async with client.stream(
+            req.method, req.url, headers=req.headers, content=req.content, timeout=timeout
+        ) as resp:
             chunks: list[bytes] = []
             size = 0
             truncated = False

@@ -256,7 +256,7 @@ def _first_doc_line(fn: Callable[..., Any]) -> str:
 
 
 def _wants_await(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(fn.__call__)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
 def _to_result(name: str, value: Any) -> ToolResult:

@@ -59,7 +59,7 @@ hold personal data and secrets; put what you need on your own spans or use the m
 Nesting: a run span is a child of whatever span is current when the run starts, and a tool call
 runs with its `execute_tool` span current — so a sub-agent's turn (the `task` tool, `as_tool`),
 an HTTP tool with instrumented httpx, or your own spans inside a tool all nest under the call.
-"""
+"""  # noqa: E501 - Markdown tables, one row per line
 
 from __future__ import annotations
 

@@ -116,7 +116,7 @@ def _template_regex(uri: str) -> Optional[re.Pattern[str]]:
 
 async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Await `fn(...)` if it is async, else run it in a worker thread (it may block)."""
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(fn.__call__):
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
         value = fn(*args, **kwargs)
     else:
         value = await asyncio.to_thread(fn, *args, **kwargs)

@@ -145,7 +145,9 @@ class Answer:
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str):
-            raise ToolnexusTypeError(f"toolnexus: Answer id must be a str (the Request's id), got {type(self.id).__name__}")
+            raise ToolnexusTypeError(
+                f"toolnexus: Answer id must be a str (the Request's id), got {type(self.id).__name__}"
+            )
         if not isinstance(self.ok, bool):
             raise ToolnexusTypeError(
                 f"toolnexus: Answer ok must be True or False, got {type(self.ok).__name__} {self.ok!r}"

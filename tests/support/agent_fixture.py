@@ -67,7 +67,13 @@ def fixture_tools(spec: dict[str, Any]) -> dict[str, Tool]:
 
     impl = {"lookup": lookup, "check_secret": check_secret}
     return {
-        name: Tool(name=name, description=entry.get("behavior", name), input_schema=entry["inputSchema"], source="native", execute=impl[name])
+        name: Tool(
+            name=name,
+            description=entry.get("behavior", name),
+            input_schema=entry["inputSchema"],
+            source="native",
+            execute=impl[name],
+        )
         for name, entry in spec.items()
     }
 

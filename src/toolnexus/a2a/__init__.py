@@ -2,8 +2,8 @@
 
 `agent_tools(agent)` fetches the agent's card and returns one `Tool` per skill; calling a tool
 sends the task to the agent and polls it to an answer (`SendMessage` → `GetTask`), over the
-running loop's pooled client (`toolnexus.http.shared_client`), never blocking the event loop. `create_toolkit(agents=..., {"agents": ...})`
-and `Toolkit.add_agent` use it.
+running loop's pooled client (`toolnexus.http.shared_client`), never blocking the event loop.
+`create_toolkit(agents=..., {"agents": ...})` and `Toolkit.add_agent` use it.
 
 Protocol: we speak A2A 1.0 (card `supportedInterfaces`, `A2A-Version: 1.0`, 1.0 parts and roles,
 `TASK_STATE_*`, `result.task`) and 0.3 (`message/send`, `tasks/get`, `kind` parts, lowercase

@@ -220,8 +220,13 @@ class TaskCall:
         route = self.route
         if self.task_id and route is not None and self.state not in FINAL:
             try:
-                await self._rpc(route, route.dialect.cancel_method, route.dialect.task_params(self.task_id, route.tenant),
-                                timeout_s=CANCEL_TIMEOUT, abortable=False)
+                await self._rpc(
+                    route,
+                    route.dialect.cancel_method,
+                    route.dialect.task_params(self.task_id, route.tenant),
+                    timeout_s=CANCEL_TIMEOUT,
+                    abortable=False,
+                )
             except Exception:
                 pass
         return self._canceled()
@@ -246,7 +251,9 @@ class TaskCall:
         return self._result(f"A2A task {self.task_id} canceled", True)
 
     def _timed_out(self) -> ToolResult:
-        return self._result(f"A2A task {self.task_id} timed out after {int(self.budget_ms)}ms (state={self.state})", True)
+        return self._result(
+            f"A2A task {self.task_id} timed out after {int(self.budget_ms)}ms (state={self.state})", True
+        )
 
     def _direct_message(self, message: dict[str, Any]) -> ToolResult:
         """The peer answered with a Message instead of a Task: that text is the answer."""

@@ -136,7 +136,9 @@ def plan_routes(card: AgentCard, card_url: str) -> list[Route]:
             if str(i.get("protocolBinding") or i.get("transport") or "").upper().replace("-", "") == "JSONRPC"
         ]
         if not routes:
-            offered = ", ".join(sorted({str(i.get("protocolBinding") or i.get("transport") or "?") for i in interfaces}))
+            offered = ", ".join(
+                sorted({str(i.get("protocolBinding") or i.get("transport") or "?") for i in interfaces})
+            )
             raise ConfigError(f"agent card at {card_url} offers no JSON-RPC interface (offers: {offered})")
         return routes
     dialects = [V1, MIXED, V03] if _major(card.get("protocolVersion")) >= 1 else [MIXED, V03]

@@ -20,7 +20,15 @@ from .._diag import warn_once
 from ..errors import ConfigError, ToolnexusTypeError
 from ._netguard import FetchAllow, parse_allow
 
-__all__ = ["KILL_GRACE_MS", "BASH_MAX_TIMEOUT_MS", "EDIT_MAX_BYTES", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
+__all__ = [
+    "KILL_GRACE_MS",
+    "BASH_MAX_TIMEOUT_MS",
+    "EDIT_MAX_BYTES",
+    "BuiltinSettings",
+    "check_config",
+    "parse_shell",
+    "settings_from_config",
+]
 
 KILL_GRACE_MS = 2000
 """Grace between SIGTERM and SIGKILL when `bash` stops a process group."""

@@ -45,7 +45,11 @@ WEBFETCH_DESCRIPTION = "HTTP GET a URL and return its body as text, markdown, or
 WEBFETCH_SCHEMA = object_schema(
     {
         "url": prop("string", "URL to fetch"),
-        "format": {"type": "string", "enum": ["text", "markdown", "html"], "description": "Response format (default markdown)"},
+        "format": {
+            "type": "string",
+            "enum": ["text", "markdown", "html"],
+            "description": "Response format (default markdown)",
+        },
         "timeout": prop("number", "Timeout in seconds (default 30)"),
     },
     ["url"],

@@ -76,7 +76,7 @@ QUESTIONS:
 
 Reply with JSON only, no prose and no code fence, shaped exactly:
 {"answers":{"<key>":{"type":"noul","noul":0.0}}}
-A "noul" answer is {"type":"noul","noul":<0..1>}. A "choice" answer is {"type":"choice","choice":"<one offered option id>","probabilities":{"<every offered option id>":<0..1>},"confidence":<0..1>}. A "score" answer is {"type":"score","score":<a number within the rubric bounds, fractional allowed>,"legend":{"0":"<level 0>",…},"probabilities":{"0":<0..1>,…},"confidence":<0..1>}."""
+A "noul" answer is {"type":"noul","noul":<0..1>}. A "choice" answer is {"type":"choice","choice":"<one offered option id>","probabilities":{"<every offered option id>":<0..1>},"confidence":<0..1>}. A "score" answer is {"type":"score","score":<a number within the rubric bounds, fractional allowed>,"legend":{"0":"<level 0>",…},"probabilities":{"0":<0..1>,…},"confidence":<0..1>}."""  # noqa: E501 - the prompt's exact text
 
 _SLOT = re.compile(r"\{(state|questions)\}")
 _MAX_JSON_STARTS = 256
@@ -291,7 +291,9 @@ class Classifier:
             result = await asyncio.wait_for(self.client.run(prompt, Toolkit(None, None, [], [], [])),
                                             timeout=self.timeout)
         except TimeoutError:
-            raise ClassifierError(f"classifier: llm: no reply within the classifier timeout of {self.timeout}s") from None
+            raise ClassifierError(
+                f"classifier: llm: no reply within the classifier timeout of {self.timeout}s"
+            ) from None
         except ClassifierError:
             raise
         except Exception as e:
@@ -330,7 +332,9 @@ class Classifier:
                     raise ClassifierError(f"questions must be a mapping of key -> question, "
                                           f"got {type(recorded_questions).__name__}")
                 if not isinstance(response, (Mapping, bytes, bytearray, str)):
-                    raise ClassifierError(f"response must be a JSON object, bytes or str, got {type(response).__name__}")
+                    raise ClassifierError(
+                        f"response must be a JSON object, bytes or str, got {type(response).__name__}"
+                    )
                 records[self._static_key(state, recorded_questions)] = response
             except Exception as e:
                 raise ClassifierError(f"classifier: recorded decision {i}: {e}") from None

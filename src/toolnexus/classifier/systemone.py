@@ -102,7 +102,9 @@ class RetrySettings:
         return retries + 1
 
     def retryable(self, status: int) -> bool:
-        return status in RETRYABLE_STATUSES or (self.retryable_statuses is not None and status in self.retryable_statuses)
+        return status in RETRYABLE_STATUSES or (
+            self.retryable_statuses is not None and status in self.retryable_statuses
+        )
 
     def delay(self, attempt: int, retry_after: Optional[str]) -> float:
         from ..client.retry import _parse_retry_after
@@ -166,7 +168,9 @@ async def post_with_retries(caller: Any, url: str, api_key_env: str, headers: Op
             if status < 300:
                 return raw
             shown = capped_error_body(safe_error_body(status, _scrub(raw.decode("utf-8", errors="replace"), secrets)))
-            message = f"classifier: POST {url}: HTTP {status}" + (f": {shown}" if shown and status not in (401, 403) else "")
+            message = f"classifier: POST {url}: HTTP {status}" + (
+                f": {shown}" if shown and status not in (401, 403) else ""
+            )
             retryable = settings.retryable(status)
         failure = ClassifierError(message)
         if attempt + 1 >= attempts:

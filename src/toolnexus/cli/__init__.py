@@ -3,8 +3,8 @@
 Each subcommand is one module (`run`, `tools`, `serve`, `worker`) exposing `NAME`, `SUMMARY`, `FLAGS`
 (`cli.flags.Flag`s) and `async execute(opts, console) -> int`; adding one is a new module plus
 one entry in `COMMANDS` (a task-store command reuses `common.STORE_FLAG` and `common.open_store`,
-which accept every selector `toolnexus.serve.resolve_store` knows). The dispatcher owns what every subcommand shares: usage and help text
-(built from the modules' flags), `--version`, flag parsing, the exit codes, and the rule that no
+which accept every selector `toolnexus.serve.resolve_store` knows). The dispatcher owns what every subcommand shares:
+usage and help text (built from the modules' flags), `--version`, flag parsing, the exit codes, and the rule that no
 traceback and no secret ever reaches the terminal.
 
 Exit codes: 0 success / help / version / clean stop; 1 runtime failure (toolkit build, bind, a
@@ -88,7 +88,10 @@ def usage() -> str:
     width = max(len(name) for name in COMMANDS)
     lines += [f"  {name.ljust(width)}  {m.SUMMARY}" for name, m in COMMANDS.items()]
     shared = {f.name for f in TOOLKIT_FLAGS + MODEL_FLAGS}
-    for title, group in (("toolkit flags (run, tools, serve)", TOOLKIT_FLAGS), ("model flags (run, serve, answer)", MODEL_FLAGS)):
+    for title, group in (
+        ("toolkit flags (run, tools, serve)", TOOLKIT_FLAGS),
+        ("model flags (run, serve, answer)", MODEL_FLAGS),
+    ):
         lines += ["", title + ":", *_flag_lines(group)]
     for name, module in COMMANDS.items():
         own = [f for f in module.FLAGS if f.name not in shared]

@@ -78,14 +78,18 @@ LEAVE_HINT = "(Ctrl-C again or Ctrl-D to leave)"
 
 def _result_json(result: Any) -> str:
     pending = getattr(result, "pending", None)
-    return json.dumps({
-        "text": result.text,
-        "status": result.status,
-        "turns": result.turns,
-        "usage": result.usage,
-        "limit": getattr(result, "limit", None),
-        "pending": dataclasses.asdict(pending) if dataclasses.is_dataclass(pending) and not isinstance(pending, type) else pending,
-    })
+    return json.dumps(
+        {
+            "text": result.text,
+            "status": result.status,
+            "turns": result.turns,
+            "usage": result.usage,
+            "limit": getattr(result, "limit", None),
+            "pending": dataclasses.asdict(pending)
+            if dataclasses.is_dataclass(pending) and not isinstance(pending, type)
+            else pending,
+        }
+    )
 
 
 async def execute(opts: dict[str, Any], console: Console) -> int:

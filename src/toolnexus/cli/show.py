@@ -3,8 +3,8 @@
 Sections: the run (status, entry agent, times, who holds its lease), its handle tree (each
 handle's state, turns, tokens, and the request it waits on), its requests (waiting ones and
 answered ones — ok or declined, with the reason and the human's message, the edited arguments,
-and who answered through what and when: its `by` / `via`, and the time the answer was accepted), each handle's transcript (message by
-message; long texts cut at 300 characters unless `--full`; `--handle ID` for one handle only),
+and who answered through what and when: its `by` / `via`, and the time the answer was accepted), each handle's
+transcript (message by message; long texts cut at 300 characters unless `--full`; `--handle ID` for one handle only),
 and the newest trace lines (`--trace N`, default 20). A run still queued shows its prompt.
 
 `--json` prints one object: `{"run": {...}, "handles": {id: record}, "requests": [{"id", "kind",

@@ -3,9 +3,9 @@
 Layout: `client.py` (public `Client`), `settings.py` (its frozen settings), `provider.py` (every
 model call) and `keeper.py` (stored conversations), `loop.py` (the one loop), `tool_calls.py` (executing and
 resolving calls), `wire/` (provider dialects), `transport.py` (the seam) with `http11.py` (the
-default), `httpx_transport.py` and `urllib_transport.py` (loaded on first use), `retry.py`, `streaming.py` + `sse.py`, `memory.py`, `parts.py`, `errors.py`, `result.py`,
-`metrics.py` (Prometheus registry), `structured.py` (`output_type=`), `tracing.py` (the seam
-`toolnexus.otel` plugs into).
+default), `httpx_transport.py` and `urllib_transport.py` (loaded on first use), `retry.py`, `streaming.py` + `sse.py`,
+`memory.py`, `parts.py`, `errors.py`, `result.py`, `metrics.py` (Prometheus registry), `structured.py` (`output_type=`),
+`tracing.py` (the seam `toolnexus.otel` plugs into).
 """
 
 from __future__ import annotations

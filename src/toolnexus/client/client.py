@@ -362,7 +362,9 @@ class Client:
 _P = ParamSpec("_P")
 
 
-def _signature_of(init: Callable[Concatenate[Any, _P], None]) -> Callable[[Callable[..., Client]], Callable[_P, Client]]:
+def _signature_of(
+    init: Callable[Concatenate[Any, _P], None],
+) -> Callable[[Callable[..., Client]], Callable[_P, Client]]:
     """Give the decorated factory `Client.__init__`'s keyword signature, for type checkers and `help()`."""
 
     def apply(factory: Callable[..., Client]) -> Callable[_P, Client]:

@@ -105,7 +105,9 @@ class _Response:
         self._left: Optional[int] = int(length) if length is not None and not self._chunked else None
         if status in (204, 304):  # no body, whatever the headers say
             self._chunked, self._left = False, 0
-        self.reusable = (self._chunked or self._left is not None) and "close" not in headers.get("connection", "").lower()
+        self.reusable = (self._chunked or self._left is not None) and "close" not in headers.get(
+            "connection", ""
+        ).lower()
         if self._left == 0:
             self.done = True
 

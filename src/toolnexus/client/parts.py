@@ -64,7 +64,9 @@ def normalize_prompt(prompt: Any) -> Any:
     if isinstance(prompt, str):
         return prompt
     if not isinstance(prompt, (list, tuple)):
-        raise ContentPartError(f"toolnexus: prompt must be a str or a list of content parts, got {type(prompt).__name__}")
+        raise ContentPartError(
+            f"toolnexus: prompt must be a str or a list of content parts, got {type(prompt).__name__}"
+        )
     return normalize_parts(list(prompt))
 
 

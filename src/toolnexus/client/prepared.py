@@ -14,8 +14,8 @@ transcript would there. The open tail — the last assistant turn and its result
 again each turn; it is small.
 
 The cache trusts that a message it has seen was not edited in place: a new object at a position
-is noticed (the cache starts over unless it is equal to the old one), an edited one is not. The loop therefore uses it only
-when no `before_llm` hook and no `body_transform` could touch the transcript (`RunLoop`).
+is noticed (the cache starts over unless it is equal to the old one), an edited one is not. The loop therefore uses it
+only when no `before_llm` hook and no `body_transform` could touch the transcript (`RunLoop`).
 """
 
 from __future__ import annotations
@@ -68,5 +68,7 @@ class PreparedTranscript:
             self._media += media_parts_summary(grown)
         tail = messages[closed:]
         tail_wire = self._dialect.wire_messages(tail) if tail else []
-        wire_all = EncodedList(self._wire + tail_wire, [*self._json, inner(tail_wire)] if tail_wire else list(self._json))
+        wire_all = EncodedList(
+            self._wire + tail_wire, [*self._json, inner(tail_wire)] if tail_wire else list(self._json)
+        )
         return wire_all, (self._media + media_parts_summary(tail) if tail else list(self._media))

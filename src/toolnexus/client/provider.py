@@ -143,7 +143,9 @@ class Provider:
             return found
         if is_loopback_url(e.base_url):  # a local server takes no key: the agent runtime's placeholder
             return LOOPBACK_PLACEHOLDER_KEY
-        raise ToolnexusRuntimeError("No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY")
+        raise ToolnexusRuntimeError(
+            "No API key: set api_key or OPENROUTER_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY"
+        )
 
     def abort(self, cancel: Optional[asyncio.Event]) -> Abort:
         """The abort conditions of one run / translate: `cancel` and a deadline starting now."""

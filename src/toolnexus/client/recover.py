@@ -19,7 +19,7 @@ A halted slot being re-filled by a resume (its call has a journal row) is re-fil
 earlier results stay byte for byte.
 
 Not here: deciding which handles to recover (the agent runtime) or the journal itself.
-"""
+"""  # noqa: E501 - Markdown tables, one row per line
 
 from __future__ import annotations
 

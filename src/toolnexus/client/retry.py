@@ -185,7 +185,9 @@ class RetryPolicy:
     max_retry_after_ms: Optional[int] = None
 
 
-async def call_with_retries(attempt: Callable[[float], Awaitable[T]], policy: RetryPolicy, abort: Abort) -> tuple[T, int]:
+async def call_with_retries(
+    attempt: Callable[[float], Awaitable[T]], policy: RetryPolicy, abort: Abort
+) -> tuple[T, int]:
     """Run `attempt(transport_timeout)` up to `retries + 1` times; return `(result, attempts)`."""
     n = 0
     while True:

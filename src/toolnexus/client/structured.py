@@ -174,8 +174,10 @@ def output_spec(output_type: Any, retries: int = DEFAULT_OUTPUT_RETRIES) -> Outp
         defs: dict[str, Any] = {}
     else:
         if output_type is None or isinstance(output_type, (str, int, float, bool)):
-            raise ToolnexusTypeError("toolnexus: output_type must be a pydantic model class, a dataclass, a type pydantic "
-                            f"can validate, or a JSON Schema dict; got {output_type!r}")
+            raise ToolnexusTypeError(
+                "toolnexus: output_type must be a pydantic model class, a dataclass, a type pydantic "
+                f"can validate, or a JSON Schema dict; got {output_type!r}"
+            )
         try:
             schema, defs, adapter = _described(output_type)
         except TypeError as exc:
@@ -197,8 +199,10 @@ class OutputToolkit:
 
     def __init__(self, inner: Any, spec: OutputSpec) -> None:
         if inner is not None and inner.get(FINAL_RESULT_TOOL) is not None:
-            raise ToolnexusValueError(f'toolnexus: output_type needs the tool name "{FINAL_RESULT_TOOL}", but the toolkit '
-                             "already has a tool with that name; rename that tool")
+            raise ToolnexusValueError(
+                f'toolnexus: output_type needs the tool name "{FINAL_RESULT_TOOL}", but the toolkit '
+                "already has a tool with that name; rename that tool"
+            )
         self.inner = inner
         self.output_spec = spec
         self._tool = spec.tool()

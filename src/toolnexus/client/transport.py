@@ -165,10 +165,15 @@ class InProcessTransport:
             raise ToolnexusTypeError(_NOT_ASYNC)
         out = {} if out is None else out
         if not isinstance(out, dict):
-            raise ToolnexusTypeError(f"toolnexus: in-process `generate` must return a dict or None, got {type(out).__name__}")
+            raise ToolnexusTypeError(
+                f"toolnexus: in-process `generate` must return a dict or None, got {type(out).__name__}"
+            )
         calls = out.get("tool_calls") or out.get("toolCalls")
         if calls:
-            message: dict[str, Any] = {"role": "assistant", "tool_calls": [_wire_call(i, c) for i, c in enumerate(calls)]}
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "tool_calls": [_wire_call(i, c) for i, c in enumerate(calls)],
+            }
         else:
             message = {"role": "assistant", "content": out.get("content") or ""}
         u = as_dict(out.get("usage"))
@@ -262,7 +267,9 @@ class TransportAdapter(AsyncTransport):
         self._open_async = isinstance(inner, _Opens) and inspect.iscoroutinefunction(inner.open)
         self._closes = isinstance(inner, _AsyncCloses) and callable(inner.aclose)
 
-    def submit_post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> "asyncio.Future[Any]":
+    def submit_post(
+        self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float
+    ) -> "asyncio.Future[Any]":
         """Start a plain `post` on the pool; the future completes when the call is really over."""
         job = asyncio.wrap_future(_POOL.submit(self.inner.post, url, headers, payload, timeout))
 

@@ -46,7 +46,11 @@ class Field:
 def _kind(spec: Any) -> str:
     if not isinstance(spec, dict):
         return "json"
-    if isinstance(spec.get("enum"), list) and spec["enum"] and all(isinstance(v, (str, int, float)) for v in spec["enum"]):
+    if (
+        isinstance(spec.get("enum"), list)
+        and spec["enum"]
+        and all(isinstance(v, (str, int, float)) for v in spec["enum"])
+    ):
         return "enum"
     kind = spec.get("type")
     if isinstance(kind, list):

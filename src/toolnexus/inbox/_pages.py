@@ -113,7 +113,8 @@ def list_page(base: str, *, who: str, csrf: str, items: Sequence[PendingRun], no
         '<button type="submit">Filter</button></form>')
     more = ""
     if next_cursor:
-        more = f'<p class="paging"><a href="{esc(base)}/?{esc(urlencode({**query, "after": next_cursor}))}">Next page</a></p>'
+        href = f"{esc(base)}/?{esc(urlencode({**query, 'after': next_cursor}))}"
+        more = f'<p class="paging"><a href="{href}">Next page</a></p>'
     if filters.get("after"):
         first = {k: v for k, v in query.items() if k != "after"}
         more += f'<p class="paging"><a href="{esc(base)}/?{esc(urlencode(first))}">First page</a></p>'
@@ -144,7 +145,8 @@ def _field_html(f: Field, prefix: str, disabled: bool = False) -> str:
     if f.kind == "enum":
         opts = "".join(f'<option value="{esc(o)}"{" selected" if o == f.value else ""}>{esc(o)}</option>'
                        for o in f.options)
-        return f'<div class="field">{label}<select id="{esc(fid)}" name="{name}"{dis}{described}>{opts}</select>{desc}</div>'
+        select = f'<select id="{esc(fid)}" name="{name}"{dis}{described}>{opts}</select>'
+        return f'<div class="field">{label}{select}{desc}</div>'
     if f.kind in ("integer", "number"):
         step = "1" if f.kind == "integer" else "any"
         value = "" if f.value is None else f.value
@@ -203,7 +205,11 @@ def request_page(base: str, *, who: str, csrf: str, pending: Optional[PendingRun
                  form: Optional[dict[str, str]] = None) -> str:
     a = approval_of(request)
     rid = request.id
-    facts = [("Request", f"<code>{esc(rid)}</code>"), ("Kind", esc(request.kind)), ("Run", f"<code>{esc(run_id)}</code>")]
+    facts = [
+        ("Request", f"<code>{esc(rid)}</code>"),
+        ("Kind", esc(request.kind)),
+        ("Run", f"<code>{esc(run_id)}</code>"),
+    ]
     if a is not None:
         where = f"{a.get('source')}:{a.get('origin')}" if a.get("origin") else str(a.get("source") or "")
         facts += [("Tool", f"<strong>{esc(a.get('tool'))}</strong> <span class=\"sub\">{esc(where)}</span>"),

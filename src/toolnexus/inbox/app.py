@@ -29,7 +29,7 @@ answers anything; everything a model or tool wrote is escaped; every response ca
 headers (`_security.SECURITY_HEADERS`); the link and login endpoints are rate limited per client;
 the body of a POST is capped; server-sent event streams are bounded in number and end when the
 app closes (`aclose()`).
-"""
+"""  # noqa: E501 - Markdown tables, one row per line
 
 from __future__ import annotations
 
@@ -532,8 +532,11 @@ class Inbox:
                     method: str) -> None:
         allowed, wait = self.link_limit.allow(self._client(scope))
         if not allowed:
-            raise _Reply(429, pages.message_page(base, "Too many requests", "Wait a minute before opening another "
-                                                 "answer link."), headers=[(b"retry-after", str(int(wait) + 1).encode())])
+            raise _Reply(
+                429,
+                pages.message_page(base, "Too many requests", "Wait a minute before opening another answer link."),
+                headers=[(b"retry-after", str(int(wait) + 1).encode())],
+            )
         if self.links is None:
             raise _Reply(404, pages.message_page(base, "Links are off", "This inbox does not take answer links."))
         claim = self.links.verify(token, rid)

@@ -48,7 +48,11 @@ def tool_entry_name(entry: Any) -> str:
 
 def _entry_description(entry: Any) -> str:
     fn = entry.get("function") if isinstance(entry, dict) else None
-    value = fn.get("description") if isinstance(fn, dict) else (entry.get("description") if isinstance(entry, dict) else None)
+    value = (
+        fn.get("description")
+        if isinstance(fn, dict)
+        else (entry.get("description") if isinstance(entry, dict) else None)
+    )
     return value if isinstance(value, str) else ""
 
 

@@ -23,8 +23,8 @@ Choices beyond the pinned baseline, each deliberate:
   SIGTERM, SIGKILL; aborted connect = immediate SIGKILL of the group.
 - Each connection lives in its own owner task, so `McpSource.close()` works from any task and
   is idempotent; it closes all servers concurrently (not one by one in reverse order), and
-  `list_mcp_tools` likewise closes its sessions together at the end. A lost connection (dead child, broken stream) reconnects once, lazily, on the
-  next call; a call that was in flight when the server died is not replayed.
+  `list_mcp_tools` likewise closes its sessions together at the end. A lost connection (dead child, broken stream)
+  reconnects once, lazily, on the next call; a call that was in flight when the server died is not replayed.
 - Calls time out after `callTimeout` (ms; default: the server `timeout`) or `ctx.timeout`
   (seconds); `ctx.signal` firing (`toolnexus._abort`) or task cancellation abandons the call
   and the SDK sends `notifications/cancelled`.

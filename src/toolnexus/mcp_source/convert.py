@@ -63,7 +63,12 @@ def _parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif kind == "resource" and isinstance((item.get("resource") or {}).get("blob"), str):
             res = item["resource"]
             parts.append(
-                {"type": "file", "mimeType": res.get("mimeType") or _OCTET, "data": res["blob"], "name": str(res.get("uri", ""))}
+                {
+                    "type": "file",
+                    "mimeType": res.get("mimeType") or _OCTET,
+                    "data": res["blob"],
+                    "name": str(res.get("uri", "")),
+                }
             )
     return parts
 

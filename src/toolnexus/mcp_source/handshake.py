@@ -32,7 +32,15 @@ from .._diag import warn_once
 from .._redact import redact_url
 from ..errors import ToolnexusRuntimeError, ToolnexusValueError
 
-__all__ = ["EXIT_WAIT", "JUNK_GRACE", "HandshakeFailed", "HandshakeGuard", "NotJsonRpc", "http_refusal", "spawn_failure"]
+__all__ = [
+    "EXIT_WAIT",
+    "JUNK_GRACE",
+    "HandshakeFailed",
+    "HandshakeGuard",
+    "NotJsonRpc",
+    "http_refusal",
+    "spawn_failure",
+]
 
 T = TypeVar("T")
 EXIT_WAIT = 1.0

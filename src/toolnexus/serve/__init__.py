@@ -11,8 +11,8 @@ JSON-RPC), `a2a_render` (1.0 / 0.3 / existing-toolnexus wire forms), `a2a_profil
 cancel), `tasks` (task stores), `safety` (token rules, redaction), `guard` (Host/Origin, bearer,
 body cap), `limits` (header/body time and connection bounds), `listener` (uvicorn on the
 caller's loop), `mcp_app` (the `/mcp` endpoint). `HostGuard`, `read_body` and `start_listener` are
-exported for other ASGI apps of ours (`toolnexus.inbox`) to guard and serve the same way. Not here: TLS, rate limiting, streaming
-(`message/stream`), push notifications.
+exported for other ASGI apps of ours (`toolnexus.inbox`) to guard and serve the same way. Not here: TLS, rate limiting,
+streaming (`message/stream`), push notifications.
 """
 
 from __future__ import annotations

@@ -156,7 +156,9 @@ class A2AEndpoint:
             try:
                 dialect = negotiate(method, version)
             except VersionError as exc:
-                raise RpcError(VERSION_NOT_SUPPORTED, f"Version not supported: {exc} (this server speaks 1.0 and 0.3)") from exc
+                raise RpcError(
+                    VERSION_NOT_SUPPORTED, f"Version not supported: {exc} (this server speaks 1.0 and 0.3)"
+                ) from exc
             if dialect is None and method in _UNDECLARED:
                 code, why = _UNDECLARED[method]
                 raise RpcError(code, why if code == PUSH_NOT_SUPPORTED else f"{method} {why}")

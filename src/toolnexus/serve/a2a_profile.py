@@ -68,7 +68,9 @@ def check_a2a_config(cfg: Any, *, where: str) -> None:
         raise ServeConfigError(f'toolnexus: {where} "max_body_bytes" must be a positive integer, got {limit!r}')
     wait = cfg.get("blocking_timeout")
     if wait is not None and not _positive_number(wait):
-        raise ServeConfigError(f'toolnexus: {where} "blocking_timeout" must be a positive number of seconds, got {wait!r}')
+        raise ServeConfigError(
+            f'toolnexus: {where} "blocking_timeout" must be a positive number of seconds, got {wait!r}'
+        )
     if cfg.get("redact") is not None and not callable(cfg["redact"]):
         raise ServeTypeError(f'toolnexus: {where} "redact" must be a function str -> str')
     for key in ("allow_unauthenticated_builtins", "list_tasks"):

@@ -50,11 +50,25 @@ class ServeLimits:
         for name in ("header_timeout", "body_timeout", "keep_alive"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ServeConfigError(f"toolnexus: ServeLimits.{name} must be a positive number of seconds, got {value!r}")
-        if isinstance(self.drain_timeout, bool) or not isinstance(self.drain_timeout, (int, float)) or self.drain_timeout < 0:
-            raise ServeConfigError(f"toolnexus: ServeLimits.drain_timeout must be >= 0 seconds, got {self.drain_timeout!r}")
-        if isinstance(self.max_connections, bool) or not isinstance(self.max_connections, int) or self.max_connections < 1:
-            raise ServeConfigError(f"toolnexus: ServeLimits.max_connections must be a positive integer, got {self.max_connections!r}")
+                raise ServeConfigError(
+                    f"toolnexus: ServeLimits.{name} must be a positive number of seconds, got {value!r}"
+                )
+        if (
+            isinstance(self.drain_timeout, bool)
+            or not isinstance(self.drain_timeout, (int, float))
+            or self.drain_timeout < 0
+        ):
+            raise ServeConfigError(
+                f"toolnexus: ServeLimits.drain_timeout must be >= 0 seconds, got {self.drain_timeout!r}"
+            )
+        if (
+            isinstance(self.max_connections, bool)
+            or not isinstance(self.max_connections, int)
+            or self.max_connections < 1
+        ):
+            raise ServeConfigError(
+                f"toolnexus: ServeLimits.max_connections must be a positive integer, got {self.max_connections!r}"
+            )
 
 
 class GuardedH11Protocol(H11Protocol):

@@ -36,7 +36,7 @@ _WILDCARDS = ("0.0.0.0", "::", "")
 def parse_addr(addr: str) -> tuple[str, int]:
     """`"host:port"` split at the last colon; no colon ⇒ port only; empty host ⇒ 127.0.0.1."""
     if not isinstance(addr, str):
-        raise ServeTypeError(f"toolnexus: serve addr must be a string like \"127.0.0.1:8080\", got {type(addr).__name__}")
+        raise ServeTypeError(f'toolnexus: serve addr must be a string like "127.0.0.1:8080", got {type(addr).__name__}')
     host, sep, port_text = addr.rpartition(":")
     if not sep:
         host, port_text = "", addr

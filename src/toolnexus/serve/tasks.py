@@ -126,7 +126,9 @@ class InMemoryTaskStore(TaskStore):
                  terminal_ttl: Optional[float] = DEFAULT_TERMINAL_TTL,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if max_tasks is not None and (isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or max_tasks < 1):
-            raise ToolnexusValueError(f"toolnexus: InMemoryTaskStore max_tasks must be a positive integer or None, got {max_tasks!r}")
+            raise ToolnexusValueError(
+                f"toolnexus: InMemoryTaskStore max_tasks must be a positive integer or None, got {max_tasks!r}"
+            )
         self.max_tasks = max_tasks
         self.terminal_ttl = terminal_ttl
         self._clock = clock
@@ -141,7 +143,9 @@ class InMemoryTaskStore(TaskStore):
         for key in [k for k, (at, raw) in self._tasks.items() if self._expired(at, raw)]:
             del self._tasks[key]
         while self.max_tasks is not None and len(self._tasks) > self.max_tasks:
-            finished = next((k for k, (_, raw) in self._tasks.items() if _state(json.loads(raw)) in FINISHED_STATES), None)
+            finished = next(
+                (k for k, (_, raw) in self._tasks.items() if _state(json.loads(raw)) in FINISHED_STATES), None
+            )
             self._tasks.pop(finished if finished is not None else next(iter(self._tasks)))
 
     async def get(self, id: str) -> Optional[A2ATask]:

@@ -145,7 +145,9 @@ def load_skills(
     if isinstance(sample_limit, bool) or not isinstance(sample_limit, int):
         raise ToolnexusTypeError(f"toolnexus: sample_limit must be an int, got {type(sample_limit).__name__}")
     if filter is not None and not isinstance(filter, Mapping):
-        raise ToolnexusTypeError(f"toolnexus: skills filter must be a dict of name -> bool, got {type(filter).__name__}")
+        raise ToolnexusTypeError(
+            f"toolnexus: skills filter must be a dict of name -> bool, got {type(filter).__name__}"
+        )
     kept, skipped = _merge(_candidates(dirs, skills))
     for skip in skipped:
         if skip.reason != "duplicate-name":

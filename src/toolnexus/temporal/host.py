@@ -18,9 +18,9 @@ those cases.
 `pending()` reads visibility, which a cluster updates a moment after a request opens (on the dev
 server, typically within a second); `pending(run_id=...)` and `wait(run_id)` ask the run itself
 and are exact. `answer()` without `run_id` finds the run by visibility too, waiting up to
-`route_timeout` seconds (default 5) for it to catch up before it reports the request unknown. Listing and routing by request id need the `Toolnexus*` search attributes
-(registered by `create_worker` by default).
-"""
+`route_timeout` seconds (default 5) for it to catch up before it reports the request unknown. Listing and routing by
+request id need the `Toolnexus*` search attributes (registered by `create_worker` by default).
+"""  # noqa: E501 - Markdown tables, one row per line
 
 from __future__ import annotations
 
@@ -86,8 +86,10 @@ def _result(record: dict[str, Any]) -> TaskResult:
 
 def _quoted(value: str, what: str) -> str:
     if any(ch in value for ch in "'\"\\\n"):
-        raise ToolnexusValueError(f"toolnexus.temporal: cannot look up {what} {value!r} by visibility (it holds a quote or "
-                         "backslash); pass run_id= to address the run directly")
+        raise ToolnexusValueError(
+            f"toolnexus.temporal: cannot look up {what} {value!r} by visibility (it holds a quote or "
+            "backslash); pass run_id= to address the run directly"
+        )
     return f"'{value}'"
 
 

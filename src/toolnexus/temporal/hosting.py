@@ -53,9 +53,11 @@ def unhost(task_queue: str, hosted: Hosted) -> None:
 def hosted_for(task_queue: str) -> Hosted:
     found = _HOSTED.get(task_queue)
     if found is None:
-        raise ToolnexusRuntimeError(f"toolnexus.temporal: no agents are hosted for task queue {task_queue!r} in this worker "
-                          f"(hosted: {', '.join(sorted(_HOSTED)) or 'none'}) — start the worker with "
-                          "toolnexus.temporal.create_worker")
+        raise ToolnexusRuntimeError(
+            f"toolnexus.temporal: no agents are hosted for task queue {task_queue!r} in this worker "
+            f"(hosted: {', '.join(sorted(_HOSTED)) or 'none'}) — start the worker with "
+            "toolnexus.temporal.create_worker"
+        )
     return found
 
 

@@ -50,16 +50,21 @@ class TemporalOptions:
         for name in ("llm_timeout", "tool_timeout", "heartbeat_timeout", "retry_initial", "retry_max"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ToolnexusValueError(f"toolnexus.temporal: TemporalOptions.{name} must be a number of seconds > 0, "
-                                 f"got {value!r}")
+                raise ToolnexusValueError(
+                    f"toolnexus.temporal: TemporalOptions.{name} must be a number of seconds > 0, got {value!r}"
+                )
         for name in ("llm_attempts", "tool_attempts"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ToolnexusValueError(f"toolnexus.temporal: TemporalOptions.{name} must be an integer >= 1, got {value!r}")
+                raise ToolnexusValueError(
+                    f"toolnexus.temporal: TemporalOptions.{name} must be an integer >= 1, got {value!r}"
+                )
         limit = self.max_payload_bytes
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1024):
-            raise ToolnexusValueError("toolnexus.temporal: TemporalOptions.max_payload_bytes must be None or an integer "
-                             f">= 1024, got {limit!r}")
+            raise ToolnexusValueError(
+                "toolnexus.temporal: TemporalOptions.max_payload_bytes must be None or an integer "
+                f">= 1024, got {limit!r}"
+            )
 
     def retry_policy(self, attempts: int, non_retryable: tuple[str, ...] = ()) -> Any:
         from temporalio.common import RetryPolicy

@@ -60,7 +60,9 @@ class ExternalPayloadCodec(PayloadCodec):
         target = self.directory / key
         if target.exists():
             return
-        write_atomic(str(target), data, mode=0o600, fsync=True)  # content-addressed: an existing file is never rewritten, so it must be whole
+        write_atomic(
+            str(target), data, mode=0o600, fsync=True
+        )  # content-addressed: an existing file is never rewritten, so it must be whole
 
     def get(self, key: str) -> bytes:
         """The bytes stored under `key` (blocking; runs off the event loop)."""
@@ -93,7 +95,9 @@ class ExternalPayloadCodec(PayloadCodec):
             key = payload.data.decode("ascii")
             data: Any = await asyncio.to_thread(self.get, key)
             if hashlib.sha256(data).hexdigest() != key:
-                raise ToolnexusValueError(f"toolnexus.temporal: payload {key} in {self.directory} does not match its hash "
-                                 "(changed or truncated on disk)")
+                raise ToolnexusValueError(
+                    f"toolnexus.temporal: payload {key} in {self.directory} does not match its hash "
+                    "(changed or truncated on disk)"
+                )
             out.append(Payload.FromString(data))
         return out

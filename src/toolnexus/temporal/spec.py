@@ -33,7 +33,9 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.agent, str) or not self.agent:
-            raise ToolnexusValueError(f"toolnexus.temporal: the agent to run must be a non-empty name, got {self.agent!r}")
+            raise ToolnexusValueError(
+                f"toolnexus.temporal: the agent to run must be a non-empty name, got {self.agent!r}"
+            )
         if not isinstance(self.prompt, str):
             raise ToolnexusTypeError(f"toolnexus.temporal: the prompt must be a str, got {type(self.prompt).__name__}")
         check_resume_mode(self.resume_mode, "run")
@@ -41,11 +43,17 @@ class RunSpec:
             raise ToolnexusValueError("toolnexus.temporal: resume_mode must be 'replay' or 'continue'")
         for name in ("max_concurrent_turns", "inbox_cap"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "max_concurrent_turns" else 0):
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < (1 if name == "max_concurrent_turns" else 0)
+            ):
                 raise ToolnexusValueError(f"toolnexus.temporal: {name} must be a non-negative integer, got {value!r}")
         if self.budget is not None:
             if not isinstance(self.budget, dict):
-                raise ToolnexusTypeError(f"toolnexus.temporal: budget must be a Budget or a dict, got {type(self.budget).__name__}")
+                raise ToolnexusTypeError(
+                    f"toolnexus.temporal: budget must be a Budget or a dict, got {type(self.budget).__name__}"
+                )
             unknown = sorted(k for k in self.budget if k not in _BUDGET_FIELDS)
             if unknown:
                 raise ToolnexusValueError(f"toolnexus.temporal: unknown budget field(s) {', '.join(unknown)} "

@@ -9,8 +9,8 @@ in the worker process: workflows see a placeholder (`names.KEY_PLACEHOLDER`).
 
 Workflows run in Temporal's sandbox with `toolnexus` (and any `passthrough` modules you name —
 those your definitions live in, and anything their hooks import lazily) passed through, so the
-definitions are this process's objects. `register_search_attributes` (default on) adds the `Toolnexus*` search attributes to the
-namespace when they are missing — the dev server and a self-hosted cluster allow that; on a cluster
+definitions are this process's objects. `register_search_attributes` (default on) adds the `Toolnexus*` search
+attributes to the namespace when they are missing — the dev server and a self-hosted cluster allow that; on a cluster
 that does not (Temporal Cloud), create them once with your tooling and pass False.
 
 Choices: the default transport is the client's pooled default transport, closed when the worker
@@ -48,8 +48,10 @@ def _checked_llm(llm: Optional[dict[str, Any]]) -> dict[str, Any]:
     llm = dict(llm or {})
     unknown = sorted(k for k in llm if k not in LLM_KEYS)
     if unknown:
-        raise ToolnexusValueError(f"toolnexus.temporal: unknown llm key(s) {', '.join(map(repr, unknown))} — a worker reads "
-                         f"only {', '.join(LLM_KEYS)}; configure anything else on the transport")
+        raise ToolnexusValueError(
+            f"toolnexus.temporal: unknown llm key(s) {', '.join(map(repr, unknown))} — a worker reads "
+            f"only {', '.join(LLM_KEYS)}; configure anything else on the transport"
+        )
     return llm
 
 

@@ -269,7 +269,11 @@ class AgentWorkflow:
     def _check(self, answer: Any) -> Answer:
         """The answer as it will be applied, or the reason it is refused (an `ApplicationError`)."""
         run_id = workflow.info().workflow_id
-        if not isinstance(answer, dict) or not isinstance(answer.get("id"), str) or not isinstance(answer.get("ok"), bool):
+        if (
+            not isinstance(answer, dict)
+            or not isinstance(answer.get("id"), str)
+            or not isinstance(answer.get("ok"), bool)
+        ):
             raise _reject(f"toolnexus.temporal: an answer is a JSON object {{id: str, ok: bool, data?, reason?}}, got "
                           f"{answer!r:.200}", REJECT_INVALID)
         try:

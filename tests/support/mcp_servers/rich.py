@@ -22,7 +22,9 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import EmbeddedResource, ImageContent, SamplingMessage, TextContent, TextResourceContents
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 
 
 def build() -> MCPServer:

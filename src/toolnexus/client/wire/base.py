@@ -307,7 +307,9 @@ def _json_type(value: Any) -> str:
         return "a boolean"
     if value is None:
         return "null"
-    return {list: "an array", str: "a string", int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+    return {list: "an array", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def read_arguments(raw: Any, *, missing_ok: bool = True) -> tuple[dict[str, Any], Optional[str]]:
