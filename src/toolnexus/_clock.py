@@ -18,7 +18,14 @@ same way.
 
 `AsyncioClock` (real time: `time.monotonic`, `asyncio.sleep`, the running loop's `call_later`) and
 `VirtualClock` (time that moves only when `advance` is awaited) implement `Clock`, so they fit
-everywhere. What this module deliberately does not do: read a clock for anyone (each user decides
+everywhere.
+
+One public name each: `toolnexus.agents.Clock` and `toolnexus.agents.AsyncioClock` (both pinned
+0.21 names; `toolnexus.agents.clock` also holds `VirtualClock` and `wall_now`), and
+`toolnexus.client.Timer` for the smaller shape the client's `timer=` and A2A's `clock=` accept. The
+A2A package's own aliases (`Clock` for `Timer`, `SystemClock` for `AsyncioClock`) are gone.
+
+What this module deliberately does not do: read a clock for anyone (each user decides
 whether a missing clock means real time), or know what the waits are for.
 """
 

@@ -35,7 +35,6 @@ gRPC / HTTP+JSON bindings, remote cancel when the asyncio task itself is cancell
 
 from __future__ import annotations
 
-from .call import Clock, SystemClock
 from .descriptor import (
     DEFAULT_POLL_EVERY,
     DEFAULT_TIMEOUT,
@@ -76,8 +75,6 @@ __all__ = [
     "is_enabled",
     "parse_agents_config",
     "normalize_state",
-    "Clock",
-    "SystemClock",
     "A2APart",
     "A2AMessage",
     "A2AArtifact",

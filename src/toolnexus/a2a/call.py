@@ -21,8 +21,9 @@ signal already set before the call sends nothing. Task cancellation (`asyncio.Ca
 propagates untouched. Every result carries the pinned `metadata` keys `agent`, `taskId`,
 `state`, `polls`, `ms` (a pending result also has `pending`).
 
-Time (the budget, poll sleeps) is read from an injectable `Clock` (`SystemClock` by default): both
-are the library's one clock shape and real clock (`toolnexus._clock`), so a runtime's clock fits.
+Time (the budget, poll sleeps) is read from an injectable clock (real time by default). Polling needs
+only a reading and a sleep (`toolnexus.client.Timer`), so any toolnexus clock fits, a runtime's
+included, and tests inject one whose `sleep` just advances `now`.
 Every wait races `ctx.signal` through `toolnexus._abort.unless_aborted`: an `asyncio.Event` wakes
 it at once, any other signal is checked at least every 20 ms of real time.
 """
@@ -36,7 +37,7 @@ from urllib.parse import quote, unquote
 import httpx
 
 from .._abort import Aborted, unless_aborted
-from .._clock import AsyncioClock, Timer
+from .._clock import Timer
 from .._env import expand_headers
 from ..types import Answer, ToolResult, new_request_id, pending, signal_fired
 from .descriptor import TERMINAL, Agent
@@ -56,8 +57,6 @@ __all__ = [
     "CANCEL_TIMEOUT",
     "INTERRUPTED",
     "FINAL",
-    "Clock",
-    "SystemClock",
     "TaskCall",
     "resume_id",
     "parse_resume_id",
@@ -70,12 +69,6 @@ FINAL = TERMINAL | {"rejected"} | INTERRUPTED
 _FALLBACK_CODES = (METHOD_NOT_FOUND, VERSION_NOT_SUPPORTED)
 _RESUME_PREFIX = "a2a"
 _SPENT_MS = 1e-3  # a budget with less than a microsecond left is spent (float sums of sleeps drift)
-
-
-# Polling needs only a reading and a sleep (`toolnexus._clock.Timer`): any toolnexus clock fits, and
-# tests inject one whose `sleep` just advances `now`. The real one is the library's `AsyncioClock`.
-Clock = Timer
-SystemClock = AsyncioClock
 
 
 def resume_id(task_id: str, context_id: str) -> str:
@@ -106,7 +99,7 @@ def _answer_text(answer: Optional[Answer]) -> Optional[str]:
 class TaskCall:
     """The state of one execution; `run()` drives it to a `ToolResult`."""
 
-    def __init__(self, ag: Agent, peer: Peer, clock: Clock, args: Optional[dict[str, Any]], ctx: Any) -> None:
+    def __init__(self, ag: Agent, peer: Peer, clock: Timer, args: Optional[dict[str, Any]], ctx: Any) -> None:
         self.ag, self.peer, self.clock = ag, peer, clock
         timeout = getattr(ctx, "timeout", None)
         self.budget_ms = ag.budget_ms() if timeout is None else float(timeout) * 1000.0

@@ -11,9 +11,10 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional
 
+from .._clock import AsyncioClock, Timer
 from .._env import expand_headers
 from ..types import Tool, ToolResult, sanitize
-from .call import Clock, SystemClock, TaskCall
+from .call import TaskCall
 from .descriptor import Agent
 from .peer import CARD_TIMEOUT_CAP, Peer, fetch_card, plan_routes
 
@@ -32,7 +33,7 @@ def card_timeout(ag: Agent) -> float:
     return min(ag.budget_ms() / 1000.0, CARD_TIMEOUT_CAP)
 
 
-async def agent_tools(ag: Agent, *, clock: Optional[Clock] = None) -> list[Tool]:
+async def agent_tools(ag: Agent, *, clock: Optional[Timer] = None) -> list[Tool]:
     """Fetch `ag.card` and return one tool per skill. Errors (HTTP, JSON, no usable interface) raise.
 
     `clock` (optional) measures budgets and drives poll sleeps; tests pass a virtual one.
@@ -40,7 +41,7 @@ async def agent_tools(ag: Agent, *, clock: Optional[Clock] = None) -> list[Tool]
     card = await fetch_card(ag.card, expand_headers(ag.headers), card_timeout(ag))
     name = card.get("name") or "agent"
     peer = Peer(name=name, routes=plan_routes(card, ag.card))
-    ticking = clock or SystemClock()
+    ticking = clock or AsyncioClock()
 
     async def execute(args: Optional[dict[str, Any]] = None, ctx: Any = None) -> ToolResult:
         return await TaskCall(ag, peer, ticking, args, ctx).run()
