@@ -73,7 +73,9 @@ _register(
     "SkillSource list_skills load_skills",
 )
 _register(".builtin", "BuiltinsConfig builtins_enabled create_builtin_tools select_builtins")
-_register(".a2a", "Agent AgentConfig AgentsConfig agent agent_tools parse_agents_config")
+# `toolnexus.Agent` is the A2A descriptor (0.21's name, kept here without a warning); new code
+# spells it `toolnexus.a2a.RemoteAgent`, and the agent this library runs is `toolnexus.agents.Agent`.
+_register(".a2a", "AgentConfig AgentsConfig agent agent_tools parse_agents_config", Agent="RemoteAgent")
 _register(
     ".serve",
     "A2AConfig FileTaskStore InMemoryTaskStore OnTask ServeHandle ServeLimits TaskStore build_agent_card "
@@ -109,9 +111,9 @@ _register(
 
 if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out for type checkers
     from .a2a import (
-        Agent as Agent,
         AgentConfig as AgentConfig,
         AgentsConfig as AgentsConfig,
+        RemoteAgent as Agent,
         agent as agent,
         agent_tools as agent_tools,
         parse_agents_config as parse_agents_config,

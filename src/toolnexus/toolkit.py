@@ -45,7 +45,7 @@ from .types import McpStatus, Tool, ToolContext, ToolResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._encoded import EncodedList
-    from .a2a import Agent as A2AAgent
+    from .a2a import RemoteAgent as A2AAgent
     from .skill import SkillDef, SkillSource
 
 __all__ = ["Toolkit", "create_toolkit", "extra_source", "RESERVED_CONFIG_KEYS"]
@@ -348,7 +348,7 @@ class Toolkit:
         poll_every: Optional[int] = None,
     ) -> "Toolkit":
         """Resolve a remote A2A agent and register its skills as tools (errors propagate)."""
-        from .a2a import Agent as A2AAgent, agent_tools
+        from .a2a import RemoteAgent as A2AAgent, agent_tools
 
         ag = (
             agent_or_card_url

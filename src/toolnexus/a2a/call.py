@@ -40,7 +40,7 @@ from .._abort import Aborted, unless_aborted
 from .._clock import Timer
 from .._env import expand_headers
 from ..types import Answer, ToolResult, new_request_id, pending, signal_fired
-from .descriptor import TERMINAL, Agent
+from .descriptor import TERMINAL, RemoteAgent
 from .peer import METHOD_NOT_FOUND, VERSION_NOT_SUPPORTED, Peer, Route, RpcError, rpc
 from .wire import (
     A2ATask,
@@ -99,7 +99,7 @@ def _answer_text(answer: Optional[Answer]) -> Optional[str]:
 class TaskCall:
     """The state of one execution; `run()` drives it to a `ToolResult`."""
 
-    def __init__(self, ag: Agent, peer: Peer, clock: Timer, args: Optional[dict[str, Any]], ctx: Any) -> None:
+    def __init__(self, ag: RemoteAgent, peer: Peer, clock: Timer, args: Optional[dict[str, Any]], ctx: Any) -> None:
         self.ag, self.peer, self.clock = ag, peer, clock
         timeout = getattr(ctx, "timeout", None)
         self.budget_ms = ag.budget_ms() if timeout is None else float(timeout) * 1000.0

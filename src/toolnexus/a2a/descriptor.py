@@ -1,6 +1,6 @@
 """The outbound A2A agent descriptor, its config block and the budget rules.
 
-`Agent` names a remote agent by its card URL plus per-agent headers and timings (milliseconds).
+`RemoteAgent` names a remote agent by its card URL plus per-agent headers and timings (milliseconds).
 Two optional fields go beyond the baseline: `context_id` (sent on every new task so calls share
 one remote conversation) and `blocking` (ask the peer to answer `SendMessage` only when the task
 is done, so no `GetTask` polling is needed). Nothing here touches the network.
@@ -15,7 +15,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "DEFAULT_POLL_EVERY",
     "TERMINAL",
-    "Agent",
+    "RemoteAgent",
     "AgentConfig",
     "AgentsConfig",
     "agent",
@@ -32,7 +32,7 @@ AgentsConfig = dict[str, AgentConfig]
 
 
 @dataclass
-class Agent:
+class RemoteAgent:
     """An outbound A2A agent: its card URL plus per-agent headers and timings (ms).
 
     `headers` values may hold `${ENV}` references, expanded at every request and never logged.
@@ -58,9 +58,9 @@ class Agent:
 
 
 def agent(card: str, *, headers: Optional[dict[str, str]] = None, timeout: Optional[int] = None,
-          poll_every: Optional[int] = None, context_id: Optional[str] = None, blocking: bool = False) -> Agent:
-    """Build an `Agent` descriptor (keyword-only options, as in the config block)."""
-    return Agent(card=card, headers=headers, timeout=timeout, poll_every=poll_every, context_id=context_id,
+          poll_every: Optional[int] = None, context_id: Optional[str] = None, blocking: bool = False) -> RemoteAgent:
+    """Build a `RemoteAgent` descriptor (keyword-only options, as in the config block)."""
+    return RemoteAgent(card=card, headers=headers, timeout=timeout, poll_every=poll_every, context_id=context_id,
                  blocking=blocking)
 
 
@@ -71,17 +71,17 @@ def is_enabled(cfg: AgentConfig) -> bool:
     return cfg.get("enabled") is not False
 
 
-def parse_agents_config(block: Optional[AgentsConfig]) -> list[Agent]:
+def parse_agents_config(block: Optional[AgentsConfig]) -> list[RemoteAgent]:
     """Config `agents` block → descriptors, in order; disabled or card-less entries skipped.
 
     Keys are the camelCase wire names (`pollEvery`, `contextId`); the dict key is only a label.
     """
-    out: list[Agent] = []
+    out: list[RemoteAgent] = []
     for entry in (block or {}).values():
         if not entry or not isinstance(entry, dict) or not isinstance(entry.get("card"), str) or not is_enabled(entry):
             continue
         context_id = entry.get("contextId")
-        out.append(Agent(card=entry["card"], headers=entry.get("headers"), timeout=entry.get("timeout"),
+        out.append(RemoteAgent(card=entry["card"], headers=entry.get("headers"), timeout=entry.get("timeout"),
                          poll_every=entry.get("pollEvery"),
                          context_id=context_id if isinstance(context_id, str) else None,
                          blocking=entry.get("blocking") is True))

@@ -13,13 +13,14 @@ from typing import Any, Optional
 from .._diag import warn
 from ..tool_source import ToolList
 from ..types import Tool
-from .descriptor import Agent, parse_agents_config
+from .descriptor import RemoteAgent, parse_agents_config
 from .tool import agent_tools
 
 __all__ = ["agents_source"]
 
 
-async def agents_source(agents: Optional[list[Agent]] = None, config: Optional[Mapping[str, Any]] = None) -> ToolList:
+async def agents_source(agents: Optional[list[RemoteAgent]] = None,
+                        config: Optional[Mapping[str, Any]] = None) -> ToolList:
     """The tools of `agents` and of the agents `config["agents"]` describes (a dict block), in order."""
     every = list(agents or [])
     block = (config or {}).get("agents")
@@ -28,7 +29,7 @@ async def agents_source(agents: Optional[list[Agent]] = None, config: Optional[M
     return ToolList("a2a", await _resolve(every) if every else [])
 
 
-async def _resolve(every: list[Agent]) -> list[Tool]:
+async def _resolve(every: list[RemoteAgent]) -> list[Tool]:
     results = await asyncio.gather(*(agent_tools(a) for a in every), return_exceptions=True)
     tools: list[Tool] = []
     for ag, res in zip(every, results, strict=True):

@@ -15,7 +15,7 @@ from .._clock import AsyncioClock, Timer
 from .._env import expand_headers
 from ..types import Tool, ToolResult, sanitize
 from .call import TaskCall
-from .descriptor import Agent
+from .descriptor import RemoteAgent
 from .peer import CARD_TIMEOUT_CAP, Peer, fetch_card, plan_routes
 
 __all__ = ["INPUT_SCHEMA", "agent_tools", "card_timeout"]
@@ -28,12 +28,12 @@ INPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def card_timeout(ag: Agent) -> float:
+def card_timeout(ag: RemoteAgent) -> float:
     """Seconds allowed for the card GET: the agent's budget, capped at `CARD_TIMEOUT_CAP`."""
     return min(ag.budget_ms() / 1000.0, CARD_TIMEOUT_CAP)
 
 
-async def agent_tools(ag: Agent, *, clock: Optional[Timer] = None) -> list[Tool]:
+async def agent_tools(ag: RemoteAgent, *, clock: Optional[Timer] = None) -> list[Tool]:
     """Fetch `ag.card` and return one tool per skill. Errors (HTTP, JSON, no usable interface) raise.
 
     `clock` (optional) measures budgets and drives poll sleeps; tests pass a virtual one.
