@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m toolnexus.demo
+	$(PY) -m toolnexus._demo
 
 # The linter (ruff), the layer contracts (import-linter) and the type checker run first; then the suite.
 test: $(STAMP)

@@ -38,7 +38,7 @@ from typing import Any
 
 from toolnexus import create_client, create_toolkit, define_tool, pending
 from toolnexus.agents import Budget, agent
-from toolnexus.client.body import encode_payload
+from toolnexus.client._body import encode_payload
 
 HERE = Path(__file__).resolve().parent
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
@@ -146,7 +146,7 @@ def add(a: float, b: float) -> str:
 
 
 async def concurrent_runs(n: int) -> dict[str, Any]:
-    from toolnexus.client.http11 import Http11Transport
+    from toolnexus.client._http11 import Http11Transport
 
     worker = agent("worker", does="answers with tools", uses={"tools": [define_tool(get_weather), define_tool(add)]},
                    budget=Budget(max_turns=4))

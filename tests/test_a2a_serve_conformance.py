@@ -178,8 +178,8 @@ async def test_a_queued_message_runs_after_the_turn_before_it_in_the_same_task()
     import asyncio
     from types import SimpleNamespace
 
-    from toolnexus.serve.fulfil import Fulfiller
-    from toolnexus.serve.tasks import InMemoryTaskStore
+    from toolnexus.serve._fulfil import Fulfiller
+    from toolnexus.serve._tasks import InMemoryTaskStore
 
     first_turn, prompts = asyncio.Event(), []
 
@@ -215,7 +215,7 @@ async def test_undeclared_capabilities_get_the_errors_a2a_prescribes() -> None:
 
 async def test_listing_can_be_turned_off_and_what_a_task_keeps_is_bounded() -> None:
     from toolnexus.mcp_serve.errors import ServeTypeError
-    from toolnexus.serve.fulfil import HISTORY_BYTES, QUEUE_BYTES
+    from toolnexus.serve._fulfil import HISTORY_BYTES, QUEUE_BYTES
 
     big = "x" * (HISTORY_BYTES // 4)
     assert QUEUE_BYTES == HISTORY_BYTES

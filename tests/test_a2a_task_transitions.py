@@ -17,8 +17,8 @@ import pytest
 
 from support.stores import shared_store_url, store_url  # noqa: F401 - fixtures
 from toolnexus import Request
-from toolnexus.serve.fulfil import Fulfiller, TaskBusy
-from toolnexus.serve.tasks import DurableTaskStore, FileTaskStore, InMemoryTaskStore, TaskStore, resolve_store
+from toolnexus.serve._fulfil import Fulfiller, TaskBusy
+from toolnexus.serve._tasks import DurableTaskStore, FileTaskStore, InMemoryTaskStore, TaskStore, resolve_store
 from toolnexus.stores import open_store
 
 

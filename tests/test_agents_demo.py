@@ -1,4 +1,4 @@
-"""`make demo` (`python -m toolnexus.demo`): a durable team run parked in one process, answered in another."""
+"""`make demo` (`python -m toolnexus._demo`): a durable team run parked in one process, answered in another."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 async def test_demo_parks_in_process_one_and_finishes_from_the_store_in_process_two():
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolnexus.demo", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        sys.executable, "-m", "toolnexus._demo", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode == 0, err.decode()

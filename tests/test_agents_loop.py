@@ -24,7 +24,7 @@ from toolnexus.agents.loop import (
     resolve_hooks,
     run_gated,
 )
-from toolnexus.client.result import RunResult
+from toolnexus.client._result import RunResult
 from toolnexus.native import define_tool
 from toolnexus.toolkit import create_toolkit
 from toolnexus.types import ToolResult

@@ -188,8 +188,8 @@ def test_two_approvals_take_two_people_each_in_their_own_process(llm: LlmServer,
 
 
 def test_the_answer_flags_make_the_answer() -> None:
-    from toolnexus.cli.answer import FLAGS, _answer
-    from toolnexus.cli.flags import parse
+    from toolnexus.cli._answer import FLAGS, _answer
+    from toolnexus.cli._flags import parse
 
     def answer(*argv: str) -> object:
         return _answer(parse(FLAGS, list(argv), command="answer"))

@@ -25,7 +25,7 @@ from toolnexus.approvals import (
     stamp,
 )
 from toolnexus.errors import ToolnexusTypeError, ToolnexusValueError
-from toolnexus.mcp_source.config import server_spec
+from toolnexus.mcp_source._config import server_spec
 
 
 async def _noop(args=None, ctx=None) -> ToolResult:

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from toolnexus.builtin import create_builtin_tools
+from toolnexus.builtin._files import make_read
 from toolnexus.builtin._settings import BuiltinSettings
-from toolnexus.builtin.files import make_read
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from toolnexus.builtin import create_builtin_tools
-from toolnexus.builtin.search import glob_matcher, glob_to_regex, walk_files
+from toolnexus.builtin._search import glob_matcher, glob_to_regex, walk_files
 
 
 @pytest.fixture

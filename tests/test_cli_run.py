@@ -75,8 +75,8 @@ async def test_on_a_terminal_the_spinner_names_the_tool_that_is_running() -> Non
 
     from toolnexus import ToolResult
     from toolnexus.cli._activity import Activity
-    from toolnexus.cli.common import Console
-    from toolnexus.cli.interactive import Progress
+    from toolnexus.cli._common import Console
+    from toolnexus.cli._interactive import Progress
 
     err = io.StringIO()
     console = Console(io.StringIO(), err)

@@ -124,7 +124,7 @@ async def test_before_llm_model_override_applies_to_that_turn_only():
 
 
 async def test_system_prompt_joined_with_skills_prompt():
-    from toolnexus.skill.model import SkillDef
+    from toolnexus.skill._model import SkillDef
 
     tk = await create_toolkit(skills=[SkillDef(name="greet", content="Say hi.", description="greets")], builtins=False)
     t = RecordingTransport(openai_text("ok"), anthropic_text("ok"))

@@ -21,7 +21,7 @@ from toolnexus.client import (
     redact_identifiers,
     safe_error_body,
 )
-from toolnexus.client.retry import _is_retryable_status, _parse_retry_after
+from toolnexus.client._retry import _is_retryable_status, _parse_retry_after
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Tool, ToolResult
 

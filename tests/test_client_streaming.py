@@ -19,7 +19,7 @@ from toolnexus.client import (
     create_client,
     create_in_process_client,
 )
-from toolnexus.client.sse import SseEvent, SseParser, json_payloads
+from toolnexus.client._sse import SseEvent, SseParser, json_payloads
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Answer, Tool, ToolResult, pending
 

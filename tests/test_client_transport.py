@@ -163,7 +163,7 @@ async def test_urllib_transport_streams_through_a_worker_thread():
 
 async def test_default_transport_is_pooled_http11_and_aclose_releases_it(monkeypatch):
     from toolnexus.client import HttpxTransport
-    from toolnexus.client.http11 import Http11Transport
+    from toolnexus.client._http11 import Http11Transport
 
     for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)

@@ -20,9 +20,9 @@ from support.llm_server import Json, LlmServer, Sse, sse_lines
 from support.mcp_servers.helpers import DEMO, captured_warnings, demo_cmd
 from toolnexus import create_toolkit, define_tool, list_mcp_tools
 from toolnexus.client import ProviderError, ProviderResponseError, create_client, create_in_process_client
-from toolnexus.client.errors import endpoint_of
+from toolnexus.client._errors import endpoint_of
 from toolnexus.errors import NetworkError, StreamTruncated
-from toolnexus.mcp_source.config import server_spec
+from toolnexus.mcp_source._config import server_spec
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Tool, ToolResult
 

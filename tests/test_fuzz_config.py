@@ -18,9 +18,9 @@ from toolnexus.builtin import select_builtins
 from toolnexus.builtin._settings import settings_from_config
 from toolnexus.errors import ToolnexusError
 from toolnexus.http import http_tools_from_openapi
-from toolnexus.mcp_source.config import parse_mcp_config, read_config_file, server_spec
+from toolnexus.mcp_source._config import parse_mcp_config, read_config_file, server_spec
 from toolnexus.skill import SkillDef, load_skills
-from toolnexus.skill.frontmatter import parse_frontmatter
+from toolnexus.skill._frontmatter import parse_frontmatter
 from toolnexus.types import Answer
 
 pytestmark = pytest.mark.timeout(60)

@@ -213,7 +213,7 @@ async def test_a_finish_reason_without_done_is_a_complete_stream(server):
 
 async def test_an_sse_line_without_end_is_refused_not_buffered(server):
     """Buffers fed by a peer are capped: one SSE line may not exceed the event cap."""
-    from toolnexus.client import sse
+    from toolnexus.client import _sse as sse
 
     parser = sse.SseParser(max_event_bytes=1024)
     with pytest.raises(InputTooLarge):
@@ -281,7 +281,7 @@ async def test_an_error_body_echoing_an_anthropic_key_is_scrubbed(server):
 
 
 def test_the_default_call_deadline_is_documented_and_on():
-    import toolnexus.client.client as module
+    import toolnexus.client._client as module
 
     c = create_client(base_url="http://127.0.0.1:9", style="openai", model="m", api_key="k")
     assert c.timeout_ms is None and c.call_timeout_ms == DEFAULT_CALL_TIMEOUT_MS == 300_000

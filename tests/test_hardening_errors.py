@@ -72,7 +72,7 @@ def test_the_tree_in_the_errors_docstring_names_every_class_it_defines():
     doc = errors_module.__doc__ or ""
     for name in errors_module.__all__:
         assert re.search(rf"\b{name}\b", doc), name
-    from toolnexus.client import errors as client_errors
+    from toolnexus.client import _errors as client_errors
     for name in ("ProviderError", "ProviderResponseError", "ResponseTooLarge", "RunTimeout", "RunCancelled",
                  "ContentPartError", "ResumeError"):
         cls = getattr(client_errors, name)
@@ -92,7 +92,7 @@ def test_config_errors_keep_their_builtin_base_and_are_ours():
         toolnexus.select_builtins(["bash"])  # type: ignore[arg-type]
     assert isinstance(info.value, ToolnexusError)
     with pytest.raises(RuntimeError) as info:
-        from toolnexus.builtin.shell import find_shell
+        from toolnexus.builtin._shell import find_shell
         find_shell([("/nonexistent/shell", "-c")])
     assert isinstance(info.value, ToolnexusError)
 

@@ -18,9 +18,9 @@ import pytest
 
 from support.mcp_servers.helpers import DEMO, captured_warnings
 from toolnexus.builtin import create_builtin_tools
+from toolnexus.builtin._search import make_grep
 from toolnexus.builtin._settings import BuiltinSettings
-from toolnexus.builtin.search import make_grep
-from toolnexus.builtin.shell import make_bash
+from toolnexus.builtin._shell import make_bash
 from toolnexus.mcp_source import load_mcp
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; subreaper is Linux")
@@ -260,7 +260,7 @@ async def test_helpers_of_an_mcp_server_are_stopped_when_it_crashes(tmp_path):
 
 async def test_an_mcp_stdout_line_without_newlines_is_capped(tmp_path, monkeypatch):
     """Row `MCP stdout line without newlines: unbounded buffer`."""
-    import toolnexus.mcp_source.stdio as stdio
+    import toolnexus.mcp_source._stdio as stdio
 
     monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 1 << 20)
     flood = "import sys, time\nsys.stdout.write('x' * (4 << 20)); sys.stdout.flush(); time.sleep(60)\n"

@@ -15,7 +15,7 @@ from toolnexus.builtin import create_builtin_tools
 from toolnexus.builtin._netguard import address_problem, parse_allow
 from toolnexus.errors import ConfigError
 from toolnexus.http import http_tool
-from toolnexus.mcp_source.config import server_spec
+from toolnexus.mcp_source._config import server_spec
 
 SECRET = "s3cr3t-value-0123456789"
 

@@ -14,8 +14,8 @@ from typing import Awaitable, Callable
 import pytest
 
 from toolnexus.client import ProviderError
-from toolnexus.client.errors import ResponseTooLarge
-from toolnexus.client.http11 import Http11Transport
+from toolnexus.client._errors import ResponseTooLarge
+from toolnexus.client._http11 import Http11Transport
 from toolnexus.errors import NetworkError, NetworkTimeout, ToolnexusValueError
 
 Reply = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

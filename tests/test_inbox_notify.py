@@ -16,7 +16,7 @@ from typing import Any
 
 from support.inbox_kit import LLM, MODEL, REFUNDER, park
 from toolnexus.inbox import LinkSigner, Notifications, Webhook, sign_body, verify_signature
-from toolnexus.inbox.notify import render
+from toolnexus.inbox._notify import render
 from toolnexus.serve import start_listener
 from toolnexus.stores import open_store
 

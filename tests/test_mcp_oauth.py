@@ -262,7 +262,7 @@ async def test_settings_that_hold_secrets_never_show_them():
 
 
 async def test_the_oauth_entry_of_a_server_is_checked():
-    from toolnexus.mcp_source.config import server_spec
+    from toolnexus.mcp_source._config import server_spec
 
     assert server_spec("s", {"url": "http://x/mcp"}).oauth is not None  # on by default
     assert server_spec("s", {"url": "http://x/mcp", "oauth": False}).oauth is None

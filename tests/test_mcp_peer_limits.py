@@ -20,7 +20,7 @@ import pytest
 
 from support.cli_run import run_cli
 from toolnexus import create_toolkit
-from toolnexus.mcp_source import McpOptions, contain, list_mcp_tools, load_mcp_with_context
+from toolnexus.mcp_source import McpOptions, _contain as contain, list_mcp_tools, load_mcp_with_context
 
 HOSTILE = str(Path(__file__).parent / "support" / "mcp_servers" / "hostile.py")
 PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -23,7 +23,7 @@ from toolnexus.mcp_serve import (
     exposed_mcp_tools,
     serve_mcp_http_request,
 )
-from toolnexus.mcp_serve.content import part_to_content
+from toolnexus.mcp_serve._content import part_to_content
 
 ACCEPT_BOTH = [(b"accept", b"application/json, text/event-stream"), (b"content-type", b"application/json")]
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}

@@ -23,7 +23,7 @@ from test_mcp_serve_kit import ACCEPT, Recorder, make_toolkit, mcp_session, serv
 from toolnexus import ToolContext, create_toolkit, prompt, resource, tool
 from toolnexus.errors import UnsupportedOperation
 from toolnexus.mcp_serve import build_mcp_server
-from toolnexus.mcp_serve.events import SessionEvents
+from toolnexus.mcp_serve._events import SessionEvents
 from toolnexus.resources import PromptError, ResourceError
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}, "clientInfo": {"name": "t", "version": "1"}}

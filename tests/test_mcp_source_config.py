@@ -19,9 +19,9 @@ from toolnexus.mcp_source import (
     is_remote,
     parse_mcp_config,
 )
-from toolnexus.mcp_source.config import server_spec
-from toolnexus.mcp_source.connection import _as_failure, describe_error
-from toolnexus.mcp_source.convert import build_input_schema, call_result_to_tool_result
+from toolnexus.mcp_source._config import server_spec
+from toolnexus.mcp_source._connection import _as_failure, describe_error
+from toolnexus.mcp_source._convert import build_input_schema, call_result_to_tool_result
 from toolnexus.types import Answer
 
 
@@ -41,7 +41,7 @@ async def test_create_toolkit_warns_about_top_level_keys_it_does_not_read_and_st
 
 
 def test_a_bare_server_map_still_reads_every_other_key_as_a_server_and_only_near_misses_are_reported():
-    from toolnexus.mcp_source.config import config_key_problems
+    from toolnexus.mcp_source._config import config_key_problems
 
     bare = {"github": {"url": "https://x/mcp"}, "agnets": {"card": "https://y"}, "llm": {"command": ["srv"]}}
     assert parse_mcp_config(bare) == {"github": {"url": "https://x/mcp"}, "agnets": {"card": "https://y"},

@@ -124,7 +124,7 @@ import asyncio, importlib.abc, json, sys, time
 class SlowSdk(importlib.abc.MetaPathFinder):
     """The SDK-backed module takes 1.5 s to import (as on a slow, busy machine)."""
     def find_spec(self, name, path, target=None):
-        if name == "toolnexus.mcp_source.remote":
+        if name == "toolnexus.mcp_source._remote":
             time.sleep(1.5)
         return None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from toolnexus.client.metrics import MetricsRegistry
+from toolnexus.client._metrics import MetricsRegistry
 
 HEADERS = [
     "# HELP toolnexus_llm_requests_total Total LLM requests.",

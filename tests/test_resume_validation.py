@@ -23,7 +23,7 @@ from support.llm_server import (
 )
 from toolnexus import ResumeError
 from toolnexus.client import create_client
-from toolnexus.client.resume import LEDGER_SIZE, AnswerLedger
+from toolnexus.client._resume import LEDGER_SIZE, AnswerLedger
 from toolnexus.relay import relay_tool
 from toolnexus.types import Answer, Request, ToolResult, answer_declined, pending
 

@@ -29,9 +29,9 @@ from toolnexus import _abort, _clock
 from toolnexus._abort import STOPPED, Aborted, unless_aborted
 from toolnexus.agents import AgentDef
 from toolnexus.client import RunCancelled, RunTimeout, create_client
-from toolnexus.client.retry import Abort, check_timer, pause, race as client_race
-from toolnexus.client.run_signal import RunSignal, takes_signal, wants_signal
-from toolnexus.client.tool_calls import ToolRunner
+from toolnexus.client._retry import Abort, check_timer, pause, race as client_race
+from toolnexus.client._run_signal import RunSignal, takes_signal, wants_signal
+from toolnexus.client._tool_calls import ToolRunner
 from toolnexus.errors import ToolnexusTypeError
 from toolnexus.native import define_tool
 from toolnexus.toolkit import create_toolkit
@@ -58,11 +58,11 @@ class JumpClock:
 
 def test_each_clock_shape_has_one_public_name():
     import toolnexus.a2a as a2a
-    import toolnexus.a2a.call as a2a_call
+    import toolnexus.a2a._call as a2a_call
     import toolnexus.agents as agents
     import toolnexus.agents.clock as agents_clock
     import toolnexus.client as client
-    import toolnexus.client.retry as retry
+    import toolnexus.client._retry as retry
 
     assert client.Timer is retry.Timer is _clock.Timer
     assert agents.Clock is agents_clock.Clock is _clock.Clock
@@ -333,7 +333,7 @@ def test_write_atomic_links_and_parents_are_options(tmp_path):
 async def test_every_atomic_writer_in_the_library_goes_through_the_one_helper(tmp_path, monkeypatch):
     from toolnexus.agents.persona import memory_tool
     from toolnexus.builtin import create_builtin_tools
-    from toolnexus.serve.tasks import FileTaskStore
+    from toolnexus.serve._tasks import FileTaskStore
     from toolnexus.stores import open_store
 
     targets: list[str] = []
@@ -366,7 +366,7 @@ async def test_every_atomic_writer_in_the_library_goes_through_the_one_helper(tm
 
 async def test_the_temporal_payload_codec_writes_through_the_one_helper(tmp_path, monkeypatch):
     pytest.importorskip("temporalio")
-    from toolnexus.temporal.payloads import ExternalPayloadCodec
+    from toolnexus.temporal._payloads import ExternalPayloadCodec
 
     targets: list[str] = []
     real_name = fs.staging_name

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import toolnexus.skill.loader as skill_loader
+import toolnexus.skill._loader as skill_loader
 from toolnexus._walk import walk_files
 from toolnexus.skill import (
     SkillDef,

@@ -27,7 +27,7 @@ from support.llm_server import (
 from toolnexus import OutputValidationError, define_tool, pending
 from toolnexus.agents import agent
 from toolnexus.client import FINAL_RESULT_TOOL, create_client
-from toolnexus.client.structured import FINAL_RESULT_DESCRIPTION, JSON_RETRY, TEXT_RETRY
+from toolnexus.client._structured import FINAL_RESULT_DESCRIPTION, JSON_RETRY, TEXT_RETRY
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Answer, Tool, ToolResult
 

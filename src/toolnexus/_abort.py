@@ -40,8 +40,6 @@ from typing import Any, Literal, Optional, TypeVar, Union
 from .errors import ToolnexusError
 from .types import signal_fired
 
-__all__ = ["CHECK_EVERY", "Aborted", "STOPPED", "race", "discard", "unless_aborted"]
-
 CHECK_EVERY = 0.02  # seconds
 T = TypeVar("T")
 

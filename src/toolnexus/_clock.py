@@ -38,8 +38,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any, Callable, Protocol, runtime_checkable
 
-__all__ = ["Timer", "Clock", "AsyncioClock", "VirtualClock", "wall_now", "has_timer_shape"]
-
 
 @runtime_checkable
 class Timer(Protocol):

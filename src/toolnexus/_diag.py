@@ -15,8 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 
-__all__ = ["logger", "warn", "warn_once", "ERROR_TYPE", "tool_raised"]
-
 ERROR_TYPE = "error_type"
 """The `ToolResult.metadata` key naming the exception class of a tool that raised (`"KeyError"`)."""
 

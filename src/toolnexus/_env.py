@@ -13,8 +13,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
-__all__ = ["ENV_REF", "expand_headers"]
-
 ENV_REF = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 
 

@@ -55,26 +55,6 @@ from ._redact import SAFE_HEADERS, credential_values, scrub
 from .errors import ToolnexusValueError
 from .types import ToolContext, ToolResult
 
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "DEFAULT_MAX_BODY_BYTES",
-    "RESULT_MODES",
-    "OutgoingRequest",
-    "shared_client",
-    "aclose_shared_clients",
-    "expand_env_headers",
-    "header_secrets",
-    "drop_credentials_across_origins",
-    "set_default_content_type",
-    "render_scalar",
-    "query_pairs",
-    "append_query",
-    "encode_body",
-    "send",
-    "argument_error",
-    "check_limits",
-]
-
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 RESULT_MODES = ("text", "json", "status+text")

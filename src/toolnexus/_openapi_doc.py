@@ -26,8 +26,6 @@ from . import _diag
 from ._http_exchange import OutgoingRequest, send
 from .errors import ConfigError, ToolnexusTypeError
 
-__all__ = ["Refs", "check_version", "load_document"]
-
 _SPEC_MAX_BYTES = 32 << 20
 
 

@@ -16,9 +16,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "CREDENTIAL_WORDS", "SAFE_HEADERS", "is_credential_header", "credential_values",
-           "mask_headers", "redact_url", "scrub"]
-
 REDACTED = "«redacted»"
 CREDENTIAL_WORDS = ("auth", "key", "token", "secret", "cookie", "session", "signature", "password", "credential",
                     "organization", "project")

@@ -20,8 +20,6 @@ from typing import Any, Optional
 
 from ._shapes import non_finite_problem
 
-__all__ = ["schema_error", "schema_problems"]
-
 _validators: dict[int, Any] = {}
 
 

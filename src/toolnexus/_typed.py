@@ -32,9 +32,6 @@ from typing import Any, Optional, get_args, get_origin
 
 from .errors import ToolnexusError, ToolnexusTypeError
 
-__all__ = ["involves_model", "involves_pydantic", "is_pydantic_model", "pydantic_schema", "inline_refs", "Adapter",
-           "ArgumentProblems", "json_default", "MAX_PROBLEMS"]
-
 MAX_PROBLEMS = 5
 
 

@@ -73,7 +73,7 @@ them. The tree (each entry: where it is defined, what it means):
     │   ├── StoreConflict                           a client conversation changed under its writer
     │   ├── RestoreError                            the definitions given cannot restore a run (also ValueError)
     │   └── RunDamaged                              a stored row of the run cannot be read, or the run is quarantined
-    ├── TemporalRunError                temporal    base of the Temporal integration's errors (temporal/errors.py)
+    ├── TemporalRunError                temporal    base of the Temporal integration's errors (temporal/_errors.py)
     │   ├── TemporalNotInstalled                    the temporalio SDK is missing (also ImportError)
     │   ├── TemporalUnavailable                     the Temporal server cannot be reached (also ConnectionError)
     │   ├── AnswerRejected                          a run's validator refused an answer (a ResumeError)

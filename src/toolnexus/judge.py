@@ -33,8 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from .classifier.classifier import Classifier, create_classifier
-from .classifier.models import (
+from .classifier._classifier import Classifier, create_classifier
+from .classifier._models import (
     ChoiceAnswer,
     ChoiceQuestion,
     ClassifierError,
@@ -47,7 +47,7 @@ from .classifier.models import (
     RecordedDecision,
     ScoreQuestion,
 )
-from .classifier.wire import answer_wire, questions_wire
+from .classifier._wire import answer_wire, questions_wire
 from .types import Request
 
 __all__ = [

@@ -9,7 +9,7 @@
     otel.uninstrument()
 
 Opt-in and free when off: nothing imports this module (or OpenTelemetry) unless you do, and an
-uninstrumented run costs one global read (`toolnexus.client.tracing`). Once instrumented, every
+uninstrumented run costs one global read (`toolnexus.client._tracing`). Once instrumented, every
 run of every client is traced — agent-runtime turns included, since each turn is a client run.
 
 The spans (GenAI semantic conventions; the names are checked against the installed
@@ -75,7 +75,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("toolnexus.otel needs OpenTelemetry: pip install 'toolnexus[otel]'") from exc
 
-from .client import tracing
+from .client import _tracing as tracing
 from .types import pending_of
 
 __all__ = ["instrument", "uninstrument", "is_instrumented", "ATTRIBUTES"]

@@ -417,7 +417,7 @@ async def create_toolkit(
             sources.append(await load_mcp_with_context(config, wait_for=wait_for, cancel=cancel, options=mcp_options))
     try:
         if skills_dir is not None or skills is not None or skill_provider is not None:
-            from .skill.options import skill_source_from_options
+            from .skill._options import skill_source_from_options
 
             skill = await skill_source_from_options(skills_dir, skills, skill_provider, skills_filter,
                                                     skill_sample_limit, disable_skills)
@@ -431,7 +431,7 @@ async def create_toolkit(
 
             sources.append(builtins_source(builtins, config))
         if agents or isinstance((config or {}).get("agents"), dict):
-            from .a2a.source import agents_source
+            from .a2a._source import agents_source
 
             sources.append(await agents_source(agents, config))
         sources.append(extras)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
-from .descriptor import (
+from ._descriptor import (
     DEFAULT_POLL_EVERY,
     DEFAULT_TIMEOUT,
     TERMINAL,
@@ -53,9 +53,9 @@ from .descriptor import (
     is_enabled,
     parse_agents_config,
 )
-from .peer import CARD_TIMEOUT_CAP
-from .tool import INPUT_SCHEMA, agent_tools, card_timeout
-from .wire import (
+from ._peer import CARD_TIMEOUT_CAP
+from ._tool import INPUT_SCHEMA, agent_tools, card_timeout
+from ._wire import (
     A2AArtifact,
     A2AMessage,
     A2APart,

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..client import ResumeError
 from ..approvals import answer_problem
-from ..client.tool_calls import TIMER_KIND, answer_schema_error, expiry_answer, late_answer, utc_now
+from ..client._tool_calls import TIMER_KIND, answer_schema_error, expiry_answer, late_answer, utc_now
 from ..types import Answer, Request
 from .clock import wall_now
 from .defs import RESUME_CONTINUE

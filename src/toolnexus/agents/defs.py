@@ -17,7 +17,7 @@ Fields beyond the baseline shape, all optional and defaulting to "off" (def over
   approval before they run — an `ApprovalPolicy` or its mapping / list form
   (`toolnexus.approvals`); `None` takes the runtime's. A tool's own `needs_approval` applies anyway.
 - `output_type` / `output_retries`: every turn must end with a validated value of this type
-  (structured output, `toolnexus.client.structured`); the turn's `TaskResult.output` carries it
+  (structured output, `toolnexus.client._structured`); the turn's `TaskResult.output` carries it
   and `TaskResult.text` its JSON. A turn that runs out of retries ends as an `error` result.
 """
 

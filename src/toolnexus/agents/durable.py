@@ -20,7 +20,7 @@ survive the process:
   live turn), and taken again (checking that nobody else wrote the run meanwhile) when work
   starts again.
 - **The journal.** `TurnJournal` is what one turn's client reports to (see
-  `toolnexus.client.journal`): the run's start, each tool call before it runs and after it
+  `toolnexus.client._journal`): the run's start, each tool call before it runs and after it
   finished, the results once they are in the transcript. The entries ride in the handle's own
   record (`record_of`), which the commit writes anyway: a call's start adds no row of its own
   (on SQLite that was ~1% of a run with a side-effecting tool). It also notes which call each
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._diag import warn
-from ..client.journal import FINISHED, QUEUED, STARTED, call_entry
-from ..client.memory import IdLocks
+from ..client._journal import FINISHED, QUEUED, STARTED, call_entry
+from ..client._memory import IdLocks
 from .._write_ahead import WriteAhead
 from ..durable import DEFAULT_LEASE_TTL, Changes, ConversationOps, Holder, LeaseLost, PendingRow, RunStore, StoreError
 from ..durable.model import KIND_AGENTS, dumps, epoch, loads
@@ -48,7 +48,7 @@ from ..types import Answer, Request, ToolResult, pending_of
 from .ahead import AheadCommit
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..client.wire.base import ToolCall
+    from ..client._wire.base import ToolCall
     from .handle import Handle
 
 __all__ = ["DurableRun", "ConversationView", "TurnJournal", "TurnStore", "BACKGROUND_COMMIT_DELAY"]
@@ -632,7 +632,7 @@ def _only_release(changes: Changes) -> bool:
 
 
 class TurnJournal:
-    """The run journal of one turn's client (see `toolnexus.client.journal`).
+    """The run journal of one turn's client (see `toolnexus.client._journal`).
 
     Without a store it only notes which call each suspension came from (`halted`); with one, it
     stages the transcript and the call's row and commits before the loop goes on.

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 from .._write_ahead import takes_write_ahead, taking
 from ..approvals import DECLINE, INVALID, REASK, ApprovalMemory, decide, is_approval_request, suspended_on
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, declined_text, pending_of
-from ..client.tool_calls import utc_now
+from ..client._tool_calls import utc_now
 from .handle import lineage, result_of
 from .vocab import HandleState, TASK_STATUS_PENDING
 

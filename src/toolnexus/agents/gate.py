@@ -28,8 +28,8 @@ import inspect
 import threading
 from typing import Any, Callable, Optional
 
-from ..client.transport import AsyncTransport, TransportAdapter, as_async_transport
-from ..client.wire.base import usage_of
+from ..client._transport import AsyncTransport, TransportAdapter, as_async_transport
+from ..client._wire.base import usage_of
 from ..errors import ToolnexusValueError
 
 __all__ = ["TurnGate", "TurnMeter", "GatedTransport", "gated_transport", "usage_tokens"]

@@ -137,7 +137,7 @@ async def expire_request(store: RunStore, request_id: str, *, agents: Any, trans
                          llm: Optional[dict[str, Any]] = None, **options: Any) -> Optional[TaskResult]:
     """Fire the expiry of `request_id` if it is still waiting and due; None when there is nothing
     to do (answered meanwhile, or not due). `AnswerAlreadyApplied` when an answer won the race."""
-    from ..client.tool_calls import is_expired, utc_now
+    from ..client._tool_calls import is_expired, utc_now
 
     row = await store.find_request(request_id)
     if row is None or row.request is None or row.status != OPEN or not row.run_id:

@@ -37,7 +37,7 @@ from typing import Any, Awaitable, Callable, Optional, Union
 
 from .._diag import warn_once
 from ..client import create_client
-from ..client.result import RUN_STATUS_DONE, RUN_STATUS_PENDING
+from ..client._result import RUN_STATUS_DONE, RUN_STATUS_PENDING
 from ..types import ToolResult
 from .defs import read_soul_file
 from .vocab import HandleState, TaskStatus

@@ -54,9 +54,9 @@ import builtins
 from typing import Any, Callable, Optional
 
 from ..client import InMemoryConversationStore, InProcessTransport
-from ..client.http11 import default_transport
+from ..client._http11 import default_transport
 from .._redact import REDACTED
-from ..client.client import api_key_from_env
+from ..client._client import api_key_from_env
 from ..approvals import ApprovalPolicy
 from ..durable import DEFAULT_LEASE_TTL, RunStore, is_run_store
 from ..durable.model import new_run_id

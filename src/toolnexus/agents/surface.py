@@ -36,7 +36,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Concatenate, Optional, ParamSpec
 
 from ..approvals import ApprovalPolicy
-from ..client.structured import DEFAULT_OUTPUT_RETRIES, output_spec
+from ..client._structured import DEFAULT_OUTPUT_RETRIES, output_spec
 from ..types import Tool, ToolContext, ToolResult
 from . import persona as _persona  # for its __all__
 from .budget import Budget
@@ -368,5 +368,5 @@ def agent(name: str, **spec: Any) -> Agent:
     """Declare an agent: `agent("researcher", does="finds sources", uses={"tools": [...]})`.
 
     `output_type=` (a pydantic model, dataclass or JSON Schema dict) makes each run end with a
-    validated value: `result.output` (see `toolnexus.client.structured`)."""
+    validated value: `result.output` (see `toolnexus.client._structured`)."""
     return Agent(name, **spec)

@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .._diag import warn, warn_once
 from ..approvals import ApprovalPolicy, ApprovalScope, enforce
 from ..client import ResumeError, create_client
-from ..client.structured import with_output
-from ..client.tracing import resume_context
+from ..client._structured import with_output
+from ..client._tracing import resume_context
 from ..toolkit import create_toolkit
 from ..types import Answer, Request, Tool
 from .budget import canonical_limit

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from ..client.result import LIMIT_COMPLETION as _COMPLETION
-from ..client.result import LIMIT_MAX_TURNS as _MAX_TURNS
-from ..client.result import LIMIT_TIMEOUT as _TIMEOUT
+from ..client._result import LIMIT_COMPLETION as _COMPLETION
+from ..client._result import LIMIT_MAX_TURNS as _MAX_TURNS
+from ..client._result import LIMIT_TIMEOUT as _TIMEOUT
 
 
 class HandleState(StrEnum):

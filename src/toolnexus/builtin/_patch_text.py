@@ -28,8 +28,6 @@ from typing import Any, Optional
 
 from ._tooling import ToolError
 
-__all__ = ["FileOp", "Hunk", "parse_patch", "apply_hunks"]
-
 _OP_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$")
 _MOVE = "*** Move to:"
 _END_OF_FILE = "*** End of File"

@@ -6,7 +6,7 @@ verbatim, and a `base_dir` that is not confined is reported once. The limits at 
 configurable from the public dict; tests build `BuiltinSettings` directly to shrink them.
 
 Not here: toggles (`tools`, `enabled`, `disabled`) — those decide *which* tools exist and live in
-`config.py`.
+`_config.py`.
 """
 
 from __future__ import annotations
@@ -19,16 +19,6 @@ from typing import Any, Optional
 from .._diag import warn_once
 from ..errors import ConfigError, ToolnexusTypeError
 from ._netguard import FetchAllow, parse_allow
-
-__all__ = [
-    "KILL_GRACE_MS",
-    "BASH_MAX_TIMEOUT_MS",
-    "EDIT_MAX_BYTES",
-    "BuiltinSettings",
-    "check_config",
-    "parse_shell",
-    "settings_from_config",
-]
 
 KILL_GRACE_MS = 2000
 """Grace between SIGTERM and SIGKILL when `bash` stops a process group."""

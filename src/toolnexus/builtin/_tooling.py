@@ -15,17 +15,6 @@ from typing import Any, Awaitable, Callable, Optional
 from ..errors import ToolnexusError
 from ..types import Tool, ToolContext, ToolResult
 
-__all__ = [
-    "ToolError",
-    "build_tool",
-    "number_arg",
-    "positive_number",
-    "required_str",
-    "optional_str",
-    "prop",
-    "object_schema",
-]
-
 RunFn = Callable[[Mapping[str, Any], Optional[ToolContext]], Awaitable[ToolResult]]
 
 

@@ -37,23 +37,23 @@ from types import ModuleType
 from typing import Optional
 
 from . import (
-    answer as _answer,
-    cancel as _cancel,
-    doctor as _doctor,
-    pending as _pending,
-    prune as _prune,
-    resume as _resume,
-    run as _run,
-    runs as _runs,
-    serve as _serve,
-    show as _show,
-    tools as _tools,
-    web_inbox as _web_inbox,
-    worker as _worker,
-    workers as _workers,
+    _answer,
+    _cancel,
+    _doctor,
+    _pending,
+    _prune,
+    _resume,
+    _run,
+    _runs,
+    _serve,
+    _show,
+    _tools,
+    _web_inbox,
+    _worker,
+    _workers,
 )
-from .common import API_KEY_ENV, MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console
-from .flags import Flag, UsageError, parse
+from ._common import API_KEY_ENV, MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console
+from ._flags import Flag, UsageError, parse
 
 __all__ = ["COMMANDS", "main", "usage"]
 

@@ -18,10 +18,8 @@ import json
 import time
 from typing import Any, Optional
 
-from .common import Console
-from .interactive import Progress
-
-__all__ = ["Activity", "MAX_SHOWN"]
+from ._common import Console
+from ._interactive import Progress
 
 MAX_SHOWN = 200
 

@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping, Optional
 from .._diag import warn
 from ..agents.clock import AsyncioClock, Clock
 from ..agents.restore import registry_of
-from ..client import tracing
+from ..client import _tracing as tracing
 from ..durable import DEFAULT_LEASE_TTL, RunStore
 from ..durable.model import Holder, epoch
 from ..durable.queue import WORK_CANCEL, WORK_RECOVER, FleetBackend, WorkerInfo, WorkItem, WorkListener

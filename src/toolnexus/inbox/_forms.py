@@ -23,8 +23,6 @@ from ..approvals import approval_of
 from ..errors import ToolnexusValueError
 from ..types import Answer, Request
 
-__all__ = ["Field", "fields_of", "answer_of", "FormError"]
-
 _SIMPLE = ("string", "integer", "number", "boolean")
 
 

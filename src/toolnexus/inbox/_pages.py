@@ -17,9 +17,6 @@ from ..approvals import approval_of, group_of
 from ..durable import PendingRun
 from ._forms import Field, fields_of, pretty
 
-__all__ = ["esc", "layout", "list_page", "rows_html", "request_page", "login_page", "message_page", "link_page",
-           "age_text"]
-
 _MESSAGE_CUT = 4000
 
 

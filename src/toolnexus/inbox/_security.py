@@ -29,9 +29,6 @@ import time
 from collections import OrderedDict
 from typing import Any, Optional
 
-__all__ = ["derive", "Signed", "csrf_field", "csrf_ok", "new_csrf_cookie", "SECURITY_HEADERS", "RateLimit",
-           "b64", "unb64"]
-
 SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                  b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),

@@ -19,8 +19,8 @@ Deliberately not here: which tool suspends and how a run resumes (`toolnexus.mcp
 browser, an authorization server.
 """
 
-from .loopback import LoopbackCallback
-from .model import (
+from ._loopback import LoopbackCallback
+from ._model import (
                     AUTH_KIND,
                     DEFAULT_REDIRECT_URI,
                     AuthorizationDeclined,
@@ -31,7 +31,7 @@ from .model import (
                     callback_answer,
                     server_auth,
 )
-from .vault import TokenVault, new_token_key
+from ._vault import TokenVault, new_token_key
 
 __all__ = [
     "AUTH_KIND",

@@ -9,7 +9,7 @@ again on later pages — a cursor over a live list). A token we did not issue is
 
 The store is read in full (`TaskStore.list_tasks`); the bundled stores keep at most
 `max_tasks` (in memory) or what a durable store holds, and listing is a caller's occasional
-look, not a hot path. Not here: rendering the tasks (`toolnexus.serve.a2a_render`).
+look, not a hot path. Not here: rendering the tasks (`toolnexus.serve._a2a_render`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from datetime import UTC, datetime
 from typing import Any, Optional
 
 from ._a2a_params import ListParams, ParamError
-
-__all__ = ["Page", "status_time", "page_of"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -362,7 +362,7 @@ class FleetSqlStore(SqlStore):
 
     async def submit_answer(self, answer: Any) -> Queued:
         from ..client import ResumeError
-        from ..client.tool_calls import answer_schema_error
+        from ..client._tool_calls import answer_schema_error
         from ..errors import ToolnexusTypeError
         from ..types import Answer, Request
 

@@ -16,7 +16,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 
-from ..client.memory import IdLocks
+from ..client._memory import IdLocks
 from ..durable import (Changes, ConversationOps, Holder, LeaseLost, LoadedRun, PendingRow, PendingRun, RunChanged,
                        RunDamaged, RunExists, RunNotFound, RunStore, RunSummary, StoreConflict, StoreVersionError)
 from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN,

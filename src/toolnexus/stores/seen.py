@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Optional
 
-from ..client.memory import IdLocks
+from ..client._memory import IdLocks
 
 __all__ = ["SeenConversations"]
 

@@ -31,7 +31,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, NoReturn, Optional, TypeVar
 
-from ..client.memory import IdLocks
+from ..client._memory import IdLocks
 from ..durable import (Changes, Holder, LeaseLost, LoadedRun, PendingRow, RunChanged, RunDamaged, RunExists,
                        RunNotFound, RunStore, StoreConflict, StoreVersionError)
 from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_CONVERSATION, OPEN, QUARANTINED,

@@ -2,14 +2,14 @@
 running on the workflow's deterministic event loop.
 
 There is no second loop and no second state machine: the workflow builds an `AgentRuntime` from
-the worker's agent definitions (`hosting.py`), spawns the entry agent, wakes it with the prompt
+the worker's agent definitions (`_hosting.py`), spawns the entry agent, wakes it with the prompt
 and waits, exactly as `Agent.run` does. What changes is the seams:
 
 - the transport's `post` is an LLM-call activity and each definition's tools are activity
-  proxies (`proxies.py`), so every LLM call and every tool call is recorded in history and a
+  proxies (`_proxies.py`), so every LLM call and every tool call is recorded in history and a
   replay — on this worker or another, after a crash — reuses their results instead of repeating
   them; the `task` tool, handles, ids, budgets, counters and reattachment are the runtime's own;
-- the clock is the workflow's (`clock.py`): timeouts, `max_wall_ms` and `expiresAt` follow
+- the clock is the workflow's (`_clock.py`): timeouts, `max_wall_ms` and `expiresAt` follow
   workflow time, and timers are durable.
 
 Nothing non-deterministic happens in workflow code: request ids of tool suspensions are minted
@@ -51,12 +51,12 @@ with workflow.unsafe.imports_passed_through():
     from ..agents.handle import SpawnError, TaskResult, is_parked, subtree
     from ..agents.runtime import AgentRuntime
     from ..approvals import answer_problem
-    from ..client.memory import InMemoryConversationStore
-    from ..client.tool_calls import answer_schema_error, expires_at
+    from ..client._memory import InMemoryConversationStore
+    from ..client._tool_calls import answer_schema_error, expires_at
     from ..types import Answer, Request
-    from .clock import WorkflowClock
-    from .hosting import hosted_for
-    from .names import (
+    from ._clock import WorkflowClock
+    from ._hosting import hosted_for
+    from ._names import (
         ANSWER_UPDATE,
         MEMO_PENDING,
         PENDING_QUERY,
@@ -67,8 +67,8 @@ with workflow.unsafe.imports_passed_through():
         TRANSCRIPT_QUERY,
         WORKFLOW_TYPE,
     )
-    from .proxies import ActivityTransport
-    from .spec import RunSpec
+    from ._proxies import ActivityTransport
+    from ._spec import RunSpec
 
 __all__ = ["AgentWorkflow", "WorkflowConversations", "REJECT_ANSWERED", "REJECT_EXPIRED", "REJECT_UNKNOWN",
            "REJECT_SCHEMA", "REJECT_INVALID", "RESUME_FAILED"]
