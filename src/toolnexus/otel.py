@@ -76,7 +76,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtra("toolnexus.otel needs OpenTelemetry: pip install 'toolnexus[otel]'") from exc
 
 from .client import _tracing as tracing
-from .types import pending_of
+from .types import ToolResult, pending_of
 
 __all__ = ["instrument", "uninstrument", "is_instrumented", "ATTRIBUTES"]
 
@@ -211,7 +211,7 @@ class _ToolSpan:
         if request is not None:
             self.span.set_attribute(TOOL_PENDING, True)
             self.span.add_event(SUSPENDED_EVENT, _request_attributes(request))
-        elif getattr(result, "is_error", False):
+        elif isinstance(result, ToolResult) and result.is_error:
             self.span.set_attribute(ERROR_TYPE, "tool_error")
             self.span.set_status(Status(StatusCode.ERROR, "the tool returned an error result"))
 

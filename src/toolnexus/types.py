@@ -37,7 +37,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Awaitable, Callable, Literal, Optional, Protocol
+from typing import Any, Awaitable, Callable, Literal, Optional, Protocol, runtime_checkable
 
 from ._shapes import non_finite
 from .errors import ToolnexusTypeError, ToolnexusValueError, UnsupportedOperation
@@ -292,6 +292,15 @@ def _coerce_request(value: Any) -> Optional[Request]:
     return None
 
 
+@runtime_checkable
+class _RunOutcome(Protocol):
+    """What `pending_of` reads of a run's result (`RunResult`, `TaskResult`, a host's own): its
+    status and, when that is "pending", the request it is parked on."""
+
+    status: Any
+    pending: Any
+
+
 def pending_of(result: Any) -> Optional[Request]:
     """The `Request` a result is parked on, or None.
 
@@ -305,8 +314,8 @@ def pending_of(result: Any) -> Optional[Request]:
         if not isinstance(meta, Mapping):
             return None
         return _coerce_request(meta.get("pending"))
-    if getattr(result, "status", None) == "pending":
-        return _coerce_request(getattr(result, "pending", None))
+    if isinstance(result, _RunOutcome) and result.status == "pending":
+        return _coerce_request(result.pending)
     return None
 
 

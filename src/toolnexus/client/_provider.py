@@ -30,6 +30,7 @@ from contextlib import suppress
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from .._diag import warn_once
+from .._hooks import hook_of
 from .._loopback import LOOPBACK_PLACEHOLDER_KEY, is_loopback_url
 from .._redact import credential_values
 from ..errors import ToolnexusError, ToolnexusRuntimeError
@@ -44,7 +45,7 @@ from ._errors import (
 )
 from ._metrics import MetricsRegistry
 from ._parts import PartPolicy
-from ._result import USAGE_DETAILS, HookReply, hook_of
+from ._result import USAGE_DETAILS, HookReply
 from ._retry import Abort, call_with_retries, monotonic_now
 from ._settings import ClientSettings
 from ._transport import AsyncTransport, ByteStream, InProcessTransport, TransportAdapter

@@ -19,7 +19,6 @@ additions to them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Optional, Protocol, TypedDict, TypeGuard, runtime_checkable
 
@@ -105,16 +104,6 @@ def declares_shared(toolkit: object) -> TypeGuard[SharedDeclarations]:
     """Whether `toolkit`'s own class offers `declarations` (a wrapper delegating by `__getattr__`
     does not count: its extra tools would be missing from the inner toolkit's list)."""
     return issubclass(type(toolkit), SharedDeclarations)
-
-
-def hook_of(hooks: Hooks, name: str) -> Optional[Callable[[dict[str, Any]], Any]]:
-    """The hook `name` of `hooks` — a mapping (by key) or an object (by attribute) — if it is callable.
-
-    Looked up at each call, so a hooks mapping edited in place counts from the next call on."""
-    if hooks is None:
-        return None
-    fn = hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None)
-    return fn if callable(fn) else None
 
 
 def zero_usage() -> dict[str, int]:

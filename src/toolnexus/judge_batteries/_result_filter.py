@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from ..judge import Bands, noul, read, state
+from ..types import ToolResult
 from ._common import DEFAULT_MAX_ITEMS, ROLE_TOOL_RESULT_FILTER, Hook, check_on_error, maybe_await
 
 _TRUE = "this part helps answer the query"
@@ -65,8 +66,8 @@ class ToolResultFilterClassifier:
         async def after_tool(ev: dict) -> Optional[dict]:
             result = ev.get("result")
             ours: Optional[dict] = None
-            if result is not None and not getattr(result, "is_error", False) and not getattr(result, "parts", None):
-                chunks = str(getattr(result, "output", "")).split("\n\n")
+            if isinstance(result, ToolResult) and not result.is_error and not result.parts:
+                chunks = str(result.output).split("\n\n")
                 if len(chunks) >= 2:
                     verdict = await self.filter({"tool": ev.get("name"), "arguments": ev.get("args") or {}}, chunks)
                     if verdict.dropped:

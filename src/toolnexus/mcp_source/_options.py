@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Optional, Protocol, Union
 
 from .._diag import warn
+from .._hooks import hook_of
 from ..errors import ConfigError
 from ..mcp_auth import OAuthOptions
 from ._contain import CONTAINMENTS
@@ -85,10 +86,8 @@ def fire_hook(hooks: Any, name: str, event: dict[str, Any]) -> None:
     """Call hook `name` of `hooks` (a mapping or object, like the client's hooks) with `event`, now.
     A sync hook runs before this returns; an async one is scheduled. A hook that fails is warned
     about, never raised into the connection that received the notification."""
-    if hooks is None:
-        return
-    fn = hooks.get(name) if isinstance(hooks, Mapping) else getattr(hooks, name, None)
-    if not callable(fn):
+    fn = hook_of(hooks, name)
+    if fn is None:
         return
     try:
         result = fn(event)

@@ -67,7 +67,7 @@ from typing import Any, Optional, Union
 from .._diag import logger
 from ..approvals import answer_from_text, is_approval_request
 from ..errors import ToolnexusError
-from ..types import Answer, Request
+from ..types import Answer, Request, ToolResult, pending_of
 from ._a2a_params import ParamError
 from ._a2a_render import public, status_message_id
 from ._tasks import FINISHED_STATES, InMemoryTaskStore, TaskStore
@@ -131,15 +131,9 @@ def _turn(task: Optional[A2ATask]) -> dict[str, Any]:
 
 
 def pending_request(result: Any) -> Optional[Request]:
-    """The `Request` of a run that ended pending, read tolerantly; None for anything else."""
-    if getattr(result, "status", None) != "pending":
-        return None
-    req = getattr(result, "pending", None)
-    if isinstance(req, Request):
-        return req
-    if isinstance(req, Mapping) and all(isinstance(req.get(k), str) for k in ("id", "kind", "prompt")):
-        return Request.from_dict(dict(req))
-    return None
+    """The `Request` of a run that ended pending, read tolerantly; None for anything else (a tool's
+    own result included: a served run's result is a run's, never a `ToolResult`)."""
+    return None if isinstance(result, ToolResult) else pending_of(result)
 
 
 def _text_part(text: str) -> dict[str, Any]:
