@@ -21,11 +21,11 @@ Bounded, because the pattern comes from the model and the files can be anything:
   matching runs on the `regex` engine with a timeout and with the GIL released: a pattern that
   backtracks exponentially (`(a+)+$`, `(a|aa)+$`) on some line is stopped once that one line
   took `grep_line_budget` (1 s), and a whole call is stopped after `grep_regex_budget` (60 s),
-  each with an error saying so; the event loop is never held meanwhile. The price of the
-  timeout is ~2.5 µs per line (≈1.2 s per 500 000 lines, against ~0.1 s for `re`).
+  each with an error saying so; the event loop is never held meanwhile. The timeout costs a
+  little per line over plain `re` (figures in docs/performance.md).
   Why `regex` and not a linear-time engine such as RE2: RE2 drops backreferences and lookaround
-  (patterns models do write), and its Python binding was ~18x slower per line here; `regex` matches
-  at `re`'s speed, accepts every `re` pattern, costs ~14 ms to import (only on first grep).
+  (patterns models do write), and its Python binding was much slower per line here; `regex`
+  matches at `re`'s speed, accepts every `re` pattern, and is imported on the first grep only.
   The glob matcher (`include` and `glob`) compiles to a regex too; repeated `*` / `**` are
   collapsed and it uses the same engine and budget.
 - Memory. Files are read in 1 MiB chunks, never whole: at most `grep_max_file_bytes` (64 MiB) of

@@ -17,7 +17,7 @@ How a command runs (POSIX):
   (`_reaper.py`, `PR_SET_CHILD_SUBREAPER`), so even `setsid cmd &` or a double-forked daemon,
   which leave the process group, stay reachable. When the shell exits, what it left running gets
   `bash_exit_linger` (0.25 s) to finish, then is stopped the same way (SIGTERM, grace, SIGKILL).
-  Costs one small Python start (~20 ms) per command. Elsewhere (macOS, BSD) only the process
+  Costs one small Python start per command. Elsewhere (macOS, BSD) only the process
   group is signalled, as before, and a background job still holding the output pipe when the
   shell exits is stopped after the linger; one that detached itself can survive there.
 Windows (untested here): the pinned probe order, `taskkill /T /F` at once on timeout/cancel.

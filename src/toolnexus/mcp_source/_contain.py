@@ -16,8 +16,8 @@ the group no longer reaches it. So on Linux the server starts through a small la
 - `group` — not Linux, or chosen: no launcher, the process group alone (the behaviour before).
 
 `McpOptions.containment` picks one ("auto", the default, is the first that works here). Costs: a
-`/bin/sh` start (~2 ms) per server with a cgroup; a `python -I -S` start (~20 ms) and one idle
-process beside the server with a subreaper.
+`/bin/sh` start per server with a cgroup; a `python -I -S` start and one idle process beside the
+server with a subreaper (figures in docs/performance.md).
 
 Not here: when the server is stopped and how gracefully (_stdio.py).
 """

@@ -3,9 +3,9 @@
 Why ours: with a local server MCP is newline-delimited JSON-RPC 2.0 on stdin/stdout, and what a
 tool source needs of it is small — `initialize`, `tools/list`, `tools/call`, answering `ping` and
 elicitations, noticing `tools/list_changed`. The `mcp` SDK does all that too, but importing it
-costs about a second and 20 MB per process, and each call crosses its anyio streams and pydantic
-models. The SDK stays where its transports earn their keep: remote servers (streamable HTTP,
-legacy SSE) and serving.
+is slow and heavy for a process that only wants a tool list (see docs/performance.md), and each
+call crosses its anyio streams and pydantic models. The SDK stays where its transports earn their
+keep: remote servers (streamable HTTP, legacy SSE) and serving.
 
 How it behaves:
 
