@@ -135,7 +135,9 @@ async def test_a_grandchild_that_left_the_session_is_stopped_on_close(tmp_path, 
 async def test_a_toolkit_closes_the_escapee_too(tmp_path):
     pidfile = tmp_path / "escapee.pid"
     toolkit = await create_toolkit({"mcpServers": {"g": hostile("grandchild", str(pidfile))}}, builtins=False)
-    escapee = int(pidfile.read_text())
-    assert not gone(escapee, 0)
-    await toolkit.close()
+    try:
+        escapee = int(pidfile.read_text())
+        assert not gone(escapee, 0)
+    finally:
+        await toolkit.close()
     assert gone(escapee, 0)
