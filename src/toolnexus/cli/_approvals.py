@@ -36,7 +36,7 @@ APPROVAL_FLAGS = [
     Flag("no-approve", "TOOL", "do not ask before TOOL (bash, write, edit, apply_patch are asked about by default; "
          "--no-approve '*' turns that off)", repeat=True),
 ]
-RUN_RECORD = "toolnexus.cli._run"
+RUN_RECORD = "toolnexus.cli.run"  # not a module path: a store namespace, kept as stored
 # the flags a parked `run --once` keeps for `toolnexus answer` (never the key)
 RUN_RECORD_KEYS = ("config", "skills", "no_builtins", "disable_tool", "tools_from", "base_url", "style", "model",
                    "system", "approve", "no_approve")

@@ -30,7 +30,7 @@ from ..errors import ToolnexusValueError
 from ._security import Signed, b64, derive
 
 LINK_DECISIONS = ("approve", "reject")
-LINKS_NAMESPACE = "toolnexus.inbox._links"  # the store records of used links (one per nonce)
+LINKS_NAMESPACE = "toolnexus.inbox.links"  # not a module path: a store namespace (used links, one per nonce)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from ._links import LinkSigner
 FORMATS = ("generic", "slack", "chat")
 SIGNATURE_HEADER = "X-Toolnexus-Signature"
 DELIVERY_HEADER = "X-Toolnexus-Delivery"
-STATE_NAMESPACE = "toolnexus.inbox._notify"  # per webhook: since when it notifies
+STATE_NAMESPACE = "toolnexus.inbox.notify"  # not a module path: a store namespace (per webhook: since when it notifies)
 _SHOWN = 600  # characters of a prompt in a chat message
 
 
