@@ -285,10 +285,10 @@ async def test_an_agent_suspension_and_resume_are_visible(spans):
 
     deployer = agent("deployer", does="deploys", uses={"tools": [approval_tool()]})
     first = await deployer.run("ship it", in_process=generate)
-    assert first.status == "pending"
-    done = await first.runtime.resume(Answer(id=first.pending.id, ok=True))
-    assert done.text == "shipped"
-    await first.runtime.aclose()
+    async with first.runtime:  # closed however the asserts end
+        assert first.status == "pending"
+        done = await first.runtime.resume(Answer(id=first.pending.id, ok=True))
+        assert done.text == "shipped"
     # without a store the turn is replayed: the answer is bound to the halted call inside the toolkit
     assert tree(spans) == [
         (0, "invoke_agent deployer"), (1, "chat inherit"), (1, "execute_tool deploy"),
@@ -327,10 +327,10 @@ async def test_a_durable_agent_resume_continues_the_halted_call(spans):
     deployer = agent("deployer", does="deploys", uses={"tools": [approval_tool()]})
     async with open_store("memory:") as store:
         first = await deployer.run("ship it", in_process=generate, store=store)
-        assert first.status == "pending"
-        done = await first.runtime.resume(Answer(id=first.pending.id, ok=True))
-        assert done.text == "shipped"
-        await first.runtime.aclose()
+        async with first.runtime:  # closed however the asserts end
+            assert first.status == "pending"
+            done = await first.runtime.resume(Answer(id=first.pending.id, ok=True))
+            assert done.text == "shipped"
     # with a store the halted call is continued: no second model call for it, the re-run is marked
     assert tree(spans) == [
         (0, "invoke_agent deployer"), (1, "chat inherit"), (1, "execute_tool deploy"),
