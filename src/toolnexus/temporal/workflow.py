@@ -47,26 +47,17 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ..agents.answering import parked_handles
+    from ..approvals import answer_problem
     from ..agents.escalation import pending_result, stamp_path
     from ..agents.handle import SpawnError, TaskResult, is_parked, subtree
     from ..agents.runtime import AgentRuntime
-    from ..approvals import answer_problem
     from ..client._memory import InMemoryConversationStore
     from ..client._tool_calls import answer_schema_error, expires_at
     from ..types import Answer, Request
     from ._clock import WorkflowClock
     from ._hosting import hosted_for
-    from ._names import (
-        ANSWER_UPDATE,
-        MEMO_PENDING,
-        PENDING_QUERY,
-        SA_REQUESTS,
-        SA_STATUS,
-        SETTLED_UPDATE,
-        STATUS_QUERY,
-        TRANSCRIPT_QUERY,
-        WORKFLOW_TYPE,
-    )
+    from ._names import (ANSWER_UPDATE, MEMO_PENDING, PENDING_QUERY, SA_REQUESTS, SA_STATUS, SETTLED_UPDATE,
+                        STATUS_QUERY, TRANSCRIPT_QUERY, WORKFLOW_TYPE)
     from ._proxies import ActivityTransport
     from ._spec import RunSpec
 
@@ -87,7 +78,7 @@ _REQUESTS_KEY = SearchAttributeKey.for_keyword_list(SA_REQUESTS)
 class WorkflowConversations(InMemoryConversationStore):
     """The in-workflow conversation store, readable synchronously (queries cannot await)."""
 
-    def peek(self, id: str) -> Optional[list[dict[str, Any]]]:
+    def peek(self, id: str) -> Optional[list[dict[str, Any]]]:  # noqa: A002 - as get(id)
         entry = self._data.get(id)
         return [dict(m) for m in entry[1]] if entry is not None else None
 
@@ -261,7 +252,7 @@ class AgentWorkflow:
         self._timers.pop(rid, None)
         try:
             await self._apply(Answer(id=rid, ok=False, reason="expired"), "expired")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - nobody awaits a timer; the run goes on
             workflow.logger.warning("toolnexus.temporal: declining expired request %s failed: %s", rid, exc)
 
     # -- answers ------------------------------------------------------------------------------------------
@@ -269,11 +260,7 @@ class AgentWorkflow:
     def _check(self, answer: Any) -> Answer:
         """The answer as it will be applied, or the reason it is refused (an `ApplicationError`)."""
         run_id = workflow.info().workflow_id
-        if (
-            not isinstance(answer, dict)
-            or not isinstance(answer.get("id"), str)
-            or not isinstance(answer.get("ok"), bool)
-        ):
+        if not isinstance(answer, dict) or not isinstance(answer.get("id"), str) or not isinstance(answer.get("ok"), bool):
             raise _reject(f"toolnexus.temporal: an answer is a JSON object {{id: str, ok: bool, data?, reason?}}, got "
                           f"{answer!r:.200}", REJECT_INVALID)
         try:
@@ -329,7 +316,7 @@ class AgentWorkflow:
         parsed = self._check(answer)
         try:
             await self._apply(parsed, "answered")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - an update fails; the workflow does not
             raise _reject(str(exc) or type(exc).__name__, RESUME_FAILED) from None
         await workflow.wait_condition(self._quiet)
         return self._outcome()
