@@ -151,10 +151,10 @@ async def test_a_wait_for_answering_ok_yes_as_a_mapping_never_runs_the_tool():
     calls = iter([{"tool_calls": [{"id": "c1", "name": "gate", "arguments": "{}"}]}, {"content": "end"}])
     client = create_in_process_client(model="m", generate=lambda req: next(calls),
                                       wait_for=lambda request: {"id": request.id, "ok": "yes"})
-    with pytest.raises(ToolnexusTypeError, match="ok must be True or False"):
-        await client.run("go", kit)
-    assert ran == []
-    await kit.close()
+    async with kit:  # closed however the asserts end
+        with pytest.raises(ToolnexusTypeError, match="ok must be True or False"):
+            await client.run("go", kit)
+        assert ran == []
 
 
 async def test_a_resume_with_ok_yes_from_json_is_refused_before_anything_runs():
@@ -178,10 +178,10 @@ async def test_a_resume_with_ok_yes_from_json_is_refused_before_anything_runs():
         return next(replies)
 
     client = create_in_process_client(model="m", generate=generate)
-    halted = await client.run("go", kit)
-    assert halted.status == "pending"
-    with pytest.raises(ToolnexusTypeError, match="ok must be True or False"):
-        await client.run_with_answer(kit, halted.messages, dataclasses.asdict(halted.pending),
-                                     {"id": "req-9", "ok": "yes"})
-    assert ran == [] and len(sent) == 1
-    await kit.close()
+    async with kit:  # closed however the asserts end
+        halted = await client.run("go", kit)
+        assert halted.status == "pending"
+        with pytest.raises(ToolnexusTypeError, match="ok must be True or False"):
+            await client.run_with_answer(kit, halted.messages, dataclasses.asdict(halted.pending),
+                                         {"id": "req-9", "ok": "yes"})
+        assert ran == [] and len(sent) == 1
