@@ -16,10 +16,11 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m toolnexus.demo
+	$(PY) -m toolnexus._demo
 
-# The layer contracts (import-linter) and the type checker run first; then the suite.
+# The linter (ruff), the layer contracts (import-linter) and the type checker run first; then the suite.
 test: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks examples conformance
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
 	$(PY) -m pytest

@@ -138,10 +138,15 @@ def peer_table(peers: dict[str, Any]) -> dict[str, Any]:
     floor = next((r["p50"] for name, r in rows.items() if name.startswith("floor")), None)
     table: dict[str, Any] = {}
     for name, r in rows.items():
-        table[name] = {"p50_ms": round(r["p50"], 3), "p95_ms": round(r["p95"], 3), "import_ms": round(r["import_ms"], 1),
-                       "init_ms": round(r["init_ms"], 1), "peak_rss_mb": round(r["peak_rss_mb"], 1),
-                       "version": r.get("version"),
-                       "over_floor_ms": round(r["p50"] - floor, 3) if floor is not None else None}
+        table[name] = {
+            "p50_ms": round(r["p50"], 3),
+            "p95_ms": round(r["p95"], 3),
+            "import_ms": round(r["import_ms"], 1),
+            "init_ms": round(r["init_ms"], 1),
+            "peak_rss_mb": round(r["peak_rss_mb"], 1),
+            "version": r.get("version"),
+            "over_floor_ms": round(r["p50"] - floor, 3) if floor is not None else None,
+        }
     fastest = min((table[n]["over_floor_ms"] for n in PEER_NAMES if n in table), default=None)
     for row in table.values():
         if fastest and row["over_floor_ms"] is not None:
@@ -173,7 +178,8 @@ def main() -> None:
     if os.environ.get("PEERS") == "1":
         result["peers"] = peers(rounds)
     print(f"\n{result['scenario']}\n{result['machine']}, Python {result['python']}, {rounds} rounds\n")
-    head = f"{'row':<18}{'p50 ms':>9}{'p95 ms':>9}{'- floor':>9}{'x 0.21':>8}{'import ms':>11}{'start ms':>10}{'RSS MB':>8}"
+    head = (f"{'row':<18}{'p50 ms':>9}{'p95 ms':>9}{'- floor':>9}{'x 0.21':>8}"
+            f"{'import ms':>11}{'start ms':>10}{'RSS MB':>8}")
     print(head)
     for name, row in table.items():
         if "error" in row:

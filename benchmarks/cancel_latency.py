@@ -72,7 +72,7 @@ async def main(n: int) -> None:
     hang = HangServer()
     server = await asyncio.start_server(hang.handle, "127.0.0.1", 0)
     base_url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    raised, closed = zip(*[await cancel_once(base_url, hang) for _ in range(n)])
+    raised, closed = zip(*[await cancel_once(base_url, hang) for _ in range(n)], strict=True)
     overshoot = [await deadline_once(base_url) for _ in range(n)]
     server.close()
     report("cancel → RunCancelled", list(raised), 100)

@@ -49,7 +49,7 @@ from typing import Any, Optional
 from toolnexus import Answer, define_tool, pending
 from toolnexus.agents import Budget, agent
 from toolnexus.stores import open_store
-from toolnexus.stores.memory import MemoryStore
+from toolnexus.stores._memory import MemoryStore
 
 HERE = Path(__file__).resolve().parent
 HOP = "memory: + hop"  # the thread round-trip floor (see HopStore)
@@ -59,7 +59,11 @@ USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 def _reply(payload: dict[str, Any], turns: int) -> dict[str, Any]:
     done = sum(1 for m in payload["messages"] if m.get("role") == "tool")
     if done < turns:
-        call = {"id": f"c{done}", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"q": done})}}
+        call = {
+            "id": f"c{done}",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": json.dumps({"q": done})},
+        }
         message = {"role": "assistant", "content": None, "tool_calls": [call]}
         return {"choices": [{"message": message, "finish_reason": "tool_calls"}], "usage": USAGE}
     return {"choices": [{"message": {"role": "assistant", "content": f"looked up {done} things"}}], "usage": USAGE}
@@ -206,7 +210,9 @@ async def runs_by_store(turns: int, runs: int, pg: Optional[str]) -> dict[str, A
         p50 = statistics.median(values)
         base = statistics.median(samples[("no store", tool)])
         mem = statistics.median(samples[("memory:", tool)])
-        paired = statistics.median(a / b for a, b in zip(samples[(store_key, tool)], samples[("memory:", tool)]))
+        paired = statistics.median(
+            a / b for a, b in zip(samples[(store_key, tool)], samples[("memory:", tool)], strict=True)
+        )
         out[f"{store_key} / {tool}"] = {
             "store": store_key, "tool": tool, "p50_ms": round(p50, 3),
             "p95_ms": round(values[int(len(values) * 0.95) - 1], 3), "vs_no_store": round(p50 / base, 3),

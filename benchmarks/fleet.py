@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from toolnexus import Answer
-from toolnexus.durable.paging import PendingQuery
+from toolnexus.durable._paging import PendingQuery
 from toolnexus.stores import open_store
 
 HERE = Path(__file__).resolve().parent
@@ -69,7 +69,9 @@ class Backend:
         self.kind = kind
         self.schema = f"tn_bench_{uuid.uuid4().hex[:10]}"
         self.path = folder / f"{self.schema}.db"
-        self.url = f"sqlite:///{self.path}" if kind == "sqlite" else f"{PG}{'&' if '?' in PG else '?'}schema={self.schema}"
+        self.url = (
+            f"sqlite:///{self.path}" if kind == "sqlite" else f"{PG}{'&' if '?' in PG else '?'}schema={self.schema}"
+        )
 
     def drop(self) -> None:
         if self.kind == "postgres":
@@ -128,7 +130,9 @@ def clone_parked(backend: Backend, n: int) -> None:
         at = base + i * (86400 * 30 / n)
         agent_name = AGENT_NAMES[i % len(AGENT_NAMES)]
         kind = "input" if i % 10 == 0 else "approval"
-        runs.append((rid, run[1], agent_name, run[3], at, at, run[6], run[7], run[8], run[9], None, None, run[12], None))
+        runs.append(
+            (rid, run[1], agent_name, run[3], at, at, run[6], run[7], run[8], run[9], None, None, run[12], None)
+        )
         req = dict(request, id=req_id, kind=kind)
         pend.append((req_id, rid, row[2], json.dumps(req), row[4], at, None, "open", None, None, None))
     for chunk in range(0, n, 20000):
@@ -194,7 +198,7 @@ async def listings_and_enqueue(backend: Backend, parked: int, lists: int) -> dic
 
 
 def _pg_plans(backend: Backend) -> dict[str, str]:
-    from toolnexus.durable.paging import PendingQuery, RunsQuery
+    from toolnexus.durable._paging import PendingQuery, RunsQuery
     from toolnexus.stores._fleet_sql import pending_steps, runs_steps
 
     plans = {}
@@ -345,12 +349,16 @@ async def main() -> None:
             print(f"\n## Listings and enqueue with {opts.parked:,} parked runs (p50 / p95 ms)\n")
             print("| call | " + " | ".join(kinds) + " |\n|---|" + "---:|" * len(kinds))
             for name in result["listings"][kinds[0]]["list_ms"]:
-                cells = [f"{result['listings'][k]['list_ms'][name]['p50']} / {result['listings'][k]['list_ms'][name]['p95']}"
-                         for k in kinds]
+                cells = [
+                    f"{result['listings'][k]['list_ms'][name]['p50']} / {result['listings'][k]['list_ms'][name]['p95']}"
+                    for k in kinds
+                ]
                 print(f"| `{name}` | " + " | ".join(cells) + " |")
             for name in ("submit_run", "submit_answer"):
-                cells = [f"{result['listings'][k]['enqueue_ms'][name]['p50']} / {result['listings'][k]['enqueue_ms'][name]['p95']}"
-                         for k in kinds]
+                cells = [
+                    "{p50} / {p95}".format(**result["listings"][k]["enqueue_ms"][name])
+                    for k in kinds
+                ]
                 print(f"| `{name}` | " + " | ".join(cells) + " |")
             print("| 0.21-style `pending()` (all, once) | "
                   + " | ".join(f"{result['listings'][k]['pending()_all_ms']}" for k in kinds) + " |")
@@ -364,7 +372,9 @@ async def main() -> None:
             print("\n## Answers applied per second (concurrency 4 per worker)\n")
             print("| workers | " + " | ".join(kinds) + " |\n|---:|" + "---:|" * len(kinds))
             for i, k in enumerate((1, 2, 4)):
-                print(f"| {k} | " + " | ".join(f"{result['throughput'][kind][i]['per_second']}" for kind in kinds) + " |")
+                print(
+                    f"| {k} | " + " | ".join(f"{result['throughput'][kind][i]['per_second']}" for kind in kinds) + " |"
+                )
         if "takeover" in only:
             result["takeover"] = {}
             for kind in kinds:

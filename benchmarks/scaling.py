@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import json
 import os
 import platform
@@ -37,7 +38,7 @@ from typing import Any
 
 from toolnexus import create_client, create_toolkit, define_tool, pending
 from toolnexus.agents import Budget, agent
-from toolnexus.client.body import encode_payload
+from toolnexus.client._body import encode_payload
 
 HERE = Path(__file__).resolve().parent
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
@@ -57,7 +58,11 @@ class ScriptedModel:
         self.stamps.append(time.perf_counter())
         n, self.calls = self.calls, self.calls + 1
         if n < self.turns:
-            call = {"id": f"c{n}", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"q": n})}}
+            call = {
+                "id": f"c{n}",
+                "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps({"q": n})},
+            }
             return {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call]},
                                  "finish_reason": "tool_calls"}], "usage": USAGE}
         return {"choices": [{"message": {"role": "assistant", "content": f"looked up {n} things"},
@@ -90,11 +95,15 @@ async def one_run(turns: int, tools: int) -> dict[str, Any]:
     result = await client.run("look things up", toolkit)
     total = time.perf_counter() - started
     assert result.text == f"looked up {turns} things", result.text
-    gaps = [b - a for a, b in zip(model.stamps, model.stamps[1:])]  # one turn: tool run + next request
+    gaps = [b - a for a, b in itertools.pairwise(model.stamps)]  # one turn: tool run + next request
     tenth = max(1, len(gaps) // 10)
     await toolkit.close()
-    return {"ms_per_turn": total * 1000 / (turns + 1), "first_tenth_ms": statistics.fmean(gaps[:tenth]) * 1000,
-            "last_tenth_ms": statistics.fmean(gaps[-tenth:]) * 1000, "request_kb_mean": model.bytes_sent / 1024 / (turns + 1)}
+    return {
+        "ms_per_turn": total * 1000 / (turns + 1),
+        "first_tenth_ms": statistics.fmean(gaps[:tenth]) * 1000,
+        "last_tenth_ms": statistics.fmean(gaps[-tenth:]) * 1000,
+        "request_kb_mean": model.bytes_sent / 1024 / (turns + 1),
+    }
 
 
 async def per_turn(repeats: int) -> list[dict[str, Any]]:
@@ -137,7 +146,7 @@ def add(a: float, b: float) -> str:
 
 
 async def concurrent_runs(n: int) -> dict[str, Any]:
-    from toolnexus.client.http11 import Http11Transport
+    from toolnexus.client._http11 import Http11Transport
 
     worker = agent("worker", does="answers with tools", uses={"tools": [define_tool(get_weather), define_tool(add)]},
                    budget=Budget(max_turns=4))
@@ -160,7 +169,9 @@ async def parked_runs(n: int, store: Any) -> dict[str, Any]:
     async def deploy(service: str) -> Any:
         return pending(kind="approval", prompt=f"deploy {service}?")
 
-    gate = agent("gate", does="asks before deploying", uses={"tools": [define_tool(deploy)]}, budget=Budget(max_turns=4))
+    gate = agent(
+        "gate", does="asks before deploying", uses={"tools": [define_tool(deploy)]}, budget=Budget(max_turns=4)
+    )
 
     class Deployer(ScriptedModel):
         async def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
@@ -191,8 +202,11 @@ async def parked_runs(n: int, store: Any) -> dict[str, Any]:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "python": platform.python_version(),
-                           "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"}
+    out: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
+    }
     out["per_turn"] = await per_turn(args.repeats)
     print("turns  tools   ms/turn   first 1/10   last 1/10   request KB (mean)")
     for r in out["per_turn"]:

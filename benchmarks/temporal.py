@@ -48,7 +48,6 @@ async def main() -> None:
     opts = parser.parse_args()
 
     from support.temporal_server import DevServer, temporal_binary
-
     from toolnexus.temporal import TemporalHost, connect, create_worker
 
     binary = temporal_binary()

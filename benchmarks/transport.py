@@ -40,7 +40,7 @@ async def _measure(kind: str, url: str, posts: int) -> dict[str, Any]:
 
         transport: Any = HttpxTransport()
     else:
-        from toolnexus.client.http11 import Http11Transport
+        from toolnexus.client._http11 import Http11Transport
 
         transport = Http11Transport()
     times: list[float] = []

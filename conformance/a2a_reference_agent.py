@@ -55,7 +55,7 @@ def main(addr: str) -> None:
     sock = socket.socket()
     sock.bind((host or "127.0.0.1", int(port)))
     sock.listen(128)  # callers queue until uvicorn accepts
-    url = "http://localhost:{}".format(sock.getsockname()[1])  # what a card served on loopback says (as ours)
+    url = f"http://localhost:{sock.getsockname()[1]}"  # what a card served on loopback says (as ours)
     server = uvicorn.Server(uvicorn.Config(app(url + "/"), log_level="warning"))
     print(url, flush=True)
     server.run(sockets=[sock])

@@ -110,7 +110,7 @@ class Agent:
 
     def __init__(self, name: str, script: str, addr: str) -> None:
         self.name = name
-        self.log = open(RESULTS / f"a2a_tck_{name}.log", "w")  # noqa: SIM115 - closed in stop()
+        self.log = open(RESULTS / f"a2a_tck_{name}.log", "w")
         self.proc = subprocess.Popen([sys.executable, str(HERE / script), addr], stdout=subprocess.PIPE,
                                      stderr=self.log, text=True)
         self.url = self._first_line(60.0)

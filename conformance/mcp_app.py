@@ -183,7 +183,7 @@ def static_binary() -> bytes:
 
 
 @resource("test://template/{id}/data", mime_type="application/json", complete={"id": ["123", "456"]})
-def template_data(id: str) -> dict:  # noqa: A002 - the template's variable
+def template_data(id: str) -> dict:
     """Data for an id."""
     return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
 
@@ -212,7 +212,7 @@ def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
 
 
 @prompt
-def test_prompt_with_embedded_resource(resourceUri: str) -> list:  # noqa: N803 - the scenario's name
+def test_prompt_with_embedded_resource(resourceUri: str) -> list:
     """A prompt that embeds a resource.
 
     Args:

@@ -23,8 +23,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from toolnexus import (Answer, Request, RelayResult, ToolResult, create_client, define_tool, is_relay_request,
-                       pending, relay_answer, relay_calls_of, relay_tool)
+from toolnexus import (
+    Answer,
+    RelayResult,
+    Request,
+    ToolResult,
+    create_client,
+    define_tool,
+    is_relay_request,
+    pending,
+    relay_answer,
+    relay_calls_of,
+    relay_tool,
+)
 from toolnexus.toolkit import Toolkit
 
 CONVERSATION = "order-42"

@@ -83,7 +83,7 @@ def _temp_leftovers() -> list[str]:
     for entry in sorted(os.listdir(_private_tmp)):
         path = os.path.join(_private_tmp, entry)
         if entry.startswith("pytest-of-"):
-            for root, dirs, files in os.walk(path):
+            for root, _dirs, files in os.walk(path):
                 left += [os.path.join(root, f) for f in files if _STAGING.match(f)]
         else:
             left.append(path)

@@ -11,8 +11,8 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-from support.a2a_peers import A2APeer, JumpClock, SleepWatchClock, Step, completed, failed, working
 
+from support.a2a_peers import A2APeer, JumpClock, SleepWatchClock, Step, completed, failed, working
 from toolnexus import ToolContext
 from toolnexus.a2a import agent, agent_tools
 

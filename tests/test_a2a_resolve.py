@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 
 import pytest
-from support.a2a_peers import A2APeer, completed
 
+from support.a2a_peers import A2APeer, completed
 from toolnexus.a2a import (
     CARD_TIMEOUT_CAP,
     DEFAULT_POLL_EVERY,
     DEFAULT_TIMEOUT,
     TERMINAL,
-    Agent,
+    RemoteAgent,
     agent,
     agent_tools,
     card_timeout,
@@ -33,8 +34,8 @@ def test_public_constants_and_descriptor_defaults():
     assert (DEFAULT_TIMEOUT, DEFAULT_POLL_EVERY) == (300_000, 1_000)
     assert TERMINAL == frozenset({"completed", "failed", "canceled"})
     ag = agent("http://x/card", headers={"A": "b"}, timeout=5, poll_every=7)
-    assert ag == Agent(card="http://x/card", headers={"A": "b"}, timeout=5, poll_every=7)
-    assert Agent("u").budget_ms() == 300_000 and Agent("u").poll_ms() == 1_000
+    assert ag == RemoteAgent(card="http://x/card", headers={"A": "b"}, timeout=5, poll_every=7)
+    assert RemoteAgent("u").budget_ms() == 300_000 and RemoteAgent("u").poll_ms() == 1_000
 
 
 def test_parse_agents_config_keeps_order_skips_disabled_and_reads_camel_case_keys():
@@ -47,8 +48,8 @@ def test_parse_agents_config_keeps_order_skips_disabled_and_reads_camel_case_key
         "a": {"card": "http://a/card", "contextId": "conv-1", "blocking": True},
     }
     assert parse_agents_config(block) == [
-        Agent(card="http://b/card", headers={"X": "1"}, timeout=900, poll_every=50),
-        Agent(card="http://a/card", context_id="conv-1", blocking=True),
+        RemoteAgent(card="http://b/card", headers={"X": "1"}, timeout=900, poll_every=50),
+        RemoteAgent(card="http://a/card", context_id="conv-1", blocking=True),
     ]
     assert parse_agents_config(None) == [] and parse_agents_config({}) == []
     assert is_enabled({"enabled": True, "disabled": False}) and not is_enabled({"disabled": True})
@@ -146,8 +147,12 @@ async def test_card_bad_json_and_non_object_raise_naming_the_url():
 
 
 async def test_card_offering_no_jsonrpc_interface_is_refused_clearly():
-    grpc_only = {"supportedInterfaces": [{"url": "http://h/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
-                                         {"url": "http://h/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]}
+    grpc_only = {
+        "supportedInterfaces": [
+            {"url": "http://h/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            {"url": "http://h/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        ]
+    }
     with A2APeer("1.0", card=grpc_only) as peer:
         with pytest.raises(ValueError, match=r"offers no JSON-RPC interface \(offers: GRPC, HTTP\+JSON\)"):
             await agent_tools(agent(peer.card_url))
@@ -172,8 +177,26 @@ def test_every_public_name_is_importable_from_toolnexus_a2a_and_the_top_level():
     import toolnexus
     import toolnexus.a2a as a2a
 
-    for name in ("DEFAULT_TIMEOUT", "DEFAULT_POLL_EVERY", "TERMINAL", "is_enabled", "Agent", "AgentConfig",
+    for name in ("DEFAULT_TIMEOUT", "DEFAULT_POLL_EVERY", "TERMINAL", "is_enabled", "RemoteAgent", "AgentConfig",
                  "AgentsConfig", "agent", "agent_tools", "parse_agents_config", "A2APart", "A2AMessage",
                  "A2AArtifact", "A2ATaskStatus", "A2ATask", "A2ASkill", "AgentCard", "A2ATaskState"):
         assert name in a2a.__all__ and hasattr(a2a, name), name
-    assert toolnexus.agent_tools is a2a.agent_tools and toolnexus.Agent is a2a.Agent
+    assert toolnexus.agent_tools is a2a.agent_tools and toolnexus.Agent is a2a.RemoteAgent
+
+
+def test_the_0_21_name_a2a_agent_still_works_and_warns_toward_remote_agent():
+    import toolnexus
+    import toolnexus.a2a as a2a
+
+    warned = r"toolnexus\.a2a\.Agent is deprecated: use toolnexus\.a2a\.RemoteAgent"
+    with pytest.warns(DeprecationWarning, match=warned):
+        old = a2a.Agent
+    assert old is a2a.RemoteAgent
+    with pytest.warns(DeprecationWarning, match="RemoteAgent"):
+        from toolnexus.a2a import Agent  # noqa: F401 - the import is what warns
+    assert "Agent" not in a2a.__all__  # `from toolnexus.a2a import *` neither warns nor brings the old name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the top-level name is 0.21's surface: no warning there
+        assert toolnexus.Agent is a2a.RemoteAgent
+    with pytest.raises(AttributeError, match="has no attribute 'Agnet'"):
+        a2a.Agnet  # noqa: B018 - a typo is still an AttributeError

@@ -9,7 +9,7 @@ for capabilities the card does not declare. Real server on loopback, real HTTP, 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -114,7 +114,7 @@ async def test_get_task_keeps_the_history_and_cuts_it_to_history_length() -> Non
                                "parts": [{"kind": "text", "text": "and 3"}], "taskId": task["id"],
                                "contextId": task["contextId"]}]
     stamp = datetime.fromisoformat(full["result"]["status"]["timestamp"])
-    assert stamp.tzinfo is not None and abs(stamp - datetime.now(timezone.utc)) < timedelta(minutes=5)
+    assert stamp.tzinfo is not None and abs(stamp - datetime.now(UTC)) < timedelta(minutes=5)
 
 
 async def test_list_tasks_filters_pages_and_refuses_bad_params() -> None:
@@ -125,7 +125,7 @@ async def test_list_tasks_filters_pages_and_refuses_bad_params() -> None:
         async def listing(**params: Any) -> dict[str, Any]:
             return await rpc(http, h.url, "ListTasks", params, headers=V1)
 
-        before = datetime.now(timezone.utc).isoformat()
+        before = datetime.now(UTC).isoformat()
         answered = await send("hello", 0, contextId="ctx-a")
         await wait_state(h.store, answered["id"], {"completed"})
         working = [await send(f"block {n}", n, contextId="ctx-b") for n in range(1, 6)]
@@ -178,8 +178,8 @@ async def test_a_queued_message_runs_after_the_turn_before_it_in_the_same_task()
     import asyncio
     from types import SimpleNamespace
 
-    from toolnexus.serve.fulfil import Fulfiller
-    from toolnexus.serve.tasks import InMemoryTaskStore
+    from toolnexus.serve._fulfil import Fulfiller
+    from toolnexus.serve._tasks import InMemoryTaskStore
 
     first_turn, prompts = asyncio.Event(), []
 
@@ -215,7 +215,7 @@ async def test_undeclared_capabilities_get_the_errors_a2a_prescribes() -> None:
 
 async def test_listing_can_be_turned_off_and_what_a_task_keeps_is_bounded() -> None:
     from toolnexus.mcp_serve.errors import ServeTypeError
-    from toolnexus.serve.fulfil import HISTORY_BYTES, QUEUE_BYTES
+    from toolnexus.serve._fulfil import HISTORY_BYTES, QUEUE_BYTES
 
     big = "x" * (HISTORY_BYTES // 4)
     assert QUEUE_BYTES == HISTORY_BYTES

@@ -54,7 +54,7 @@ def test_twenty_answers_across_two_servers_apply_once_and_never_report_failed(ll
     with ExitStack() as running, httpx.Client() as client:
         with ThreadPoolExecutor(2) as starting:  # both servers start at once
             started = [starting.submit(server.__enter__) for server in (first, second)]
-            for server, start in zip((first, second), started):
+            for server, start in zip((first, second), started, strict=True):
                 if start.exception() is None:
                     running.push(server.__exit__)  # stopped however the test ends
             for start in started:

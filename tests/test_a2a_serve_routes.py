@@ -11,11 +11,11 @@ import json
 import httpx
 import pytest
 
+from support.serve_kit import SECRET, AgentRecorder, agent_toolkit, card_of, rpc, served_agent, wait_state
 from toolnexus import ToolResult
 from toolnexus.serve import CARD_PATH, InMemoryTaskStore, build_agent_card, start_a2a_server
 from toolnexus.skill import SkillInfo
 from toolnexus.toolkit import Toolkit
-from support.serve_kit import SECRET, AgentRecorder, agent_toolkit, card_of, rpc, served_agent, wait_state
 
 
 def _send(text: str, **message: object) -> dict:
@@ -315,8 +315,21 @@ async def test_blocking_and_immediate_replies_per_generation() -> None:
                                                             "configuration": {"returnImmediately": True}},
                                headers=v1))["result"]
         await wait_state(h.store, immediate["task"]["id"], {"completed"})
-        v03 = (await rpc(http, h.url, "message/send", {"message": {
-            "kind": "message", "role": "user", "messageId": "b", "parts": [{"kind": "text", "text": "old"}]}}))["result"]
+        v03 = (
+            await rpc(
+                http,
+                h.url,
+                "message/send",
+                {
+                    "message": {
+                        "kind": "message",
+                        "role": "user",
+                        "messageId": "b",
+                        "parts": [{"kind": "text", "text": "old"}],
+                    }
+                },
+            )
+        )["result"]
     assert blocking["status"] == {"state": "completed"}  # the existing form, asked to block: zero polls needed
     assert blocking["artifacts"][0]["parts"] == [{"kind": "text", "text": "echo: wait for it"}]
     assert set(immediate) == {"task"} and immediate["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"

@@ -17,11 +17,11 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import a2a_pb2 as pb
 
+from support.a2a_sdk_server import sdk_agent
+from support.serve_kit import AgentRecorder, agent_toolkit, agent_toolkit_with_skill, card_of, served_agent
 from toolnexus import ToolContext, answer_output
 from toolnexus.a2a import agent, agent_tools
 from toolnexus.types import Answer
-from support.a2a_sdk_server import sdk_agent
-from support.serve_kit import AgentRecorder, agent_toolkit, agent_toolkit_with_skill, card_of, served_agent
 
 
 @asynccontextmanager
@@ -112,7 +112,9 @@ async def _round_trip(card_url: str) -> tuple[Any, Any, Any]:
     plain = await tool.execute({"task": "hi there"})
     asked = await tool.execute({"task": "ask me"})
     req = asked.metadata["pending"]
-    answered = await tool.execute({"task": "ask me"}, ToolContext(answer=Answer(id=req.id, ok=True, data={"text": "Ada"})))
+    answered = await tool.execute(
+        {"task": "ask me"}, ToolContext(answer=Answer(id=req.id, ok=True, data={"text": "Ada"}))
+    )
     return plain, asked, answered
 
 

@@ -12,9 +12,9 @@ import json
 
 import httpx
 
+from support.serve_kit import AgentRecorder, agent_toolkit, rpc, served_agent, wait_state
 from toolnexus import Tool, ToolResult
 from toolnexus.serve import ServeLimits
-from support.serve_kit import AgentRecorder, agent_toolkit, rpc, served_agent, wait_state
 
 OBJ = {"type": "object", "properties": {}}
 
@@ -51,7 +51,7 @@ async def test_an_answer_sent_the_moment_the_question_is_saved_is_not_refused_as
 
     from toolnexus import Request
     from toolnexus.serve import InMemoryTaskStore
-    from toolnexus.serve.fulfil import Fulfiller
+    from toolnexus.serve._fulfil import Fulfiller
 
     observing, release, reread = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
@@ -218,8 +218,8 @@ async def test_the_round_trip_works_with_a_file_store_on_disk(tmp_path) -> None:
 
 
 async def test_once_stop_begins_new_tasks_and_answers_are_refused() -> None:
-    from toolnexus.serve.fulfil import Fulfiller, ServerStopping
     from toolnexus.serve import InMemoryTaskStore
+    from toolnexus.serve._fulfil import Fulfiller, ServerStopping
 
     async def run_task(text: str, context_id: str | None) -> ToolResult:
         raise AssertionError("never started")

@@ -15,12 +15,11 @@ from typing import Any, Optional
 
 import pytest
 
-from toolnexus import Request
-from toolnexus.serve.fulfil import Fulfiller, TaskBusy
-from toolnexus.serve.tasks import DurableTaskStore, FileTaskStore, InMemoryTaskStore, TaskStore, resolve_store
-from toolnexus.stores import open_store
-
 from support.stores import shared_store_url, store_url  # noqa: F401 - fixtures
+from toolnexus import Request
+from toolnexus.serve._fulfil import Fulfiller, TaskBusy
+from toolnexus.serve._tasks import DurableTaskStore, FileTaskStore, InMemoryTaskStore, TaskStore, resolve_store
+from toolnexus.stores import open_store
 
 
 async def test_swap_record_writes_only_over_what_the_caller_saw(store_url: str) -> None:
@@ -69,7 +68,7 @@ class GatedStore(DurableTaskStore):
         super().__init__(open_store(url), owns=True)
         self.gate = gate
 
-    async def get(self, id: str) -> Any:  # noqa: A002
+    async def get(self, id: str) -> Any:
         found = await super().get(id)
         barrier = self.gate[0]
         if barrier is not None:

@@ -6,8 +6,8 @@ import logging
 
 import httpx
 import pytest
-from support.a2a_peers import A2APeer, completed
 
+from support.a2a_peers import A2APeer, completed
 from toolnexus import create_toolkit
 from toolnexus.a2a import agent
 

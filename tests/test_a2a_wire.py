@@ -8,8 +8,8 @@ the mixed-form peer (existing toolnexus) knows only `SendMessage`/`GetTask`.
 from __future__ import annotations
 
 import pytest
-from support.a2a_peers import A2APeer, JumpClock, Step, completed, working
 
+from support.a2a_peers import A2APeer, JumpClock, Step, completed, working
 from toolnexus import ToolContext, answer_output, pending_of
 from toolnexus.a2a import agent, agent_tools, normalize_state
 from toolnexus.types import Answer
@@ -47,8 +47,16 @@ async def test_v1_peer_gets_1_0_methods_header_roles_parts_and_return_immediatel
 
 async def test_v1_interface_tenant_is_sent_with_every_call():
     with A2APeer("1.0") as peer:
-        peer.card_override = {"supportedInterfaces": [
-            {"url": peer.base_url + "/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0", "tenant": "acme"}]}
+        peer.card_override = {
+            "supportedInterfaces": [
+                {
+                    "url": peer.base_url + "/a2a/v1",
+                    "protocolBinding": "JSONRPC",
+                    "protocolVersion": "1.0",
+                    "tenant": "acme",
+                }
+            ]
+        }
         peer.polls = [completed("ok")]
         await (await tool_of(peer)).execute({"task": "x"})
     assert [c.params.get("tenant") for c in peer.calls] == ["acme", "acme"]
@@ -119,7 +127,12 @@ async def test_input_required_is_a_pending_result_and_the_answer_continues_the_s
         request = pending_of(first)
         assert request is not None and request.kind == "input" and request.prompt == "Which day?"
         assert (first.output, first.is_error) == ("Which day?", True)
-        assert request.data == {"agent": "Travel Agent", "taskId": "t1", "contextId": "ctx-1", "state": "input-required"}
+        assert request.data == {
+            "agent": "Travel Agent",
+            "taskId": "t1",
+            "contextId": "ctx-1",
+            "state": "input-required",
+        }
         assert {k: first.metadata[k] for k in ("agent", "taskId", "state", "polls")} == {
             "agent": "Travel Agent", "taskId": "t1", "state": "input-required", "polls": 1}
         # the loop's retry: same args, ctx.answer only (a fresh process would do the same)

@@ -10,8 +10,8 @@ import pytest
 
 from toolnexus._abort import Aborted, unless_aborted
 from toolnexus.client import RunTimeout
-from toolnexus.client.retry import Abort, race
-from toolnexus.client.run_signal import RunSignal
+from toolnexus.client._retry import Abort, race
+from toolnexus.client._run_signal import RunSignal
 
 
 async def _task_of_work() -> asyncio.Task:

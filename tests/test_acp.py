@@ -58,9 +58,18 @@ def user(text):
 def test_public_names_and_options():
     for name in ("ACPClient", "ACPError", "ACPOptions", "ACPPermissionTimeoutError", "load_acp"):
         assert name in acp.__all__ and getattr(toolnexus, name) is getattr(acp, name)
-    assert [(f.name, f.default if f.default is not dataclasses.MISSING else f.default_factory())
-            for f in dataclasses.fields(ACPOptions) if f.name != "command"] == [
-        ("args", []), ("cwd", None), ("env", None), ("protocol_version", 1), ("permission_timeout", 5.0), ("mode", None)]
+    assert [
+        (f.name, f.default if f.default is not dataclasses.MISSING else f.default_factory())
+        for f in dataclasses.fields(ACPOptions)
+        if f.name != "command"
+    ] == [
+        ("args", []),
+        ("cwd", None),
+        ("env", None),
+        ("protocol_version", 1),
+        ("permission_timeout", 5.0),
+        ("mode", None),
+    ]
     assert issubclass(ACPPermissionTimeoutError, ACPError) and issubclass(ACPError, RuntimeError)
     assert issubclass(ACPError, ToolnexusError)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 
+from support.agent_kit import calls, lookup_tool, make_runtime, scripted
 from toolnexus.agents import AgentDef, Budget, Completion, SpawnError, Verdict
 from toolnexus.agents.clock import VirtualClock
-
-from support.agent_kit import calls, lookup_tool, make_runtime, scripted, text
 
 LOOKUP_THEN_DONE = [
     {"whenToolMsgs": 0, "toolCalls": calls(("lookup", {"q": "x"}))},
@@ -17,7 +16,9 @@ LOOKUP_THEN_DONE = [
 
 def worker_runtime(budget: Budget, **opts):
     stops: list[tuple[str, str]] = []
-    transport = scripted({"m-work": LOOKUP_THEN_DONE, "m-loop": [{"always": True, "toolCalls": calls(("lookup", {"q": "again"}))}]})
+    transport = scripted(
+        {"m-work": LOOKUP_THEN_DONE, "m-loop": [{"always": True, "toolCalls": calls(("lookup", {"q": "again"}))}]}
+    )
     defs = [AgentDef("worker", "works", "", "m-work", tools=[lookup_tool()], budget=budget),
             AgentDef("looper", "loops", "", "m-loop", tools=[lookup_tool()], budget=budget)]
     rt = make_runtime(defs, transport, on_budget=lambda h, limit: stops.append((h.id, limit)), **opts)
@@ -70,7 +71,11 @@ async def test_max_turns_ends_the_run_incomplete_not_done():
     rt, stops = worker_runtime(Budget(max_turns=2))
     h = rt.spawn(rt.root, "looper")
     result = await wake_wait(rt, h)
-    assert (result.status, result.limit, result.text) == ("incomplete", "maxTurns", "hit maxTurns without a final answer")
+    assert (result.status, result.limit, result.text) == (
+        "incomplete",
+        "maxTurns",
+        "hit maxTurns without a final answer",
+    )
     assert result.turns == 2 and result.total_tokens == 80
     assert f"{h.id}: running→idle (INCOMPLETE at maxTurns 2)" in rt.trace
     assert stops == [(h.id, "maxTurns")]

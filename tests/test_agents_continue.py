@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
+from support.agent_fixture import transitions_of
+from support.agent_kit import calls, delegate, gate_tool, make_runtime, scripted
 from toolnexus.agents import AgentDef, InboxItem, agent
 from toolnexus.client import ResumeError
 from toolnexus.types import Answer, Tool, ToolResult, pending
-
-from support.agent_fixture import transitions_of
-from support.agent_kit import calls, delegate, gate_tool, make_runtime, scripted
 
 # bump (a side effect) → gate(1) (suspends) → final text. Rule order makes it valid in both modes.
 LEAF = [

@@ -1,4 +1,4 @@
-"""`make demo` (`python -m toolnexus.demo`): a durable team run parked in one process, answered in another."""
+"""`make demo` (`python -m toolnexus._demo`): a durable team run parked in one process, answered in another."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 async def test_demo_parks_in_process_one_and_finishes_from_the_store_in_process_two():
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolnexus.demo", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        sys.executable, "-m", "toolnexus._demo", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode == 0, err.decode()
@@ -16,7 +16,10 @@ async def test_demo_parks_in_process_one_and_finishes_from_the_store_in_process_
     one, two = text.split("== process 2")
     assert "status: pending (run 'release-42' parked in sqlite:///" in one
     assert "the host is asked: 'Deploy build 42 to production?'  (from root/release-manager.1)" in one
-    assert "inbox: run 'release-42' asks 'Deploy build 42 to production?' (kind approval, from root/release-manager.1)" in two
+    assert (
+        "inbox: run 'release-42' asks 'Deploy build 42 to production?' (kind approval, from root/release-manager.1)"
+        in two
+    )
     # continued at the halted call: the deployer's model is asked once more, not twice
     assert "status: done | turns: 2 | total tokens: 64" in two
     for line in (
@@ -27,5 +30,6 @@ async def test_demo_parks_in_process_one_and_finishes_from_the_store_in_process_
         assert line in two
     assert "runs: [('release-42', 'done')]  pending: 0" in two
     assert text.rstrip().endswith(
-        "Release finished. Deployer reports: Build 42 is live (deployed build 42 to production, approved by demo operator)."
+        "Release finished. Deployer reports: Build 42 is live "
+        "(deployed build 42 to production, approved by demo operator)."
     )

@@ -7,10 +7,9 @@ import asyncio
 
 import pytest
 
+from support.agent_kit import make_runtime, scripted, text, until
 from toolnexus.agents import AgentDef, Budget, InboxItem, PostResult, TaskResult
 from toolnexus.agents.clock import VirtualClock
-
-from support.agent_kit import make_runtime, scripted, text, until
 
 SLOW = [{"always": True, "text": "slow-done", "blocksUntil": "released-or-aborted"}]
 COUNT = [{"always": True, "text": "processed <count of numbered inbox items in last user msg> items"}]
@@ -18,7 +17,11 @@ COUNT = [{"always": True, "text": "processed <count of numbered inbox items in l
 
 def slow_runtime(**opts):
     transport = scripted({"m-slow": SLOW, "m-peer": COUNT, "m-fast": text("fast")})
-    defs = [AgentDef("slow", "slow", "", "m-slow"), AgentDef("peer", "peer", "", "m-peer"), AgentDef("fast", "fast", "", "m-fast")]
+    defs = [
+        AgentDef("slow", "slow", "", "m-slow"),
+        AgentDef("peer", "peer", "", "m-peer"),
+        AgentDef("fast", "fast", "", "m-fast"),
+    ]
     return make_runtime(defs, transport, **opts), transport
 
 
@@ -265,14 +268,13 @@ async def test_cancelling_a_resume_caller_aborts_the_replay_and_propagates():
 
 
 async def test_a_store_that_fails_to_rewind_still_settles_the_turn_loudly():
-    from toolnexus.client import InMemoryConversationStore
-
     from support.agent_kit import secret_tool
+    from toolnexus.client import InMemoryConversationStore
 
     class FailingRewind(InMemoryConversationStore):
         saves = 0
 
-        async def save(self, id, messages):  # noqa: A002
+        async def save(self, id, messages):
             FailingRewind.saves += 1
             if FailingRewind.saves == 2:  # the runtime's rewind after the client's own save
                 raise OSError("disk full")
@@ -319,10 +321,9 @@ async def test_a_run_starts_and_finishes_while_tools_keep_the_default_workers_bu
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
+    from support.agent_kit import calls
     from toolnexus import define_tool
     from toolnexus.agents import agent
-
-    from support.agent_kit import calls
 
     async def ping() -> str:
         """Ping."""

@@ -9,7 +9,7 @@ import pytest
 
 from support.mock_llm import MockLLM
 from toolnexus.agents import Budget, agent
-from toolnexus.agents.loop import (
+from toolnexus.agents._loop import (
     LOOP_UNSUPPORTED_FIELDS,
     Completion,
     GuardedHooks,
@@ -24,7 +24,7 @@ from toolnexus.agents.loop import (
     resolve_hooks,
     run_gated,
 )
-from toolnexus.client.result import RunResult
+from toolnexus.client._result import RunResult
 from toolnexus.native import define_tool
 from toolnexus.toolkit import create_toolkit
 from toolnexus.types import ToolResult

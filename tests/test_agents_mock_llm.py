@@ -16,7 +16,9 @@ def payload(model, messages, system=None):
 
 
 def reply_text(mock, model, messages, system=None):
-    return mock.post("http://mock.local/chat/completions", {}, payload(model, messages, system), 1.0)["choices"][0]["message"]["content"]
+    return mock.post("http://mock.local/chat/completions", {}, payload(model, messages, system), 1.0)["choices"][0][
+        "message"
+    ]["content"]
 
 
 def test_every_placeholder_in_every_fixture_is_understood():
@@ -34,8 +36,12 @@ def test_every_placeholder_in_every_fixture_is_understood():
 
 def test_tool_message_placeholders_and_usage():
     mock = MockLLM(load_fixture("subagent-fanout")["mockLLM"])
-    tools = [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": []},
-             {"role": "tool", "tool_call_id": "a", "content": "one"}, {"role": "tool", "tool_call_id": "b", "content": "two"}]
+    tools = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": []},
+        {"role": "tool", "tool_call_id": "a", "content": "one"},
+        {"role": "tool", "tool_call_id": "b", "content": "two"},
+    ]
     assert reply_text(mock, "m-coordinator", tools) == "synthesis: one + two"
     assert reply_text(mock, "m-explore", tools) == "found:one"
     first = mock.post("u", {}, payload("m-explore", [{"role": "user", "content": "go"}]), 1.0)
@@ -55,7 +61,8 @@ def test_escalation_matchers_and_last_tool_content():
 
 def test_persona_placeholders():
     mock = MockLLM(load_fixture("persona-agent")["mockLLM"])
-    soul = "## SOUL.md\n\nYou are Ava.\n\n## USER.md\n\n- Prefers dark roast\n\n## HEARTBEAT.md\n\nremind about the 3pm sync"
+    soul = ("## SOUL.md\n\nYou are Ava.\n\n## USER.md\n\n- Prefers dark roast\n\n"
+            "## HEARTBEAT.md\n\nremind about the 3pm sync")
     user = [{"role": "user", "content": "Heartbeat. Read your HEARTBEAT.md section"}]
     assert reply_text(mock, "m-echo-soul", user, soul) == "sections:[SOUL.md,USER.md,HEARTBEAT.md]"
     assert reply_text(mock, "m-recall", user, soul) == "I recall: dark roast"

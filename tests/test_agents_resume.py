@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
+from support.agent_fixture import transitions_of
+from support.agent_kit import calls, delegate, gate_tool, make_runtime, scripted, secret_tool
 from toolnexus.agents import AgentDef
 from toolnexus.client import ResumeError
 from toolnexus.types import Answer
-
-from support.agent_fixture import transitions_of
-from support.agent_kit import calls, delegate, gate_tool, make_runtime, scripted, secret_tool
 
 LEAF_SCRIPT = [
     {"whenNoToolMsgContains": "secret-token", "toolCalls": calls(("check_secret", {}))},

@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
+from support.agent_kit import calls, delegate, gate_tool, scripted, text
 from toolnexus.agents import AgentDef, AgentRuntime, Budget, InboxItem
+from toolnexus.agents._snapshot import SNAPSHOT_FORMAT, SnapshotError
 from toolnexus.agents.clock import VirtualClock
-from toolnexus.agents.snapshot import SNAPSHOT_FORMAT, SnapshotError
 from toolnexus.client import InMemoryConversationStore
 from toolnexus.types import Answer, Tool, ToolResult
-
-from support.agent_kit import calls, delegate, gate_tool, make_runtime, scripted, text
 
 LEAF = [
     {"whenNoToolMsgContains": "bumped", "toolCalls": calls(("bump", {}))},
@@ -43,14 +42,18 @@ def registry(runs: list, *, leaf_mode: str = "replay", quiet_prompt: str = "") -
         AgentDef("boss", "delegates", "", "m-boss", task_targets=["leaf"], budget=Budget(max_tokens=5000)),
         AgentDef("leaf", "bumps then asks", "", "m-leaf", tools=[bump_tool(runs), gate_tool()], resume_mode=leaf_mode),
         AgentDef("quiet", "answers", quiet_prompt, "m-quiet"),
-        AgentDef("holder", "queues its children", "", "m-quiet", budget=Budget(max_concurrent=0, max_tool_calls=math.inf)),
+        AgentDef(
+            "holder", "queues its children", "", "m-quiet", budget=Budget(max_concurrent=0, max_tool_calls=math.inf)
+        ),
         AgentDef("slow", "blocks", "", "m-slow"),
     ]
     return {d.name: d for d in defs}
 
 
 def runtime(reg: dict[str, AgentDef], transport: Any = None, **opts: Any) -> AgentRuntime:
-    return AgentRuntime(registry=reg, transport=transport or scripted(SCRIPTS), clock=opts.pop("clock", VirtualClock()), **opts)
+    return AgentRuntime(
+        registry=reg, transport=transport or scripted(SCRIPTS), clock=opts.pop("clock", VirtualClock()), **opts
+    )
 
 
 async def through_json(rt: AgentRuntime, **kw: Any) -> dict[str, Any]:
@@ -104,15 +107,22 @@ async def test_a_snapshot_round_trips_list_and_every_counter():
 
     assert rt2.list() == rt.list()
     assert [durable(h) for h in handles(rt2)] == [durable(h) for h in handles(rt)]
-    pairs = list(zip(handles(rt), handles(rt2)))
+    pairs = list(zip(handles(rt), handles(rt2), strict=True))
     for a, b in pairs:  # the counters by name, for the reader
         assert (b.usage_total, b.own_total, b.turns_total, b.seq, b.task_key) == \
                (a.usage_total, a.own_total, a.turns_total, a.seq, a.task_key)
-        assert (b.pool.tokens, b.pool.tool_calls, b.pool.children) == (a.pool.tokens, a.pool.tool_calls, a.pool.children)
+        assert (b.pool.tokens, b.pool.tool_calls, b.pool.children) == (
+            a.pool.tokens,
+            a.pool.tool_calls,
+            a.pool.children,
+        )
         assert (b.pending_req, b.pending_input, b.inbox, b.drained, b.wake_queue) == \
                (a.pending_req, a.pending_input, a.inbox, a.drained, a.wake_queue)
         assert (b.last_result, b.state, b.depth) == (a.last_result, a.state, a.depth)
-        assert (b.parent and b.parent.id, [c.id for c in b.children]) == (a.parent and a.parent.id, [c.id for c in a.children])
+        assert (b.parent and b.parent.id, [c.id for c in b.children]) == (
+            a.parent and a.parent.id,
+            [c.id for c in a.children],
+        )
     assert rt2.trace == rt.trace and rt2.events == rt.events
     assert rt2.max_observed_concurrent_turns == rt.max_observed_concurrent_turns
     for h in handles(rt)[1:]:
@@ -261,7 +271,7 @@ async def test_infinite_budgets_are_strict_json_and_wall_clock_age_is_kept():
     reg = registry([])
     reg["timed"] = AgentDef("timed", "", "", "m-quiet", budget=Budget(max_tokens=math.inf, max_wall_ms=120_000))
     rt = runtime(reg, clock=clock)
-    h = rt.spawn(rt.root, "timed")
+    rt.spawn(rt.root, "timed")
     await clock.advance(60)
     snap = await through_json(rt)  # allow_nan=False: no Infinity in the text
 

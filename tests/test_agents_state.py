@@ -7,14 +7,13 @@ import json
 import math
 
 import toolnexus.agents as agents
-from toolnexus.agents import AgentDef, AsyncioClock, Budget, Clock, Handle, InboxItem, PostResult, TaskResult
-from toolnexus.agents.budget import canonical_limit
-from toolnexus.agents.clock import VirtualClock
-from toolnexus.agents.gate import TurnGate
-from toolnexus.agents.inbox import render_inbox
-from toolnexus.agents.runtime import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TURNS
-
 from support.agent_kit import make_runtime, scripted, secret_tool, text, until
+from toolnexus.agents import AgentDef, AsyncioClock, Budget, Clock, Handle, InboxItem, PostResult, TaskResult
+from toolnexus.agents._budget import canonical_limit
+from toolnexus.agents._gate import TurnGate
+from toolnexus.agents._inbox import render_inbox
+from toolnexus.agents._runtime import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TURNS
+from toolnexus.agents.clock import VirtualClock
 
 
 def test_closed_vocabularies_are_pinned():

@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
+from support.agent_kit import calls, lookup_tool, make_runtime, scripted, secret_tool, text
 from toolnexus.agents import AgentDef, AgentRuntime, agent
 from toolnexus.client import create_client
 from toolnexus.toolkit import create_toolkit
 from toolnexus.types import Answer, pending_of
-
-from support.agent_kit import calls, lookup_tool, make_runtime, scripted, secret_tool, text
 
 LLM = {"base_url": "http://mock.local", "style": "openai", "model": "m-inherit", "api_key": "unused"}
 ASKER = [
@@ -24,7 +23,9 @@ ASKER = [
 def test_runtime_constructor_rejects_conflicting_model_sources_with_pinned_text():
     with pytest.raises(ValueError) as both:
         AgentRuntime(registry={}, transport=object(), in_process=lambda r: {})
-    assert str(both.value) == "toolnexus.agents: `transport` and `in_process` are mutually exclusive — set one, not both"
+    assert (
+        str(both.value) == "toolnexus.agents: `transport` and `in_process` are mutually exclusive — set one, not both"
+    )
     with pytest.raises(ValueError) as llm:
         AgentRuntime(registry={}, llm={"model": "x"}, in_process=lambda r: {})
     assert str(llm.value) == (
@@ -127,7 +128,9 @@ async def test_as_tool_surfaces_a_suspension_to_the_outer_loop_and_resumes_on_th
 
 
 async def test_as_tool_pending_without_an_outer_interpreter_halts_the_outer_run():
-    tool = agent("helper", does="x", uses={"tools": [secret_tool()]}).as_tool(transport=scripted({"m-inherit": ASKER}), llm=LLM)
+    tool = agent("helper", does="x", uses={"tools": [secret_tool()]}).as_tool(
+        transport=scripted({"m-inherit": ASKER}), llm=LLM
+    )
     first = await tool.execute({"prompt": "get it"})
     request = pending_of(first)
     assert first.is_error and request is not None and first.output == "approve secret access?"
@@ -141,7 +144,7 @@ async def test_as_tool_pending_without_an_outer_interpreter_halts_the_outer_run(
 
 
 async def test_as_tool_closes_the_oldest_parked_run_before_the_overflowing_call_returns(monkeypatch):
-    from toolnexus.agents import surface
+    from toolnexus.agents import _surface as surface
     from toolnexus.types import ToolContext
 
     monkeypatch.setattr(surface, "MAX_PARKED_RUNS", 1)
@@ -163,7 +166,9 @@ async def test_guardrails_compose_over_runtime_hooks_instead_of_replacing_them()
         {"whenToolMsgs": ">=1", "text": "saw: <first tool msg content>"},
     ]})
     guarded = agent("g", does="x", uses={"tools": [lookup_tool()]}, guardrails=[lambda ev: "lookups are off"])
-    r = await guarded.run("go", transport=transport, llm=LLM, hooks={"before_llm": lambda ev: traced.append(ev["turn"])})
+    r = await guarded.run(
+        "go", transport=transport, llm=LLM, hooks={"before_llm": lambda ev: traced.append(ev["turn"])}
+    )
     assert r.text == "saw: denied: lookups are off"
     assert traced == [0, 1]  # the runtime-wide tracer still ran
 

@@ -7,11 +7,10 @@ import math
 
 import pytest
 
-from toolnexus.agents import AgentDef, AgentRuntime, agent, start_agent
-from toolnexus.agents.clock import VirtualClock
-from toolnexus.agents.trace import DEFAULT_TRACE_LIMIT, TraceRing
-
 from support.agent_kit import make_runtime, scripted, text
+from toolnexus.agents import AgentDef, AgentRuntime, agent, start_agent
+from toolnexus.agents._trace import DEFAULT_TRACE_LIMIT, TraceRing
+from toolnexus.agents.clock import VirtualClock
 
 
 def quiet_runtime(**opts):

@@ -1,7 +1,6 @@
 """The runtime's default wire: real HTTP over one pooled keep-alive connection, closed with root."""
 
 from support.llm_server import Json, LlmServer, openai_calls, openai_text
-
 from toolnexus import ToolResult, define_tool
 from toolnexus.agents import agent
 

@@ -7,15 +7,15 @@ resume path refuses an answer with; `durable.rules.expiry_of` is the one `expire
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional
 
 import pytest
 
-from toolnexus.client.tool_calls import answer_refusal, expires_at
+from toolnexus.client._tool_calls import answer_refusal, expires_at
 from toolnexus.durable import DEFAULT_LEASE_TTL
-from toolnexus.durable.model import Holder
-from toolnexus.durable.rules import claimed, expires_at_epoch, expiry_of
+from toolnexus.durable._model import Holder
+from toolnexus.durable._rules import claimed, expires_at_epoch, expiry_of
 from toolnexus.types import Answer, Request
 
 HOLDER = Holder("h1", "here", 1)
@@ -94,10 +94,10 @@ def test_the_refusal_wording() -> None:
 
 
 @pytest.mark.parametrize("raw, expected", [
-    ("2030-01-02T03:04:05Z", datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)),
-    ("2030-01-02t03:04:05z", datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)),
-    ("2030-01-02T03:04:05", datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)),  # naive = UTC
-    ("2030-01-02T05:04:05+02:00", datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)),
+    ("2030-01-02T03:04:05Z", datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
+    ("2030-01-02t03:04:05z", datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
+    ("2030-01-02T03:04:05", datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),  # naive = UTC
+    ("2030-01-02T05:04:05+02:00", datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
     ("not a time", None),
     ("  ", None),
     (None, None),

@@ -18,13 +18,12 @@ from typing import Iterator
 
 import pytest
 
+from support.cli_agents import RELEASER
 from support.cli_run import SUPPORT, TOOLNEXUS, cli_env, run_cli
 from support.llm_server import Json, LlmServer, openai_calls, openai_text
 from test_cli_run import Terminal
 from toolnexus.cli import main
 from toolnexus.stores import open_store
-
-from support.cli_agents import RELEASER
 
 KEY = "sk-test-APPROVE-KEY-0123456789"
 
@@ -189,8 +188,8 @@ def test_two_approvals_take_two_people_each_in_their_own_process(llm: LlmServer,
 
 
 def test_the_answer_flags_make_the_answer() -> None:
-    from toolnexus.cli.answer import FLAGS, _answer
-    from toolnexus.cli.flags import parse
+    from toolnexus.cli._answer import FLAGS, _answer
+    from toolnexus.cli._flags import parse
 
     def answer(*argv: str) -> object:
         return _answer(parse(FLAGS, list(argv), command="answer"))

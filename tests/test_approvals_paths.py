@@ -13,14 +13,14 @@ is what the model received.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp_types as mtypes
 import pytest
 from mcp.client.client import Client as McpClient
-import mcp_types as mtypes
 
 from support.serve_kit import rpc, wait_state
 from support.temporal_server import run_id, temporal_server, worker  # noqa: F401 - fixture
@@ -376,7 +376,7 @@ async def test_in_process_a_late_approval_escalates_and_the_escalation_is_asked(
     def human(request: Any) -> Answer:
         asked.append(request)
         if len(asked) == 1:  # answers after the request expired
-            client.clock = lambda: datetime.now(timezone.utc) + timedelta(hours=1)
+            client.clock = lambda: datetime.now(UTC) + timedelta(hours=1)
         return Answer(id=request.id, ok=True, by="carol")
 
     def model(request: dict) -> dict:

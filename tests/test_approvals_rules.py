@@ -7,14 +7,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from datetime import UTC
 
 import pytest
 
 from toolnexus import Answer, Request, Tool, ToolContext, ToolResult, create_toolkit, define_tool, tool
-from toolnexus.approvals import (ApprovalPolicy, ApprovalRule, Escalate, answer_from_text, answer_problem,
-                                 approval_of, approval_request, decide, is_gated, stamp)
+from toolnexus.approvals import (
+    ApprovalPolicy,
+    ApprovalRule,
+    Escalate,
+    answer_from_text,
+    answer_problem,
+    approval_of,
+    approval_request,
+    decide,
+    is_gated,
+    stamp,
+)
 from toolnexus.errors import ToolnexusTypeError, ToolnexusValueError
-from toolnexus.mcp_source.config import server_spec
+from toolnexus.mcp_source._config import server_spec
 
 
 async def _noop(args=None, ctx=None) -> ToolResult:
@@ -121,9 +132,9 @@ async def test_an_edit_keeps_the_secrets_it_was_shown_redacted() -> None:
 
 
 def test_decisions_two_person_rule_and_escalation() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    now = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2030, 1, 1, tzinfo=UTC)
     req = approval_request(_tool("release"), {}, ApprovalRule(approvals=2, on_expiry=Escalate("oncall")), now)
     assert answer_problem(req, Answer(id=req.id, ok=True, by="a", always=True)).startswith("this call needs 2")
     assert "reject it with a message instead of editing" in answer_problem(

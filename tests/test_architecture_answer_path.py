@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any, Protocol
 
+from support.durable_app import LLM, TOP, team_model
 from toolnexus import Answer
 from toolnexus.agents import resume
 from toolnexus.stores import open_store
-
-from support.durable_app import LLM, TOP, team_model
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 

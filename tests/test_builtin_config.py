@@ -19,7 +19,7 @@ from toolnexus.builtin import (
     select_builtins,
 )
 from toolnexus.builtin._paths import is_reserved_device_name
-from toolnexus.builtin.shell import find_shell
+from toolnexus.builtin._shell import find_shell
 
 ORDER = ["bash", "read", "write", "edit", "grep", "glob", "webfetch", "question", "apply_patch", "todowrite"]
 

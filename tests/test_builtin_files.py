@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import stat
@@ -11,8 +10,8 @@ import threading
 import pytest
 
 from toolnexus.builtin import create_builtin_tools
+from toolnexus.builtin._files import make_read
 from toolnexus.builtin._settings import BuiltinSettings
-from toolnexus.builtin.files import make_read
 
 
 @pytest.fixture
@@ -102,7 +101,9 @@ async def test_read_caps_text_output_with_a_notice_that_says_how_to_continue(tmp
     read = make_read(BuiltinSettings(read_max_bytes=95))
     result = await read.execute({"path": str(path)})
     shown = "\n".join(f"line {i:04d}" for i in range(1, 10))  # 9 lines = 89 bytes; a 10th would pass 95
-    assert result.output == f"{shown}\n\n[read: output capped at 95 bytes of a 10000-byte file; continue with offset=10]"
+    assert (
+        result.output == f"{shown}\n\n[read: output capped at 95 bytes of a 10000-byte file; continue with offset=10]"
+    )
     assert result.metadata == {"truncated": True, "nextOffset": 10}
     follow = await read.execute({"path": str(path), "offset": 10, "limit": 2})
     assert follow.output == "line 0010\nline 0011"

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from toolnexus.builtin import create_builtin_tools
-from toolnexus.builtin.search import glob_matcher, glob_to_regex, walk_files
+from toolnexus.builtin._search import glob_matcher, glob_to_regex, walk_files
 
 
 @pytest.fixture
@@ -181,7 +181,11 @@ async def test_grep_emits_file_line_text_in_walk_order(tools, tree):
 
 async def test_grep_include_and_limit(tools, tree):
     only_py = await tools["grep"].execute({"pattern": "needle", "path": str(tree), "include": "*.py"})
-    assert only_py.output.split("\n") == ["a.py:2:needle = 1", "src/deep/x.py:1:x = 'needle'", "src/main.py:2:    return 'needle'"]
+    assert only_py.output.split("\n") == [
+        "a.py:2:needle = 1",
+        "src/deep/x.py:1:x = 'needle'",
+        "src/main.py:2:    return 'needle'",
+    ]
     first_two = await tools["grep"].execute({"pattern": "needle", "path": str(tree), "limit": 2})
     assert first_two.metadata == {"count": 2} and first_two.output.startswith(".hidden:1:")
     nested = await tools["grep"].execute({"pattern": "needle", "path": str(tree), "include": "src/**/*.py"})

@@ -11,7 +11,7 @@ import pytest
 
 from toolnexus.builtin import create_builtin_tools
 from toolnexus.builtin._settings import BuiltinSettings
-from toolnexus.builtin.shell import make_bash
+from toolnexus.builtin._shell import make_bash
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="process checks read /proc (Linux)")
 

@@ -10,7 +10,7 @@ from support.http_server import LoopbackServer, Reply
 from toolnexus.builtin import create_builtin_tools
 from toolnexus.builtin._netguard import parse_allow
 from toolnexus.builtin._settings import BuiltinSettings
-from toolnexus.builtin.web import make_webfetch
+from toolnexus.builtin._web import make_webfetch
 
 PAGE = """<!doctype html>
 <html><head><title>Guide</title>

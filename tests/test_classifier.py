@@ -10,10 +10,28 @@ import pytest
 
 import toolnexus
 from toolnexus import classifier as clf_mod
-from toolnexus.classifier import (CLASSIFIER_BACKENDS, ChoiceAnswer, ChoiceQuestion, Classifier, ClassifierError,
-                                  ClassifierUsage, Decision, NoulAnswer, NoulCriteria, NoulQuestion, RecordedDecision,
-                                  ScoreAnswer, ScoreQuestion, canonical_json, canonical_request, choice_over,
-                                  create_classifier, near_uniform, question_wire, questions_wire)
+from toolnexus.classifier import (
+    CLASSIFIER_BACKENDS,
+    ChoiceAnswer,
+    ChoiceQuestion,
+    Classifier,
+    ClassifierError,
+    ClassifierUsage,
+    Decision,
+    NoulAnswer,
+    NoulCriteria,
+    NoulQuestion,
+    RecordedDecision,
+    ScoreAnswer,
+    ScoreQuestion,
+    canonical_json,
+    canonical_request,
+    choice_over,
+    create_classifier,
+    near_uniform,
+    question_wire,
+    questions_wire,
+)
 from toolnexus.client import create_in_process_client
 from toolnexus.errors import ToolnexusError
 
@@ -44,23 +62,42 @@ def test_public_names_import_from_toolnexus_and_module_level_names_stay_in_the_m
            "RecordedDecision", "ClassifierResponse", "ClassifierTransport", "choice_over", "question_wire",
            "questions_wire", "canonical_json", "canonical_request", "near_uniform", "create_classifier", "Classifier"]
     for name in top:
-        assert name in clf_mod.__all__ and name in toolnexus.__all__ and getattr(toolnexus, name) is getattr(clf_mod, name)
-    for name in ("DEFAULT_CLASSIFIER_BASE_URL", "CLASSIFIER_BACKENDS", "ClassifierBackend", "METRIC_CLASSIFIER_EVALUATE"):
+        assert (
+            name in clf_mod.__all__ and name in toolnexus.__all__ and getattr(toolnexus, name) is getattr(clf_mod, name)
+        )
+    for name in (
+        "DEFAULT_CLASSIFIER_BASE_URL",
+        "CLASSIFIER_BACKENDS",
+        "ClassifierBackend",
+        "METRIC_CLASSIFIER_EVALUATE",
+    ):
         assert name in clf_mod.__all__ and name not in toolnexus.__all__
     assert issubclass(ClassifierError, ToolnexusError)
 
 
 def test_pinned_constants():
-    assert (clf_mod.DEFAULT_CLASSIFIER_BASE_URL, clf_mod.DEFAULT_CLASSIFIER_MODEL, clf_mod.DEFAULT_CLASSIFIER_API_KEY_ENV,
-            clf_mod.DEFAULT_CLASSIFIER_TIMEOUT) == ("https://api.typesafe.ai/v1", "jev-latest", "TYPESAFE_API_KEY", 10.0)
+    assert (
+        clf_mod.DEFAULT_CLASSIFIER_BASE_URL,
+        clf_mod.DEFAULT_CLASSIFIER_MODEL,
+        clf_mod.DEFAULT_CLASSIFIER_API_KEY_ENV,
+        clf_mod.DEFAULT_CLASSIFIER_TIMEOUT,
+    ) == ("https://api.typesafe.ai/v1", "jev-latest", "TYPESAFE_API_KEY", 10.0)
     assert (clf_mod.MAX_CHOICE_OPTIONS, clf_mod.MIN_SCORE_LEVELS, clf_mod.MAX_SCORE_LEVELS,
             clf_mod.NEAR_UNIFORM_TOLERANCE) == (255, 2, 10, 0.05)
     assert (clf_mod.METRIC_CLASSIFIER_EVALUATE, clf_mod.METRIC_CLASSIFIER_WARNING) == ("classifier.evaluate",
                                                                                        "classifier.warning")
     assert CLASSIFIER_BACKENDS == {
-        "typesafe": {"base_url": "https://api.typesafe.ai/v1", "model": "jev-latest", "api_key_env": "TYPESAFE_API_KEY"},
-        "openrouter": {"base_url": "https://openrouter.ai/api/v1", "model": "typesafe/jev-1.13",
-                       "api_key_env": "OPENROUTER_API_KEY"}}
+        "typesafe": {
+            "base_url": "https://api.typesafe.ai/v1",
+            "model": "jev-latest",
+            "api_key_env": "TYPESAFE_API_KEY",
+        },
+        "openrouter": {
+            "base_url": "https://openrouter.ai/api/v1",
+            "model": "typesafe/jev-1.13",
+            "api_key_env": "OPENROUTER_API_KEY",
+        },
+    }
 
 
 def test_models_are_dataclasses_with_the_pinned_field_order():
@@ -159,7 +196,9 @@ def test_question_projections():
 
 
 def test_canonical_json_and_request_bytes():
-    assert canonical_json({"b": 1, "a": ["é", {"d": None, "c": True}]}) == '{"a":["é",{"c":true,"d":null}],"b":1}'.encode()
+    assert (
+        canonical_json({"b": 1, "a": ["é", {"d": None, "c": True}]}) == '{"a":["é",{"c":true,"d":null}],"b":1}'.encode()
+    )
     assert canonical_request("m", {"q": NoulQuestion("Is it?")}) == (
         b'{"model":"m","questions":{"q":{"instructions":"Is it?","type":"noul"}}}')
 

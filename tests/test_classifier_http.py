@@ -11,9 +11,19 @@ import threading
 import pytest
 
 from support.llm_server import Json, LlmServer
-from toolnexus.classifier import (ChoiceAnswer, ChoiceQuestion, ClassifierError, ClassifierResponse, Decision,
-                                  NoulAnswer, NoulQuestion, ScoreQuestion, canonical_json, create_classifier,
-                                  questions_wire)
+from toolnexus.classifier import (
+    ChoiceAnswer,
+    ChoiceQuestion,
+    ClassifierError,
+    ClassifierResponse,
+    Decision,
+    NoulAnswer,
+    NoulQuestion,
+    ScoreQuestion,
+    canonical_json,
+    create_classifier,
+    questions_wire,
+)
 from toolnexus.client import create_in_process_client
 
 URL = "https://clf.example/v1"
@@ -239,7 +249,12 @@ async def test_decode_defaults_and_derived_fields():
                                                                    "usage": {"input_tokens": 5, "cost": 0}}))
     qs = {"lang": QS["lang"], "tone": QS["tone"]}
     d = await c.evaluate({}, qs)
-    assert d.model == "" and d.calibrated is True and d.usage.cost is None and (d.usage.input_tokens, d.usage.output_tokens) == (0, 0)
+    assert (
+        d.model == ""
+        and d.calibrated is True
+        and d.usage.cost is None
+        and (d.usage.input_tokens, d.usage.output_tokens) == (0, 0)
+    )
     lang = d.choice("lang")
     assert lang.confidence == 0.0 and lang.near_uniform is True
     assert d.score("tone").legend == {} and d.score("tone").probabilities == {} and d.score("tone").score == 2.0
@@ -250,17 +265,32 @@ async def test_decode_defaults_and_derived_fields():
 # -- beyond 0.21 ----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("answers,message", [
-    ({k: v for k, v in ANSWERS.items() if k != "tone"}, "classifier: question 'tone' has no answer in the response"),
-    ({**ANSWERS, "extra": {"type": "noul", "noul": 0.5}}, "classifier: answer 'extra' answers no question that was asked"),
-    ({**ANSWERS, "toxic": {"type": "choice", "choice": "en", "probabilities": {}, "confidence": 1}},
-     "classifier: answer 'toxic' is a choice answer, but 'toxic' is a noul question"),
-    ({**ANSWERS, "lang": {"type": "choice", "choice": "de", "probabilities": {"de": 1.0}, "confidence": 0.9}},
-     "classifier: answer 'lang': choice 'de' is not an offered option ('en', 'fr')"),
-    ({**ANSWERS, "toxic": {"type": "noul", "noul": 1.4}}, "classifier: answer 'toxic': noul 1.4 is outside 0..1"),
-    ({**ANSWERS, "tone": {"type": "score", "score": 3, "confidence": 0.9}},
-     "classifier: answer 'tone': score 3.0 is outside the rubric 0..2"),
-])
+@pytest.mark.parametrize(
+    "answers,message",
+    [
+        (
+            {k: v for k, v in ANSWERS.items() if k != "tone"},
+            "classifier: question 'tone' has no answer in the response",
+        ),
+        (
+            {**ANSWERS, "extra": {"type": "noul", "noul": 0.5}},
+            "classifier: answer 'extra' answers no question that was asked",
+        ),
+        (
+            {**ANSWERS, "toxic": {"type": "choice", "choice": "en", "probabilities": {}, "confidence": 1}},
+            "classifier: answer 'toxic' is a choice answer, but 'toxic' is a noul question",
+        ),
+        (
+            {**ANSWERS, "lang": {"type": "choice", "choice": "de", "probabilities": {"de": 1.0}, "confidence": 0.9}},
+            "classifier: answer 'lang': choice 'de' is not an offered option ('en', 'fr')",
+        ),
+        ({**ANSWERS, "toxic": {"type": "noul", "noul": 1.4}}, "classifier: answer 'toxic': noul 1.4 is outside 0..1"),
+        (
+            {**ANSWERS, "tone": {"type": "score", "score": 3, "confidence": 0.9}},
+            "classifier: answer 'tone': score 3.0 is outside the rubric 0..2",
+        ),
+    ],
+)
 async def test_strict_answers_are_checked_against_the_questions_at_evaluate(answers, message):
     """With strict=True, answers are validated against the questions on decode (missing or extra keys, a wrong
     type, a choice that was not offered, a noul outside 0..1, a score off the rubric): a ClassifierError naming
@@ -430,7 +460,10 @@ async def test_evaluate_batch_stops_scheduling_after_the_first_failure():
     c, t = make(ok(b"nope", status=400), ok(), ok())
     with pytest.raises(ClassifierError) as e:
         await c.evaluate_batch([{"i": 0}, {"i": 1}, {"i": 2}], QS, concurrency=1)
-    assert str(e.value) == "classifier: evaluate_batch: state 0: classifier: POST https://clf.example/v1/systemone: HTTP 400: nope"
+    assert (
+        str(e.value)
+        == "classifier: evaluate_batch: state 0: classifier: POST https://clf.example/v1/systemone: HTTP 400: nope"
+    )
     assert len(t.calls) == 1
 
 

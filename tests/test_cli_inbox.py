@@ -13,11 +13,10 @@ from typing import Iterator
 
 import pytest
 
-from toolnexus.stores import open_store
-
 from support.cli_agents import ASKER, PAYER
 from support.cli_run import cli_env, run_cli
 from support.llm_server import Json, LlmServer, openai_calls, openai_text
+from toolnexus.stores import open_store
 
 KEY = "sk-test-INBOX-KEY-0123456789"
 
@@ -100,13 +99,18 @@ async def test_an_answer_the_schema_refuses_is_exit_2_and_changes_nothing(llm: L
     request_id = await _park(url, llm)
     bad = run_cli("answer", "--store", url, "--id", request_id, "--ok", "--data", '{"amount": "lots"}', "--agents",
                   "cli_agents:PAYER", *_model_flags(llm))
-    assert bad.returncode == 2 and "does not match the request's schema: amount: 'lots' is not of type 'number'" in bad.stderr
+    assert (
+        bad.returncode == 2
+        and "does not match the request's schema: amount: 'lots' is not of type 'number'" in bad.stderr
+    )
     assert run_cli("pending", "--store", url).stdout.startswith(request_id)
 
 
 async def test_a_run_that_waits_again_is_exit_3_with_the_new_prompt(llm: LlmServer, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    llm.add(Json(openai_calls(("c1", "confirm", {"step": "one"}))), Json(openai_calls(("c2", "confirm", {"step": "two"}))))
+    llm.add(
+        Json(openai_calls(("c1", "confirm", {"step": "one"}))), Json(openai_calls(("c2", "confirm", {"step": "two"})))
+    )
     request_id = await _park(url, llm, agent=ASKER, run_id="ask-1")
     waiting = run_cli("answer", "--store", url, "--id", request_id, "--ok", "--agents", "cli_agents:ASKER",
                       *_model_flags(llm))
@@ -127,12 +131,44 @@ async def test_unknown_requests_and_missing_flags(tmp_path: Path) -> None:
         ("answer", "--store", url, "--ok", *base): "error: --id REQUEST_ID is required",
         ("answer", "--store", url, "--id", "x", *base): "error: pass exactly one of --approve, --reject, --edit JSON",
         ("answer", "--store", url, "--id", "x", "--ok", "--data", "[1]", *base): "error: --data must be a JSON object",
-        ("answer", "--store", url, "--id", "x", "--ok", "--base-url", "http://h", "--api-key", KEY):
-            "error: --agents MODULE:ATTR is required",
-        ("answer", "--store", url, "--id", "x", "--ok", "--agents", "cli_agents:PAYER", "--api-key", KEY):
-            "error: --base-url is required",
-        ("answer", "--store", url, "--id", "x", "--ok", "--agents", "nowhere:X", "--base-url", "http://h", "--api-key", KEY):
-            'error: --agents "nowhere:X": cannot import nowhere',
+        (
+            "answer",
+            "--store",
+            url,
+            "--id",
+            "x",
+            "--ok",
+            "--base-url",
+            "http://h",
+            "--api-key",
+            KEY,
+        ): "error: --agents MODULE:ATTR is required",
+        (
+            "answer",
+            "--store",
+            url,
+            "--id",
+            "x",
+            "--ok",
+            "--agents",
+            "cli_agents:PAYER",
+            "--api-key",
+            KEY,
+        ): "error: --base-url is required",
+        (
+            "answer",
+            "--store",
+            url,
+            "--id",
+            "x",
+            "--ok",
+            "--agents",
+            "nowhere:X",
+            "--base-url",
+            "http://h",
+            "--api-key",
+            KEY,
+        ): 'error: --agents "nowhere:X": cannot import nowhere',
         ("pending", "--store", "redis://x"): "error: toolnexus: cannot open a store from 'redis://x'",
     }
     for args, message in cases.items():

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -75,21 +75,23 @@ async def test_on_a_terminal_the_spinner_names_the_tool_that_is_running() -> Non
 
     from toolnexus import ToolResult
     from toolnexus.cli._activity import Activity
-    from toolnexus.cli.common import Console
-    from toolnexus.cli.interactive import Progress
+    from toolnexus.cli._common import Console
+    from toolnexus.cli._interactive import Progress
 
     err = io.StringIO()
     console = Console(io.StringIO(), err)
     progress = Progress(console, enabled=True)
-    hooks = Activity(console, progress).hooks()
-    hooks["before_llm"]({})
-    assert progress.label == "waiting for the model"
-    hooks["after_llm"]({})
-    hooks["before_tool"]({"name": "lookup", "id": "c1", "args": {"term": "x"}})
-    assert progress.label == "running lookup"
-    hooks["after_tool"]({"name": "lookup", "id": "c1", "args": {"term": "x"}, "result": ToolResult("ok", False)})
-    assert progress.label == "waiting for the model"
-    progress.stop()
+    try:
+        hooks = Activity(console, progress).hooks()
+        hooks["before_llm"]({})
+        assert progress.label == "waiting for the model"
+        hooks["after_llm"]({})
+        hooks["before_tool"]({"name": "lookup", "id": "c1", "args": {"term": "x"}})
+        assert progress.label == "running lookup"
+        hooks["after_tool"]({"name": "lookup", "id": "c1", "args": {"term": "x"}, "result": ToolResult("ok", False)})
+        assert progress.label == "waiting for the model"
+    finally:
+        progress.stop()  # the spinner's thread ends however the test does
     assert "→" not in err.getvalue()  # no --verbose: no tool lines, only the spinner
     quiet = Activity(Console(io.StringIO(), io.StringIO()), Progress(console, enabled=False))
     assert quiet.hooks() == {}  # no terminal and no --verbose: the client gets no hooks at all

@@ -11,8 +11,14 @@ import logging
 
 import pytest
 
-from support.llm_server import (RecordingTransport, ScriptedTransport, anthropic_calls, anthropic_text, openai_calls,
-                                openai_text)
+from support.llm_server import (
+    RecordingTransport,
+    ScriptedTransport,
+    anthropic_calls,
+    anthropic_text,
+    openai_calls,
+    openai_text,
+)
 from toolnexus.client import RunResult, create_client
 from toolnexus.toolkit import Toolkit, create_toolkit
 from toolnexus.types import Answer, Tool, ToolResult, pending
@@ -118,7 +124,7 @@ async def test_before_llm_model_override_applies_to_that_turn_only():
 
 
 async def test_system_prompt_joined_with_skills_prompt():
-    from toolnexus.skill.model import SkillDef
+    from toolnexus.skill._model import SkillDef
 
     tk = await create_toolkit(skills=[SkillDef(name="greet", content="Say hi.", description="greets")], builtins=False)
     t = RecordingTransport(openai_text("ok"), anthropic_text("ok"))

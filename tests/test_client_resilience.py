@@ -10,9 +10,18 @@ import time
 import pytest
 
 from support.llm_server import Hang, Json, LlmServer, Trickle, openai_calls, openai_text
-from toolnexus.client import (ProviderError, RunCancelled, RunTimeout, UrllibTransport, _HttpError,
-                              _is_retryable_status, _parse_retry_after, capped_error_body, create_client,
-                              redact_identifiers, safe_error_body)
+from toolnexus.client import (
+    ProviderError,
+    RunCancelled,
+    RunTimeout,
+    UrllibTransport,
+    _HttpError,
+    capped_error_body,
+    create_client,
+    redact_identifiers,
+    safe_error_body,
+)
+from toolnexus.client._retry import _is_retryable_status, _parse_retry_after
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Tool, ToolResult
 
@@ -53,7 +62,9 @@ def test_provider_error_messages_are_pinned():
     assert (str(denied), denied.body, denied.text, denied.retry_after, denied.status) == ("LLM 401", "", "", "5", 401)
     assert str(ProviderError(403, "secret")) == "LLM 403"
     redacted = ProviderError(429, '{"user_id": "u-42", "org_id":17, "organization" : "acme", "x": "keep"}')
-    assert redacted.body == '{"user_id": "«redacted»", "org_id":"«redacted»", "organization" : "«redacted»", "x": "keep"}'
+    assert (
+        redacted.body == '{"user_id": "«redacted»", "org_id":"«redacted»", "organization" : "«redacted»", "x": "keep"}'
+    )
     assert _HttpError is ProviderError
     assert safe_error_body(500, ' {"account_id": "a"} ') == '{"account_id": "«redacted»"}'
     assert capped_error_body("abc", 2) == "ab…" and redact_identifiers("no ids") == "no ids"

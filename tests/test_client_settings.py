@@ -7,15 +7,26 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from support.llm_server import Hang, Json, LlmServer
 from toolnexus import Answer, Request, ToolResult, define_tool
-from toolnexus.client import (DEFAULT_CALL_TIMEOUT_MS, MAX_RESPONSE_BYTES, Client, ClientSettings, Endpoint, Limits,
-                              LoopSettings, ResponseTooLarge, RetryPolicy, RunTimeout, create_client,
-                              create_in_process_client)
+from toolnexus.client import (
+    DEFAULT_CALL_TIMEOUT_MS,
+    MAX_RESPONSE_BYTES,
+    Client,
+    ClientSettings,
+    Endpoint,
+    Limits,
+    LoopSettings,
+    ResponseTooLarge,
+    RetryPolicy,
+    RunTimeout,
+    create_client,
+    create_in_process_client,
+)
 from toolnexus.errors import ToolnexusTypeError
 from toolnexus.toolkit import create_toolkit
 
@@ -97,7 +108,7 @@ async def test_clock_as_a_keyword_judges_an_answers_expiry():
 
     async def release(args=None, ctx=None):
         if ctx is None or ctx.answer is None:
-            expires = (datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)).isoformat()
+            expires = (datetime(2030, 1, 1, 12, 0, tzinfo=UTC)).isoformat()
             return ToolResult("", False, {"pending": Request(id="r1", kind="input", prompt="go?", expiresAt=expires)})
         ran.append("ran")
         return ToolResult("released", False)
@@ -111,7 +122,7 @@ async def test_clock_as_a_keyword_judges_an_answers_expiry():
         return {"tool_calls": [{"name": "release", "args": {}}]}
 
     def late():  # an hour after the request expired
-        return datetime(2030, 1, 1, 13, 0, tzinfo=timezone.utc)
+        return datetime(2030, 1, 1, 13, 0, tzinfo=UTC)
 
     c = create_in_process_client(model="m", generate=model, clock=late,
                                  wait_for=lambda r: Answer(id=r.id, ok=True))

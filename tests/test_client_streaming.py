@@ -11,9 +11,15 @@ from contextlib import asynccontextmanager
 import pytest
 
 from support.llm_server import Json, LlmServer, Sse, anthropic_sse, openai_sse, sse_lines
-from toolnexus.client import (InMemoryConversationStore, ProviderResponseError, RunCancelled, RunTimeout, create_client,
-                              create_in_process_client)
-from toolnexus.client.sse import SseEvent, SseParser, json_payloads
+from toolnexus.client import (
+    InMemoryConversationStore,
+    ProviderResponseError,
+    RunCancelled,
+    RunTimeout,
+    create_client,
+    create_in_process_client,
+)
+from toolnexus.client._sse import SseEvent, SseParser, json_payloads
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Answer, Tool, ToolResult, pending
 
@@ -87,8 +93,10 @@ def test_sse_parser_handles_bytes_split_anywhere():
 
 
 async def test_openai_stream_assembles_tool_call_deltas_and_orders_events(server):
-    server.add(Sse(openai_sse("Let me ", "add.", calls=(("c1", "add", {"a": 1, "b": 2}), ("c2", "add", {"a": 3, "b": 4})))),
-               Sse(openai_sse("3 and 7", usage={"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13})))
+    server.add(
+        Sse(openai_sse("Let me ", "add.", calls=(("c1", "add", {"a": 1, "b": 2}), ("c2", "add", {"a": 3, "b": 4})))),
+        Sse(openai_sse("3 and 7", usage={"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13})),
+    )
     after = []
     async with llm(server, "openai", hooks={"after_llm": after.append}) as c:
         events = await collect(c.stream("add", kit(make_tool("add", adder))))
@@ -136,7 +144,9 @@ async def test_durable_halt_stream_events_differ_per_style_and_are_saved(server,
     async with llm(server, style) as c:
         events = await collect(c.stream("go", kit(make_tool("gate", gate)), id="conv"))
         stored = await c.store.get("conv")
-    expected = ["tool_call", "pending", "done"] if style == "openai" else ["tool_call", "pending", "tool_result", "done"]
+    expected = (
+        ["tool_call", "pending", "done"] if style == "openai" else ["tool_call", "pending", "tool_result", "done"]
+    )
     assert kinds(events) == expected
     result = events[-1]["result"]
     assert events[1]["request"] is result.pending and result.status == "pending"
@@ -226,8 +236,10 @@ async def test_stream_that_is_not_sse_is_a_clear_error(server):
     async with llm(server, "openai") as c:
         with pytest.raises(ProviderResponseError) as e:
             await collect(c.stream("x"))
-    assert str(e.value) == ("toolnexus: malformed openai stream: no SSE `data:` events (body began '{\"choices\": []}') "
-                            f"(POST {server.base_url}/chat/completions)")
+    assert str(e.value) == (
+        "toolnexus: malformed openai stream: no SSE `data:` events (body began '{\"choices\": []}') "
+        f"(POST {server.base_url}/chat/completions)"
+    )
 
 
 async def test_stream_open_is_retried_on_429(server):

@@ -126,14 +126,16 @@ async def test_an_agent_turn_retries_on_the_runtime_clock(server):
     server.add(Json({"error": "busy"}, status=429), Json(openai_text("done after retry")))
     rt = AgentRuntime(registry={"a": AgentDef("a", "retries", "", "m")}, clock=clock,
                       llm={"base_url": server.base_url, "api_key": "k"})
-    h = rt.spawn(rt.root, "a")
-    rt.wake(h, "go")
-    waiter = asyncio.ensure_future(rt.wait(h))
-    slept = await clock.next_sleep()
-    assert 0.5 <= slept <= 0.6
-    assert not waiter.done() and h.state == "running" and len(server.requests) == 1
-    await clock.advance(0.6)
-    result = await asyncio.wait_for(waiter, 5)
-    assert (result.status, result.text, result.turns) == ("done", "done after retry", 1)
-    assert len(server.requests) == 2
-    await rt.close(rt.root)
+    try:
+        h = rt.spawn(rt.root, "a")
+        rt.wake(h, "go")
+        waiter = asyncio.ensure_future(rt.wait(h))
+        slept = await clock.next_sleep()
+        assert 0.5 <= slept <= 0.6
+        assert not waiter.done() and h.state == "running" and len(server.requests) == 1
+        await clock.advance(0.6)
+        result = await asyncio.wait_for(waiter, 5)
+        assert (result.status, result.text, result.turns) == ("done", "done after retry", 1)
+        assert len(server.requests) == 2
+    finally:
+        await rt.close(rt.root)

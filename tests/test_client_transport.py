@@ -8,11 +8,16 @@ import threading
 import pytest
 
 from support.llm_server import LlmServer, Sse, anthropic_sse, openai_sse
-from toolnexus.client import (Client, InMemoryConversationStore, InProcessTransport, UrllibTransport, create_client,
-                              create_in_process_client)
+from toolnexus.client import (
+    Client,
+    InMemoryConversationStore,
+    InProcessTransport,
+    UrllibTransport,
+    create_client,
+    create_in_process_client,
+)
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Tool, ToolResult
-
 
 # -- in-process ----------------------------------------------------------------------------------
 
@@ -27,10 +32,22 @@ def test_in_process_transport_wraps_a_reply_as_a_chat_completion():
 
     t = InProcessTransport(generate)
     out = t.post("u", {}, {"model": "m", "messages": [{"role": "user", "content": "q"}], "tools": None}, 1.0)
-    assert out == {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "tool_calls": [
-        {"id": "call_0", "type": "function", "function": {"name": "a", "arguments": '{"x":1}'}},
-        {"id": "z", "type": "function", "function": {"name": "b", "arguments": '{"y": 2}'}}]}}],
-        "usage": {"prompt_tokens": 4, "completion_tokens": 1, "total_tokens": 5}}
+    assert out == {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": "call_0", "type": "function", "function": {"name": "a", "arguments": '{"x":1}'}},
+                        {"id": "z", "type": "function", "function": {"name": "b", "arguments": '{"y": 2}'}},
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 4, "completion_tokens": 1, "total_tokens": 5},
+    }
     assert seen[0]["model"] == "m" and seen[0]["body"]["messages"] == seen[0]["messages"]
     assert InProcessTransport(lambda r: None).post("u", {}, {}, 1.0) == {
         "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}],
@@ -81,7 +98,13 @@ async def test_async_generate_is_refused_with_pinned_message():
 
 def test_client_attributes_mirror_keywords():
     c = Client(base_url="b", style="anthropic", model="m", retryable_statuses=[408, 408])
-    assert (c.headers, c.retryable_statuses, c.max_turns, c.retries, c.retry_base_ms) == ({}, frozenset({408}), 10, 2, 500)
+    assert (c.headers, c.retryable_statuses, c.max_turns, c.retries, c.retry_base_ms) == (
+        {},
+        frozenset({408}),
+        10,
+        2,
+        500,
+    )
     assert isinstance(c.store, InMemoryConversationStore) and c.conversation_store is c.store
     assert Client(base_url="b", style="nope", model="m").style == "nope"  # no validation at construction
 
@@ -140,7 +163,7 @@ async def test_urllib_transport_streams_through_a_worker_thread():
 
 async def test_default_transport_is_pooled_http11_and_aclose_releases_it(monkeypatch):
     from toolnexus.client import HttpxTransport
-    from toolnexus.client.http11 import Http11Transport
+    from toolnexus.client._http11 import Http11Transport
 
     for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from support.llm_server import (Json, LlmServer, Raw, anthropic_calls, anthropic_text, openai_calls, openai_text)
+from support.llm_server import Json, LlmServer, Raw, anthropic_calls, anthropic_text, openai_calls, openai_text
 from toolnexus.client import ContentPartError, ProviderResponseError, create_client
 from toolnexus.content import UnsupportedPartError
 from toolnexus.toolkit import Toolkit
@@ -84,9 +84,10 @@ async def test_anthropic_headers_body_and_tool_results(server):
     first = server.requests[0].json
     assert list(first) == ["model", "max_tokens", "system", "messages", "tools"]
     assert (first["max_tokens"], first["system"]) == (4096, "")
-    assert first["tools"] == [{"name": "t", "description": "t tool", "input_schema": {"type": "object", "properties": {}}},
-                              {"name": "bad", "description": "bad tool",
-                               "input_schema": {"type": "object", "properties": {}}}]
+    assert first["tools"] == [
+        {"name": "t", "description": "t tool", "input_schema": {"type": "object", "properties": {}}},
+        {"name": "bad", "description": "bad tool", "input_schema": {"type": "object", "properties": {}}},
+    ]
     assert server.requests[1].json["messages"][-1] == {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "u1", "content": "out", "is_error": False},
         {"type": "tool_result", "tool_use_id": "u2", "content": "nope", "is_error": True}]}

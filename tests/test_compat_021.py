@@ -112,7 +112,11 @@ async def test_compactor_bounds_a_tool_loop_in_a_later_user_turn_after_an_earlie
                  {"role": "tool", "tool_call_id": f"c{i}", "content": "z" * 1200}]
     out = await compactor(max_tokens=600, summarize=lambda older: f"{len(older)} earlier")({"messages": msgs})
     result = out["messages"]
-    assert result[:3] == [msgs[0], msgs[2], {"role": "system", "content": "[Summary of earlier conversation]\n11 earlier"}]
+    assert result[:3] == [
+        msgs[0],
+        msgs[2],
+        {"role": "system", "content": "[Summary of earlier conversation]\n11 earlier"},
+    ]
     assert result[3:] == msgs[-2:]
     assert estimate_tokens(result) <= 600
 
@@ -129,7 +133,8 @@ def test_021_module_imports_work_and_construct_nothing():
         "from toolnexus.content import image, file, audio, text, encode_part\n"
         "from toolnexus.acp import load_acp, ACPOptions, ACPError\n"
         "import toolnexus\n"
-        "assert toolnexus.create_classifier is create_classifier and toolnexus.ToolGuardClassifier is ToolGuardClassifier\n"
+        "assert toolnexus.create_classifier is create_classifier\n"
+        "assert toolnexus.ToolGuardClassifier is ToolGuardClassifier\n"
         "print(sorted(m for m in ('httpx', 'mcp', 'toolnexus.client', 'urllib.request') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

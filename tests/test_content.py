@@ -11,11 +11,31 @@ import pytest
 
 import toolnexus
 from toolnexus import content
+from toolnexus.content import (
+    MEDIA_TYPES,
+    ContentPart,
+    ContentPartError,
+    UnsupportedPartError,
+    audio,
+    decoded_len,
+    describe_part,
+    encode_part,
+    estimate_tokens,
+    file,
+    from_dict,
+    get_max_part_bytes,
+    image,
+    is_part_dict,
+    normalize_parts,
+    part,
+    placeholder_text,
+    set_max_part_bytes,
+    summarize,
+    text,
+    to_dict,
+    validate,
+)
 from toolnexus.errors import ToolnexusError
-from toolnexus.content import (MEDIA_TYPES, ContentPart, ContentPartError, UnsupportedPartError, audio, decoded_len,
-                               describe_part, encode_part, estimate_tokens, file, from_dict, get_max_part_bytes,
-                               image, is_part_dict, normalize_parts, part, placeholder_text, set_max_part_bytes,
-                               summarize, text, to_dict, validate)
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\n fake png"
 PNG = base64.b64encode(PNG_BYTES).decode()
@@ -244,13 +264,18 @@ def test_provider_blocks_for_both_wires():
     mp3 = audio(b"ID3", mime_type="audio/mpeg")
     wav = audio(b"RIFF", mime_type="audio/x-wav")
     assert encode_part(text("t"), "openai") == encode_part(text("t"), "anthropic") == {"type": "text", "text": "t"}
-    assert encode_part(img_data, "openai") == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}
+    assert encode_part(img_data, "openai") == {
+        "type": "image_url",
+        "image_url": {"url": f"data:image/png;base64,{PNG}"},
+    }
     assert encode_part(img_url, "openai") == {"type": "image_url", "image_url": {"url": "https://x/cat.webp"}}
     assert encode_part(img_data, "anthropic") == {"type": "image", "source": {"type": "base64",
                                                                             "media_type": "image/png", "data": PNG}}
     assert encode_part(img_url, "anthropic") == {"type": "image", "source": {"type": "url", "url": "https://x/cat.webp"}}
-    assert encode_part(pdf, "openai") == {"type": "file", "file": {"filename": "report.pdf",
-                                                                   "file_data": f"data:application/pdf;base64,{pdf_b64}"}}
+    assert encode_part(pdf, "openai") == {
+        "type": "file",
+        "file": {"filename": "report.pdf", "file_data": f"data:application/pdf;base64,{pdf_b64}"},
+    }
     assert encode_part(ContentPart("file", mimeType="text/csv", data="YQ=="), "openai")["file"]["filename"] == "file"
     assert encode_part(pdf, "anthropic") == {"type": "document", "source": {"type": "base64",
                                                                           "media_type": "application/pdf",
@@ -259,16 +284,32 @@ def test_provider_blocks_for_both_wires():
     assert encode_part(wav, "openai")["input_audio"]["format"] == "wav"
 
 
-@pytest.mark.parametrize("p,style,message", [
-    (ContentPart("audio", mimeType="audio/wav", data="UklG"), "anthropic",
-     'no "anthropic" block shape for a audio part (audio/wav)'),
-    (ContentPart("audio", mimeType="audio/ogg", data="UklG"), "openai", 'no "openai" block shape for a audio part (audio/ogg)'),
-    (ContentPart("audio", mimeType="audio/wav", url="https://x/a.wav"), "openai",
-     'no "openai" block shape for a audio part (audio/wav)'),
-    (ContentPart("file", mimeType="application/pdf", url="https://x/a.pdf"), "openai",
-     'no "openai" block shape for a file part (application/pdf)'),
-    (ContentPart("text", text="x"), "gemini", 'no "gemini" block shape for a text part'),
-])
+@pytest.mark.parametrize(
+    "p,style,message",
+    [
+        (
+            ContentPart("audio", mimeType="audio/wav", data="UklG"),
+            "anthropic",
+            'no "anthropic" block shape for a audio part (audio/wav)',
+        ),
+        (
+            ContentPart("audio", mimeType="audio/ogg", data="UklG"),
+            "openai",
+            'no "openai" block shape for a audio part (audio/ogg)',
+        ),
+        (
+            ContentPart("audio", mimeType="audio/wav", url="https://x/a.wav"),
+            "openai",
+            'no "openai" block shape for a audio part (audio/wav)',
+        ),
+        (
+            ContentPart("file", mimeType="application/pdf", url="https://x/a.pdf"),
+            "openai",
+            'no "openai" block shape for a file part (application/pdf)',
+        ),
+        (ContentPart("text", text="x"), "gemini", 'no "gemini" block shape for a text part'),
+    ],
+)
 def test_parts_outside_the_allowlist_raise_unsupported(p, style, message):
     with pytest.raises(UnsupportedPartError) as e:
         encode_part(p, style)
@@ -285,7 +326,10 @@ def test_constructors_enforce_the_table_part_type_and_valid_base64_and_provider_
     document on Anthropic) are refused by the block allowlist."""
     with pytest.raises(ContentPartError) as e:
         image(str(write(tmp_path, "doc.pdf", b"%PDF")))
-    assert str(e.value) == '".pdf" makes a file part (application/pdf), not an image part — use file(), or pass an explicit mime_type'
+    assert (
+        str(e.value)
+        == '".pdf" makes a file part (application/pdf), not an image part — use file(), or pass an explicit mime_type'
+    )
     with pytest.raises(ContentPartError, match="not an audio part"):
         audio("https://x/cat.png")
     with pytest.raises(ContentPartError, match='an image part needs a image/\\* mimeType, got "application/pdf"'):

@@ -9,8 +9,15 @@ import logging
 
 import pytest
 
-from support.llm_server import (Json, LlmServer, RecordingTransport, anthropic_calls, anthropic_text, openai_calls,
-                                openai_text)
+from support.llm_server import (
+    Json,
+    LlmServer,
+    RecordingTransport,
+    anthropic_calls,
+    anthropic_text,
+    openai_calls,
+    openai_text,
+)
 from toolnexus import content
 from toolnexus.client import ContentPartError, create_client, create_in_process_client
 from toolnexus.content import ContentPart, UnsupportedPartError
@@ -114,10 +121,17 @@ async def test_tool_returned_image_file_and_audio_parts_on_both_wires(server):
     sent = json.loads(server.requests[1].body)["messages"]
     header = {"type": "text", "text": "Output of tool capture (c1):"}
     assert sent[-2] == {"role": "tool", "tool_call_id": "c1", "content": "captured"}
-    assert sent[-1] == {"role": "user", "content": [
-        header, {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64['png']}"}},
-        header, {"type": "file", "file": {"filename": "file", "file_data": f"data:application/pdf;base64,{B64['pdf']}"}},
-        header, {"type": "input_audio", "input_audio": {"data": B64["wav"], "format": "wav"}}]}
+    assert sent[-1] == {
+        "role": "user",
+        "content": [
+            header,
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64['png']}"}},
+            header,
+            {"type": "file", "file": {"filename": "file", "file_data": f"data:application/pdf;base64,{B64['pdf']}"}},
+            header,
+            {"type": "input_audio", "input_audio": {"data": B64["wav"], "format": "wav"}},
+        ],
+    }
     stored = r.messages[-2]
     assert list(stored) == ["role", "tool_call_id", "content", "parts", "name"]
     assert stored["parts"] == [content.to_dict(p) for p in parts] and stored["name"] == "capture"
@@ -188,8 +202,12 @@ async def test_text_parts_of_a_tool_extend_its_tool_message_and_each_media_part_
     assert wire[-2] == {"role": "tool", "tool_call_id": "c7",
                         "content": [{"type": "text", "text": "main"}, {"type": "text", "text": "extra"}]}
     header = {"type": "text", "text": "Output of tool shots (c7):"}
-    assert wire[-1]["content"] == [header, {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64['png']}"}},
-                                   header, {"type": "image_url", "image_url": {"url": "https://x/a.gif"}}]
+    assert wire[-1]["content"] == [
+        header,
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64['png']}"}},
+        header,
+        {"type": "image_url", "image_url": {"url": "https://x/a.gif"}},
+    ]
 
 
 async def test_in_process_generate_receives_the_openai_wire_messages():
@@ -300,7 +318,10 @@ async def test_openai_translate_encodes_canonical_parts_by_allowlist_and_provena
                        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "r"}, ogg]}])
     sent = t.payloads[0]["messages"]
     assert sent[0]["content"][1] == {"type": "image_url", "image_url": {"url": "https://x/a.png"}}
-    assert sent[1]["content"][1] == {"type": "text", "text": f"[unsupported audio part (audio/ogg, {len(WAV_BYTES)} bytes)]"}
+    assert sent[1]["content"][1] == {
+        "type": "text",
+        "text": f"[unsupported audio part (audio/ogg, {len(WAV_BYTES)} bytes)]",
+    }
     native = {"type": "image_url", "image_url": {"url": "https://x/native.png"}}
     c, t = recording("openai", openai_text("ok"))
     await c.translate([{"role": "user", "content": [native]}])

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 import toolnexus
-
 from support.doc_blocks import api_directives
 
 ROOT = Path(__file__).resolve().parent.parent

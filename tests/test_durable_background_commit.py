@@ -4,11 +4,10 @@ lease up even when the last turn is still tearing down."""
 
 import asyncio
 
-from toolnexus.agents.clock import AsyncioClock
-from toolnexus.agents.durable import DurableRun
-from toolnexus.stores import open_store
-
 from support.stores import sqlite_records
+from toolnexus.agents._durable import DurableRun
+from toolnexus.agents.clock import AsyncioClock
+from toolnexus.stores import open_store
 
 
 async def test_a_change_staged_during_a_background_commit_is_committed_after_it():
@@ -39,10 +38,9 @@ async def test_a_change_staged_during_a_background_commit_is_committed_after_it(
 async def test_aclose_right_after_a_run_waits_for_its_turn_teardown_and_gives_the_lease_up(monkeypatch):
     """`run()` returns when the result is published; the turn may still be closing its toolkit.
     `aclose()` then waits for that teardown, so the run is parked and another runtime may take it."""
+    from support.durable_app import LLM, WORKER, SeedModel
     from toolnexus.agents import AgentRuntime
     from toolnexus.toolkit import Toolkit
-
-    from support.durable_app import LLM, WORKER, SeedModel
 
     torn_down = asyncio.Event()
     real_close = Toolkit.close
@@ -68,9 +66,8 @@ async def test_the_entry_agent_and_its_prompt_are_stored_before_its_first_model_
     prompt are committed: a crash at the first model call always leaves a run that can be restored."""
     import sqlite3
 
-    from toolnexus.stores.sqlite import SqliteStore
-
     from support.durable_app import LLM, WORKER, SeedModel
+    from toolnexus.stores._sqlite import SqliteStore
 
     path = tmp_path / "runs.db"
     seen_at_first_call: list[list[str]] = []

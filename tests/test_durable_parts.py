@@ -13,21 +13,27 @@ from typing import Any, Optional
 
 import pytest
 
+from support.stores import shared_store_url  # noqa: F401 - fixture
 from toolnexus._clock import AsyncioClock, VirtualClock
-from toolnexus.agents.defs import AgentDef
-from toolnexus.agents.durable import (CommitScheduler, ConversationView, DurableRun, Lease, Staging, TurnJournal,
-                                      TurnStore)
-from toolnexus.agents.handle import Handle
-from toolnexus.client.journal import FINISHED, STARTED
-from toolnexus.client.memory import LockingStore
-from toolnexus.client.wire.base import ToolCall
+from toolnexus.agents._defs import AgentDef
+from toolnexus.agents._durable import (
+    CommitScheduler,
+    ConversationView,
+    DurableRun,
+    Lease,
+    Staging,
+    TurnJournal,
+    TurnStore,
+)
+from toolnexus.agents._handle import Handle
+from toolnexus.client._journal import FINISHED, STARTED
+from toolnexus.client._memory import LockingStore
+from toolnexus.client._wire.base import ToolCall
 from toolnexus.durable import Changes, ConversationOps, Holder, LeaseLost, RunStore, StoreUnavailable
-from toolnexus.durable.model import dumps
+from toolnexus.durable._model import dumps
 from toolnexus.errors import ToolnexusRuntimeError
 from toolnexus.stores import open_store
 from toolnexus.types import Request, ToolResult
-
-from support.stores import shared_store_url  # noqa: F401 - fixture
 
 TTL = 30.0
 WAIT = 10.0  # a bound on waiting for an event that must come (a hang fails the test instead of blocking it)
@@ -524,10 +530,10 @@ class PlainStore:
     def __init__(self) -> None:
         self.saved: dict[str, list[dict[str, Any]]] = {}
 
-    async def get(self, id: str) -> Optional[list[dict[str, Any]]]:  # noqa: A002
+    async def get(self, id: str) -> Optional[list[dict[str, Any]]]:
         return self.saved.get(id)
 
-    async def save(self, id: str, messages: list[dict[str, Any]]) -> None:  # noqa: A002
+    async def save(self, id: str, messages: list[dict[str, Any]]) -> None:
         self.saved[id] = messages
 
 

@@ -8,22 +8,27 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from support.agent_kit import calls, delegate, scripted
+from support.durable_app import FAN, LLM, TEAM_MODEL, TOP, WORKER, SeedModel, team_model
+from support.llm_server import RecordingTransport, openai_calls, openai_text, tool_from, toolkit_of
+from support.stores import store_url  # noqa: F401 - fixture
 from toolnexus import Answer, ToolResult, define_tool, pending
 from toolnexus.agents import AgentRuntime, agent, resume
 from toolnexus.client import ResumeError, create_client
-from toolnexus.durable import (AnswerAlreadyApplied, RequestWithdrawn, RestoreError, RunExists, RunInProgress,
-                               StoreUnavailable)
+from toolnexus.durable import (
+    AnswerAlreadyApplied,
+    RequestWithdrawn,
+    RestoreError,
+    RunExists,
+    RunInProgress,
+    StoreUnavailable,
+)
 from toolnexus.stores import open_store
-
-from support.agent_kit import calls, delegate, scripted
-from support.durable_app import FAN, TEAM_MODEL, TOP, WORKER, LLM, SeedModel, team_model
-from support.llm_server import RecordingTransport, openai_calls, openai_text, toolkit_of, tool_from
-from support.stores import store_url  # noqa: F401 - fixture
 
 
 class Counting:
@@ -67,7 +72,13 @@ async def test_a_parked_run_is_listed_and_answered_exactly_once_from_the_store(s
 
         # continue mode (the default with a store): the halted call is filled from the answer, the model
         # is asked only for what comes after it — 2 calls in all, not the replay's 3
-        assert (final.status, final.text, final.turns, final.total_tokens, final.run_id) == ("done", "done.", 2, 12, "r-1")
+        assert (final.status, final.text, final.turns, final.total_tokens, final.run_id) == (
+            "done",
+            "done.",
+            2,
+            12,
+            "r-1",
+        )
         assert model.calls == 2
         assert await store.pending() == []
         assert [s.status for s in await store.runs()] == ["done"]
@@ -112,7 +123,7 @@ async def test_a_used_run_id_is_refused_before_any_model_call(store_url):
 def test_generated_run_ids_sort_by_creation_time_and_stay_unguessable(monkeypatch):
     """A generated id begins with its creation time, so a new run's rows are appended to the end of
     every index keyed by run id; the rest is random."""
-    from toolnexus.durable import model
+    from toolnexus.durable import _model as model
 
     now = [1_796_313_113_744_000_000]
     monkeypatch.setattr(model.time, "time_ns", lambda: now[0])
@@ -189,7 +200,7 @@ async def test_two_parallel_pending_children_are_answered_one_at_a_time(store_ur
 
 
 async def test_an_expired_request_never_runs_its_tool_on_any_path(store_url):
-    past = (datetime.now(timezone.utc) - timedelta(minutes=5)).isoformat()
+    past = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
     for mode in ("continue", "replay"):
         log: list[Any] = []
         worker = gated(log, expires=past)
@@ -283,14 +294,13 @@ async def test_transcripts_are_written_append_only():
     script = [{"whenToolMsgs": n, "toolCalls": calls(("lookup", {"q": str(n)}))} for n in range(8)]
     script.append({"always": True, "text": "looked up"})
     from support.agent_kit import lookup_tool
-
     from toolnexus.agents import Budget
 
     looker = agent("looker", does="looks", model="m", uses={"tools": [lookup_tool()]}, budget=Budget(max_turns=20))
     r = await looker.run("go", transport=scripted({"m": script}), llm=LLM, store=store)
     assert r.status == "done" and r.turns == 9
     length = 0
-    for conv, start, appended in seen:
+    for _conv, start, appended in seen:
         assert start == length, seen  # never rewrites what is stored
         length = start + appended
     assert length == len(await r.runtime.conversation_store.get("root/looker.1"))

@@ -18,15 +18,14 @@ from typing import Any
 
 import pytest
 
+from support.agent_kit import calls, scripted, until
+from support.durable_app import LLM
+from support.stores import sqlite_records
 from toolnexus import define_tool
 from toolnexus.agents import AgentRuntime, agent
 from toolnexus.durable import LeaseLost, RunChanged, RunInProgress, StoreUnavailable
 from toolnexus.stores import open_store
-from toolnexus.stores.sqlite import SqliteStore
-
-from support.agent_kit import calls, scripted, until
-from support.durable_app import LLM
-from support.stores import sqlite_records
+from toolnexus.stores._sqlite import SqliteStore
 
 
 def stored_calls(path: Path, run_id: str) -> dict[str, str]:
@@ -287,7 +286,9 @@ async def test_a_call_interrupted_while_its_thread_is_queued_never_runs_and_the_
             rt.interrupt(h)
             await rt.flush()
             one_worker.release.set()
-            await asyncio.get_running_loop().run_in_executor(one_worker.pool, lambda: None)  # in order: `effect`'s job is over
+            await asyncio.get_running_loop().run_in_executor(
+                one_worker.pool, lambda: None
+            )  # in order: `effect`'s job is over
             await rt.close(rt.root)
             loaded = await store.load("cut")
         finally:
@@ -314,7 +315,7 @@ async def test_a_generated_run_is_created_with_its_first_calls_start_on_the_tool
     before the first LLM call. With no background commit in the way, its first commit is the
     first call's start — the run, its entry and that start in one transaction, written by the
     tool's thread — and the function finds all of it durable."""
-    from toolnexus.agents.durable import DurableRun
+    from toolnexus.agents._durable import DurableRun
 
     monkeypatch.setattr(DurableRun, "schedule", lambda self, delay=0.0: None)
     path = tmp_path / "runs.db"

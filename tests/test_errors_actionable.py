@@ -20,9 +20,9 @@ from support.llm_server import Json, LlmServer, Sse, sse_lines
 from support.mcp_servers.helpers import DEMO, captured_warnings, demo_cmd
 from toolnexus import create_toolkit, define_tool, list_mcp_tools
 from toolnexus.client import ProviderError, ProviderResponseError, create_client, create_in_process_client
-from toolnexus.client.errors import endpoint_of
+from toolnexus.client._errors import endpoint_of
 from toolnexus.errors import NetworkError, StreamTruncated
-from toolnexus.mcp_source.config import server_spec
+from toolnexus.mcp_source._config import server_spec
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Tool, ToolResult
 
@@ -280,7 +280,8 @@ async def test_mcp_reasons_say_why_each_failed_server_failed_in_config_order(tmp
             "banner": NOT_JSON_RPC.format(line="Listening on :8080"),
             "quits": EXITED.format(code=3),
             "silent": EXITED.format(code=0),
-            "typo": 'cannot start "no-such-mcp-server-xyz": no such executable on PATH (check "command", or install it)',
+            "typo": 'cannot start "no-such-mcp-server-xyz": no such executable on PATH '
+                    '(check "command", or install it)',
             "where": f"cannot start the server: \"cwd\" '{tmp_path / 'missing'}' is not a directory",
             "wrong": '"timeout" must be a number of milliseconds, got a string',
         }

@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from support.agent_fixture import fixture_tools
+from support.mock_llm import FIXTURES, MockLLM
 from toolnexus.agents import AgentDef, AgentRuntime, compactor
 from toolnexus.agents.clock import VirtualClock
 from toolnexus.client import create_client
-
-from support.agent_fixture import fixture_tools
-from support.mock_llm import FIXTURES, MockLLM
 
 FX = json.loads(Path(FIXTURES / "agent-hooks" / "fixture.json").read_text(encoding="utf-8"))
 SCENARIOS = {s["id"]: s for s in FX["scenarios"]}
@@ -112,8 +111,12 @@ async def test_h3_a_def_hooks_replace_the_runtime_hooks_for_that_agent_only():
 async def test_h4_hooks_and_on_metric_resolve_independently():
     fired = {"runtime": 0, "def": 0}
     events: list[dict[str, Any]] = []
-    defs = [AgentDef("a", "a", "", "m-plain", hooks={"before_llm": lambda ev: fired.__setitem__("def", fired["def"] + 1)})]
-    rt = runtime(mock(), defs, hooks={"before_llm": lambda ev: fired.__setitem__("runtime", 1)}, on_metric=events.append)
+    defs = [
+        AgentDef("a", "a", "", "m-plain", hooks={"before_llm": lambda ev: fired.__setitem__("def", fired["def"] + 1)})
+    ]
+    rt = runtime(
+        mock(), defs, hooks={"before_llm": lambda ev: fired.__setitem__("runtime", 1)}, on_metric=events.append
+    )
     try:
         await one_turn(rt, "a")
     finally:
@@ -178,4 +181,8 @@ async def test_unset_hooks_and_on_metric_leave_the_wire_and_store_identical_to_a
     assert stored == await client.conversation_store.get(h.id)
     assert result.text == bare.text
     assert [line.split(": ", 1)[1] for line in rt.trace if line.startswith(h.id + ":")] == [
-        "spawned (depth 1, tokens inf)", "idle→running (wake)", "running→idle (done, turns=1, tokens=40)", "idle→closed (closed)"]
+        "spawned (depth 1, tokens inf)",
+        "idle→running (wake)",
+        "running→idle (done, turns=1, tokens=40)",
+        "idle→closed (closed)",
+    ]

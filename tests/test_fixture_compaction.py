@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from toolnexus.agents.compaction import compactor, estimate_tokens
 from support.shared import FIXTURES
+from toolnexus.agents.compaction import compactor, estimate_tokens
 
 FIXTURE = json.loads(
     (FIXTURES / "compaction" / "fixture.json").read_text(encoding="utf-8")

@@ -15,8 +15,8 @@ import pytest
 
 from support.mock_llm import MockLLM, load_fixture
 from toolnexus.agents import agent_from_dir, compose_soul, memory_tool, start_agent
+from toolnexus.agents._surface import HEARTBEAT_PROMPT, MAX_BOOTSTRAP_FILE_BYTES
 from toolnexus.agents.clock import VirtualClock
-from toolnexus.agents.surface import HEARTBEAT_PROMPT, MAX_BOOTSTRAP_FILE_BYTES
 
 FX = load_fixture("persona-agent")
 EXPECT = FX["expect"]

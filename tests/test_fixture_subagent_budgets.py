@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from toolnexus.agents import Handle, SpawnError, TaskResult
-
 from support.agent_fixture import FixtureRun
 from support.mock_llm import load_fixture
+from toolnexus.agents import Handle, SpawnError, TaskResult
 
 FX = load_fixture("subagent-budgets")
 

@@ -3,10 +3,9 @@ suspended handle, parent cascade reattaching to the finished child by task key."
 
 from __future__ import annotations
 
-from toolnexus.types import Answer
-
 from support.agent_fixture import FixtureRun, assert_transitions
 from support.mock_llm import load_fixture
+from toolnexus.types import Answer
 
 FX = load_fixture("subagent-durable-resume")
 

@@ -3,10 +3,9 @@ interrupt as a turn abort with the drain restored, and the leaf-first close casc
 
 from __future__ import annotations
 
-from toolnexus.agents import PostResult
-
 from support.agent_fixture import FixtureRun
 from support.mock_llm import load_fixture
+from toolnexus.agents import PostResult
 
 FX = load_fixture("subagent-lifecycle")
 SCENARIOS = FX["scenarios"]

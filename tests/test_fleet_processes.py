@@ -76,7 +76,7 @@ class Proc:
 
         try:
             return await asyncio.wait_for(scan(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AssertionError(f"{self.name} did not print the line in {timeout}s: {self.lines[-40:]}") from None
 
     def count(self, test: Callable[[str], bool]) -> int:
@@ -92,7 +92,7 @@ class Proc:
             self.proc.send_signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(self.proc.wait(), 30)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.proc.kill()
             await self.proc.wait()
         await asyncio.gather(*self._readers, return_exceptions=True)

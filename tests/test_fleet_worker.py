@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, Iterator
 
 import pytest
@@ -152,7 +152,7 @@ class _AnHourAgo(AsyncioClock):
     """Real time, but the run's wall clock an hour behind: the requests it makes are due at once."""
 
     def utc_now(self) -> datetime:
-        return datetime.now(timezone.utc) - timedelta(hours=1)
+        return datetime.now(UTC) - timedelta(hours=1)
 
 
 def release(tag: str) -> str:
@@ -278,8 +278,9 @@ async def _expire_lease(store: Any, url: str, run_id: str) -> None:
                          "WHERE run_id = ?", (lease, run_id))
         conn.close()
     else:
-        import psycopg
         from urllib.parse import parse_qsl, urlsplit
+
+        import psycopg
 
         schema = dict(parse_qsl(urlsplit(url).query))["schema"]
         base = url.split("?")[0]

@@ -26,16 +26,14 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
-
-from toolnexus import Answer, Tool, ToolResult, pending
-from toolnexus.agents import AgentRuntime, agent, resume
-from toolnexus.client.transport import decode_json_body
-from toolnexus.stores import open_store
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from support.stores import SKIP_PG, drop_schema, postgres_base
 from support.strict_json import assert_strict_json
+from toolnexus import Answer, Tool, ToolResult, pending
+from toolnexus.agents import AgentRuntime, agent, resume
+from toolnexus.client._transport import decode_json_body
+from toolnexus.stores import open_store
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -82,7 +80,7 @@ class Model:
         self.bodies: list[bytes] = []
 
     def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> Any:
-        from toolnexus.client.body import encode_payload
+        from toolnexus.client._body import encode_payload
 
         self.bodies.append(encode_payload(payload))
         if not any(m.get("role") == "tool" for m in payload["messages"]):

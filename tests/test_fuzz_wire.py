@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, strategies as st
 
 from fuzz_strategies import json_values, words
-from toolnexus.client.errors import ProviderError, ProviderResponseError, redact_secrets
-from toolnexus.client.sse import SseEvent, SseParser, json_payloads
-from toolnexus.client.transport import decode_json_body
-from toolnexus.client.wire import dialect_for
-from toolnexus.client.wire.base import Turn, read_arguments
+from toolnexus.client._errors import ProviderError, ProviderResponseError, redact_secrets
+from toolnexus.client._sse import SseEvent, SseParser, json_payloads
+from toolnexus.client._transport import decode_json_body
+from toolnexus.client._wire import dialect_for
+from toolnexus.client._wire.base import Turn, read_arguments
 from toolnexus.errors import InputTooLarge
 
 pytestmark = pytest.mark.timeout(60)

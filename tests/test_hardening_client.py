@@ -15,10 +15,28 @@ import json
 
 import pytest
 
-from support.llm_server import Hang, Json, LlmServer, Raw, Sse, Trickle, anthropic_sse, openai_calls, openai_sse, \
-    openai_text, sse_lines, toolkit_of
-from toolnexus.client import (DEFAULT_CALL_TIMEOUT_MS, NO_DEADLINE, ProviderError, ResponseTooLarge, RunTimeout,
-                              UrllibTransport, create_client)
+from support.llm_server import (
+    Hang,
+    Json,
+    LlmServer,
+    Sse,
+    Trickle,
+    anthropic_sse,
+    openai_calls,
+    openai_sse,
+    openai_text,
+    sse_lines,
+    toolkit_of,
+)
+from toolnexus.client import (
+    DEFAULT_CALL_TIMEOUT_MS,
+    NO_DEADLINE,
+    ProviderError,
+    ResponseTooLarge,
+    RunTimeout,
+    UrllibTransport,
+    create_client,
+)
 from toolnexus.errors import InputTooLarge, StreamTruncated, ToolnexusError
 from toolnexus.types import Tool, ToolResult
 
@@ -96,13 +114,18 @@ async def test_broken_arguments_are_refused_when_streaming_openai(server):
 
 
 def _anthropic_broken_stream(partial: str) -> list[str]:
-    events = [{"type": "message_start", "message": {"usage": {"input_tokens": 1}}},
-              {"type": "content_block_start", "index": 0,
-               "content_block": {"type": "tool_use", "id": "t1", "name": "delete_files", "input": {}}},
-              {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": partial}},
-              {"type": "content_block_stop", "index": 0},
-              {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 1}},
-              {"type": "message_stop"}]
+    events = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 1}}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "t1", "name": "delete_files", "input": {}},
+        },
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": partial}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 1}},
+        {"type": "message_stop"},
+    ]
     return sse_lines(*events, event_names=[e["type"] for e in events])
 
 
@@ -172,7 +195,7 @@ async def test_a_truncated_stream_is_retried_when_nothing_reached_the_caller(ser
 
 
 async def test_an_anthropic_stream_without_message_stop_or_stop_reason_is_truncated(server):
-    lines = [l for l in anthropic_sse("partial") if "message_delta" not in l and "message_stop" not in l]
+    lines = [line for line in anthropic_sse("partial") if "message_delta" not in line and "message_stop" not in line]
     server.add(Sse(lines))
     async with llm(server, style="anthropic", retries=0) as c:
         with pytest.raises(StreamTruncated, match="message_stop or a stop_reason"):
@@ -190,7 +213,7 @@ async def test_a_finish_reason_without_done_is_a_complete_stream(server):
 
 async def test_an_sse_line_without_end_is_refused_not_buffered(server):
     """Buffers fed by a peer are capped: one SSE line may not exceed the event cap."""
-    from toolnexus.client import sse
+    from toolnexus.client import _sse as sse
 
     parser = sse.SseParser(max_event_bytes=1024)
     with pytest.raises(InputTooLarge):
@@ -258,7 +281,7 @@ async def test_an_error_body_echoing_an_anthropic_key_is_scrubbed(server):
 
 
 def test_the_default_call_deadline_is_documented_and_on():
-    import toolnexus.client.client as module
+    import toolnexus.client._client as module
 
     c = create_client(base_url="http://127.0.0.1:9", style="openai", model="m", api_key="k")
     assert c.timeout_ms is None and c.call_timeout_ms == DEFAULT_CALL_TIMEOUT_MS == 300_000

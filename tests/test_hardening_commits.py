@@ -26,12 +26,11 @@ from typing import Any
 
 import pytest
 
+from support.durable_app import SeedModel
+from support.stores import postgres_url, run_app, sqlite_records  # noqa: F401 - a fixture
 from toolnexus import Answer, ToolResult, define_tool, pending
 from toolnexus.agents import AgentDef, AgentRuntime, agent, resume
 from toolnexus.stores import open_store
-
-from support.durable_app import SeedModel
-from support.stores import postgres_url, run_app, sqlite_records  # noqa: F401 - a fixture
 
 LLM = {"base_url": "http://mock.local", "style": "openai", "model": "stub-model", "api_key": "unused"}
 

@@ -17,13 +17,11 @@ import re
 import pytest
 
 import toolnexus
-from toolnexus import Answer, answer_declined, answer_output
-from toolnexus import errors as errors_module
+from toolnexus import Answer, answer_declined, answer_output, errors as errors_module
 from toolnexus.client import create_in_process_client
 from toolnexus.errors import ToolnexusError, ToolnexusTypeError, ToolnexusValueError
-from toolnexus.types import ToolResult, pending
-from toolnexus.native import define_tool
 from toolnexus.toolkit import create_toolkit
+from toolnexus.types import ToolResult, pending
 
 SRC = pathlib.Path(toolnexus.__file__).parent
 # Every package is checked (the temporal integration runs inside workflow code, checked by its own tests).
@@ -74,7 +72,7 @@ def test_the_tree_in_the_errors_docstring_names_every_class_it_defines():
     doc = errors_module.__doc__ or ""
     for name in errors_module.__all__:
         assert re.search(rf"\b{name}\b", doc), name
-    from toolnexus.client import errors as client_errors
+    from toolnexus.client import _errors as client_errors
     for name in ("ProviderError", "ProviderResponseError", "ResponseTooLarge", "RunTimeout", "RunCancelled",
                  "ContentPartError", "ResumeError"):
         cls = getattr(client_errors, name)
@@ -94,7 +92,7 @@ def test_config_errors_keep_their_builtin_base_and_are_ours():
         toolnexus.select_builtins(["bash"])  # type: ignore[arg-type]
     assert isinstance(info.value, ToolnexusError)
     with pytest.raises(RuntimeError) as info:
-        from toolnexus.builtin.shell import find_shell
+        from toolnexus.builtin._shell import find_shell
         find_shell([("/nonexistent/shell", "-c")])
     assert isinstance(info.value, ToolnexusError)
 
@@ -153,10 +151,10 @@ async def test_a_wait_for_answering_ok_yes_as_a_mapping_never_runs_the_tool():
     calls = iter([{"tool_calls": [{"id": "c1", "name": "gate", "arguments": "{}"}]}, {"content": "end"}])
     client = create_in_process_client(model="m", generate=lambda req: next(calls),
                                       wait_for=lambda request: {"id": request.id, "ok": "yes"})
-    with pytest.raises(ToolnexusTypeError, match="ok must be True or False"):
-        await client.run("go", kit)
-    assert ran == []
-    await kit.close()
+    async with kit:  # closed however the asserts end
+        with pytest.raises(ToolnexusTypeError, match="ok must be True or False"):
+            await client.run("go", kit)
+        assert ran == []
 
 
 async def test_a_resume_with_ok_yes_from_json_is_refused_before_anything_runs():
@@ -180,10 +178,10 @@ async def test_a_resume_with_ok_yes_from_json_is_refused_before_anything_runs():
         return next(replies)
 
     client = create_in_process_client(model="m", generate=generate)
-    halted = await client.run("go", kit)
-    assert halted.status == "pending"
-    with pytest.raises(ToolnexusTypeError, match="ok must be True or False"):
-        await client.run_with_answer(kit, halted.messages, dataclasses.asdict(halted.pending),
-                                     {"id": "req-9", "ok": "yes"})
-    assert ran == [] and len(sent) == 1
-    await kit.close()
+    async with kit:  # closed however the asserts end
+        halted = await client.run("go", kit)
+        assert halted.status == "pending"
+        with pytest.raises(ToolnexusTypeError, match="ok must be True or False"):
+            await client.run_with_answer(kit, halted.messages, dataclasses.asdict(halted.pending),
+                                         {"id": "req-9", "ok": "yes"})
+        assert ran == [] and len(sent) == 1

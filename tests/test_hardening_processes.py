@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import threading
 import time
 import tracemalloc
 
@@ -19,9 +18,9 @@ import pytest
 
 from support.mcp_servers.helpers import DEMO, captured_warnings
 from toolnexus.builtin import create_builtin_tools
+from toolnexus.builtin._search import make_grep
 from toolnexus.builtin._settings import BuiltinSettings
-from toolnexus.builtin.search import make_grep
-from toolnexus.builtin.shell import make_bash
+from toolnexus.builtin._shell import make_bash
 from toolnexus.mcp_source import load_mcp
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; subreaper is Linux")
@@ -80,7 +79,11 @@ async def test_read_refuses_dev_zero_and_devices_at_once():
     """Row `read on /dev/zero or a FIFO never returns`."""
     for device in ("/dev/zero", "/dev/urandom", "/dev/null"):
         result = await tools()["read"].execute({"path": device})
-        assert result.is_error and result.output == f"read: {device} is a character device, not a regular file; only regular files can be read"
+        assert (
+            result.is_error
+            and result.output
+            == f"read: {device} is a character device, not a regular file; only regular files can be read"
+        )
 
 
 async def test_many_fifo_reads_at_once_neither_hang_nor_wedge_the_other_file_tools(tmp_path):
@@ -211,7 +214,9 @@ async def test_setsid_children_are_stopped_on_timeout_and_cancel_too(tmp_path):
                                 "timeout": 300})
     assert timed.metadata["timedOut"] and await asyncio.to_thread(gone_within, int(pidfile.read_text()))
     pidfile.unlink()
-    task = asyncio.create_task(bash.execute({"command": f"setsid sleep 30 >/dev/null 2>&1 & echo $! > {pidfile}; sleep 30"}))
+    task = asyncio.create_task(
+        bash.execute({"command": f"setsid sleep 30 >/dev/null 2>&1 & echo $! > {pidfile}; sleep 30"})
+    )
     pid = int(await wait_for_file(pidfile))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -255,7 +260,7 @@ async def test_helpers_of_an_mcp_server_are_stopped_when_it_crashes(tmp_path):
 
 async def test_an_mcp_stdout_line_without_newlines_is_capped(tmp_path, monkeypatch):
     """Row `MCP stdout line without newlines: unbounded buffer`."""
-    import toolnexus.mcp_source.stdio as stdio
+    import toolnexus.mcp_source._stdio as stdio
 
     monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 1 << 20)
     flood = "import sys, time\nsys.stdout.write('x' * (4 << 20)); sys.stdout.flush(); time.sleep(60)\n"

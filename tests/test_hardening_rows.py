@@ -20,15 +20,14 @@ from typing import Iterator
 
 import pytest
 
-from toolnexus import Answer
-from toolnexus.agents import AgentRuntime, resume
-from toolnexus.stores import open_store
-
 from support.cli_agents import PAYER
 from support.cli_run import run_cli
 from support.damage import cut_message, cut_request, raw_request, set_request_text
 from support.llm_server import Json, LlmServer, openai_calls, openai_text
 from support.stores import shared_store_url  # noqa: F401 - a fixture
+from toolnexus import Answer
+from toolnexus.agents import AgentRuntime, resume
+from toolnexus.stores import open_store
 
 KEY = "sk-test-ROWS-KEY-0123456789"
 

@@ -22,15 +22,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from toolnexus import Answer, ToolResult, define_tool, pending
-from toolnexus.agents import AgentRuntime, agent, resume
-from toolnexus.stores import open_store
-
 from support.cli_agents import PAYER
 from support.cli_run import cli_env, run_cli
 from support.llm_server import Json, LlmServer, anthropic_calls, anthropic_text, openai_calls, openai_text
 from support.stores import store_url  # noqa: F401 - a fixture
 from support.strict_json import assert_strict_json
+from toolnexus import Answer, ToolResult, define_tool, pending
+from toolnexus.agents import AgentRuntime, agent, resume
+from toolnexus.stores import open_store
 
 KEY = "sk-test-TEXT-KEY-0123456789"
 

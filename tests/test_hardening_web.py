@@ -15,7 +15,7 @@ from toolnexus.builtin import create_builtin_tools
 from toolnexus.builtin._netguard import address_problem, parse_allow
 from toolnexus.errors import ConfigError
 from toolnexus.http import http_tool
-from toolnexus.mcp_source.config import server_spec
+from toolnexus.mcp_source._config import server_spec
 
 SECRET = "s3cr3t-value-0123456789"
 
@@ -176,7 +176,7 @@ def test_server_spec_repr_hides_header_values_env_and_credential_flags(monkeypat
 
 
 def test_agent_runtime_repr_hides_the_api_key():
-    from toolnexus.agents.runtime import AgentRuntime
+    from toolnexus.agents._runtime import AgentRuntime
 
     rt = AgentRuntime(registry={}, llm={"base_url": "http://127.0.0.1:9", "api_key": SECRET, "model": "m"})
     assert SECRET not in repr(rt) and "«redacted»" in repr(rt) and "http://127.0.0.1:9" in repr(rt)

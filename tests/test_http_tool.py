@@ -256,7 +256,10 @@ async def test_body_is_decoded_with_the_response_charset(server, content_type, r
 async def test_large_body_is_capped_with_marker_and_metadata(server):  # beyond #20
     server.route("/big", Reply(200, "a" * (DEFAULT_MAX_BODY_BYTES + 10)))
     res = await make(server, "/big").execute({})
-    assert res.output == "a" * DEFAULT_MAX_BODY_BYTES + f"\n[truncated: response body exceeds {DEFAULT_MAX_BODY_BYTES} bytes]"
+    assert (
+        res.output
+        == "a" * DEFAULT_MAX_BODY_BYTES + f"\n[truncated: response body exceeds {DEFAULT_MAX_BODY_BYTES} bytes]"
+    )
     assert res.metadata == {"status": 200, "truncated": True}
 
 

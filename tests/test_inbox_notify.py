@@ -14,11 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from support.inbox_kit import LLM, MODEL, REFUNDER, park
 from toolnexus.inbox import LinkSigner, Notifications, Webhook, sign_body, verify_signature
-from toolnexus.inbox.notify import render
+from toolnexus.inbox._notify import render
 from toolnexus.serve import start_listener
 from toolnexus.stores import open_store
 
@@ -66,8 +64,12 @@ def test_the_signature_verifies_and_a_changed_or_old_body_does_not():
 
 
 def test_chat_formats_escape_what_the_model_wrote():
-    event = {"run_id": "r1", "group": None, "request": {"id": "q1", "prompt": "Approve <!channel> <http://x|click> & go"},
-             "links": {"approve": "https://inbox/link/q1/t", "page": "https://inbox/r/q1"}}
+    event = {
+        "run_id": "r1",
+        "group": None,
+        "request": {"id": "q1", "prompt": "Approve <!channel> <http://x|click> & go"},
+        "links": {"approve": "https://inbox/link/q1/t", "page": "https://inbox/r/q1"},
+    }
     slack = render("slack", event)
     text = json.dumps(slack)
     assert "<!channel>" not in text and "&lt;!channel&gt;" in text and "&lt;http://x|click&gt; &amp; go" in text

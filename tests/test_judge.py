@@ -9,11 +9,40 @@ import pytest
 
 import toolnexus
 from toolnexus import judge
-from toolnexus.classifier import (ChoiceAnswer, ChoiceQuestion, ClassifierError, Decision, NoulAnswer, NoulCriteria,
-                                  NoulQuestion, ScoreAnswer, ScoreQuestion, create_classifier)
-from toolnexus.judge import (DEFAULT_BANDS, Bands, JudgeAnswer, Outcome, Policy, Rule, Tape, ask, choice, context,
-                             decide, decision_wire, gate, noul, question_from_wire, questions, read, score, state,
-                             static_classifier)
+from toolnexus.classifier import (
+    ChoiceAnswer,
+    ChoiceQuestion,
+    ClassifierError,
+    Decision,
+    NoulAnswer,
+    NoulCriteria,
+    NoulQuestion,
+    ScoreAnswer,
+    ScoreQuestion,
+    create_classifier,
+)
+from toolnexus.judge import (
+    DEFAULT_BANDS,
+    Bands,
+    JudgeAnswer,
+    Outcome,
+    Policy,
+    Rule,
+    Tape,
+    ask,
+    choice,
+    context,
+    decide,
+    decision_wire,
+    gate,
+    noul,
+    question_from_wire,
+    questions,
+    read,
+    score,
+    state,
+    static_classifier,
+)
 from toolnexus.types import Request
 
 
@@ -117,9 +146,12 @@ def test_decide_escalates_with_a_serialisable_request(rule, reason):
     out = decide(ans, Policy([Rule("toxic", "noop", below=0.0), rule]))
     q = rule.question
     assert out.escalated and out.action == "needs_input" and out.target == "" and out.answers is ans
-    assert out.request == Request(id=f"gate:1:{q}", kind="input", prompt=f"Classifier is unsure about {q!r} ({reason}).",
-                                  data={"question": q, "reason": reason,
-                                        "answers": {k: a.to_dict() for k, a in ans.items()}})
+    assert out.request == Request(
+        id=f"gate:1:{q}",
+        kind="input",
+        prompt=f"Classifier is unsure about {q!r} ({reason}).",
+        data={"question": q, "reason": reason, "answers": {k: a.to_dict() for k, a in ans.items()}},
+    )
 
 
 def test_skip_uncertain_passes_over_uncertain_answers():

@@ -16,12 +16,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from support.mcp_servers.http_servers import serve_app
+from support.mcp_servers.rich import PNG, build
 from toolnexus import __version__, create_toolkit, otel
 from toolnexus.client import create_in_process_client
 from toolnexus.mcp_source import McpOptions, SamplingPolicy, mcp_source_of
-
-from support.mcp_servers.http_servers import serve_app
-from support.mcp_servers.rich import PNG, build
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")]

@@ -15,12 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from support.oauth_server import authority
 from toolnexus import Answer, ToolContext, create_toolkit, pending_of
 from toolnexus.mcp_auth import LoopbackCallback, OAuthOptions, ServerAuth, TokenVault, new_token_key
 from toolnexus.mcp_source import McpOptions, load_mcp_with_context
 from toolnexus.stores import open_store
-
-from support.oauth_server import authority
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -263,7 +262,7 @@ async def test_settings_that_hold_secrets_never_show_them():
 
 
 async def test_the_oauth_entry_of_a_server_is_checked():
-    from toolnexus.mcp_source.config import server_spec
+    from toolnexus.mcp_source._config import server_spec
 
     assert server_spec("s", {"url": "http://x/mcp"}).oauth is not None  # on by default
     assert server_spec("s", {"url": "http://x/mcp", "oauth": False}).oauth is None

@@ -18,11 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from toolnexus import create_toolkit
-from toolnexus.mcp_source import McpOptions, list_mcp_tools, load_mcp_with_context
-from toolnexus.mcp_source import contain
-
 from support.cli_run import run_cli
+from toolnexus import create_toolkit
+from toolnexus.mcp_source import McpOptions, _contain as contain, list_mcp_tools, load_mcp_with_context
 
 HOSTILE = str(Path(__file__).parent / "support" / "mcp_servers" / "hostile.py")
 PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -137,7 +135,9 @@ async def test_a_grandchild_that_left_the_session_is_stopped_on_close(tmp_path, 
 async def test_a_toolkit_closes_the_escapee_too(tmp_path):
     pidfile = tmp_path / "escapee.pid"
     toolkit = await create_toolkit({"mcpServers": {"g": hostile("grandchild", str(pidfile))}}, builtins=False)
-    escapee = int(pidfile.read_text())
-    assert not gone(escapee, 0)
-    await toolkit.close()
+    try:
+        escapee = int(pidfile.read_text())
+        assert not gone(escapee, 0)
+    finally:
+        await toolkit.close()
     assert gone(escapee, 0)

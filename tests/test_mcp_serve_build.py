@@ -14,6 +14,7 @@ from mcp.client.client import Client
 from mcp.server.lowlevel import Server
 
 import toolnexus
+from test_mcp_serve_kit import ECHO_SCHEMA, Recorder, make_toolkit
 from toolnexus import Tool, ToolResult
 from toolnexus.mcp_serve import (
     DEFAULT_NAME,
@@ -22,8 +23,7 @@ from toolnexus.mcp_serve import (
     exposed_mcp_tools,
     serve_mcp_http_request,
 )
-from toolnexus.mcp_serve.content import part_to_content
-from test_mcp_serve_kit import ECHO_SCHEMA, Recorder, make_toolkit
+from toolnexus.mcp_serve._content import part_to_content
 
 ACCEPT_BOTH = [(b"accept", b"application/json, text/event-stream"), (b"content-type", b"application/json")]
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}

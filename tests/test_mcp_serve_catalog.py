@@ -19,12 +19,12 @@ import httpx
 import mcp_types as mtypes
 import pytest
 
+from test_mcp_serve_kit import ACCEPT, Recorder, make_toolkit, mcp_session, served
 from toolnexus import ToolContext, create_toolkit, prompt, resource, tool
 from toolnexus.errors import UnsupportedOperation
 from toolnexus.mcp_serve import build_mcp_server
-from toolnexus.mcp_serve.events import SessionEvents
+from toolnexus.mcp_serve._events import SessionEvents
 from toolnexus.resources import PromptError, ResourceError
-from test_mcp_serve_kit import ACCEPT, Recorder, make_toolkit, mcp_session, served
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}, "clientInfo": {"name": "t", "version": "1"}}
 
@@ -274,15 +274,18 @@ async def test_stop_ends_open_event_streams_properly() -> None:
     """An open `GET` stream is ended by `stop()` with a complete response — not cut off when the
     listener's grace period runs out, which the client would see as an incomplete body."""
     handle = await make_toolkit(Recorder()).serve("127.0.0.1:0", mcp={})
-    async with httpx.AsyncClient(timeout=10) as http:
-        opened = await http.post(handle.url + "/mcp", headers=ACCEPT,
-                                 json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
-        headers = {"mcp-session-id": opened.headers["mcp-session-id"], "accept": "text/event-stream",
-                   "mcp-protocol-version": "2025-11-25"}
-        async with http.stream("GET", handle.url + "/mcp", headers=headers) as stream:
-            assert stream.status_code == 200
-            await handle.stop()
-            assert [line async for line in stream.aiter_lines()] == []
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            opened = await http.post(handle.url + "/mcp", headers=ACCEPT,
+                                     json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
+            headers = {"mcp-session-id": opened.headers["mcp-session-id"], "accept": "text/event-stream",
+                       "mcp-protocol-version": "2025-11-25"}
+            async with http.stream("GET", handle.url + "/mcp", headers=headers) as stream:
+                assert stream.status_code == 200
+                await handle.stop()
+                assert [line async for line in stream.aiter_lines()] == []
+    finally:
+        await handle.stop()  # stopped already when the test gets this far; not when it failed before
 
 
 # ---------------------------------------------------------------------------------------- event store

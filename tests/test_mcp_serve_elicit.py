@@ -13,13 +13,13 @@ from typing import Any
 import mcp_types as mtypes
 import pytest
 from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from test_mcp_serve_kit import ASK_SCHEMA, Recorder, make_toolkit, mcp_session, served
 from toolnexus import Tool, ToolResult, pending
 from toolnexus.mcp_serve import build_mcp_server
-from test_mcp_serve_kit import ASK_SCHEMA, Recorder, make_toolkit, mcp_session, served
 
 PROMPT = "What is your name?"
 

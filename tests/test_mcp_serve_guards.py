@@ -8,9 +8,9 @@ import httpx
 import httpx2
 import pytest
 
+from test_mcp_serve_kit import Recorder, make_toolkit, mcp_session, post_rpc, served
 from toolnexus.serve import parse_addr, serve_toolkit
 from toolnexus.serve.guard import HostGuard
-from test_mcp_serve_kit import Recorder, make_toolkit, mcp_session, post_rpc, served
 
 LIST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}

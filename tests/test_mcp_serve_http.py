@@ -13,8 +13,8 @@ import mcp_types as mtypes
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from toolnexus import Tool, ToolResult
 from test_mcp_serve_kit import ECHO_SCHEMA, Recorder, make_toolkit, mcp_session, post_rpc, served
+from toolnexus import Tool, ToolResult
 
 
 async def test_initialize_reports_profile_server_info_and_tools_capability() -> None:

@@ -125,7 +125,7 @@ async def test_progress_notifications_reach_http_clients_with_and_without_a_sess
     for options in ({}, {"sampling_callback": sample}):  # stateless, then in a session
         seen: list[tuple[float, Any, Any]] = []
 
-        async def on_progress(progress: float, total: Any, message: Any) -> None:
+        async def on_progress(progress: float, total: Any, message: Any, seen: list[Any] = seen) -> None:
             seen.append((progress, total, message))
 
         async with mcp_session(server.url + "/mcp", **options) as s:

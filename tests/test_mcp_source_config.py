@@ -19,9 +19,9 @@ from toolnexus.mcp_source import (
     is_remote,
     parse_mcp_config,
 )
-from toolnexus.mcp_source.config import server_spec
-from toolnexus.mcp_source.connection import _as_failure, describe_error
-from toolnexus.mcp_source.convert import build_input_schema, call_result_to_tool_result
+from toolnexus.mcp_source._config import server_spec
+from toolnexus.mcp_source._connection import _as_failure, describe_error
+from toolnexus.mcp_source._convert import build_input_schema, call_result_to_tool_result
 from toolnexus.types import Answer
 
 
@@ -41,7 +41,7 @@ async def test_create_toolkit_warns_about_top_level_keys_it_does_not_read_and_st
 
 
 def test_a_bare_server_map_still_reads_every_other_key_as_a_server_and_only_near_misses_are_reported():
-    from toolnexus.mcp_source.config import config_key_problems
+    from toolnexus.mcp_source._config import config_key_problems
 
     bare = {"github": {"url": "https://x/mcp"}, "agnets": {"card": "https://y"}, "llm": {"command": ["srv"]}}
     assert parse_mcp_config(bare) == {"github": {"url": "https://x/mcp"}, "agnets": {"card": "https://y"},
@@ -65,7 +65,9 @@ def test_wrappers_first_present_wins_and_bare_maps_drop_reserved_keys():
 
 def test_jsonc_config_file_with_comments_is_accepted(tmp_path):
     f = tmp_path / "mcp.jsonc"
-    f.write_text('{\n  // line comment\n  "mcpServers": { /* block */ "s": {"url": "http://h/x // not a comment"} }\n}\n')
+    f.write_text(
+        '{\n  // line comment\n  "mcpServers": { /* block */ "s": {"url": "http://h/x // not a comment"} }\n}\n'
+    )
     assert parse_mcp_config(str(f)) == {"s": {"url": "http://h/x // not a comment"}}
 
 
@@ -100,7 +102,10 @@ def test_claude_desktop_string_command_with_args_is_one_executable_plus_args():
         ({"type": "remote"}, 'a remote server needs a "url" string'),
         ({"command": ["x"], "args": "-v"}, '"args" must be a list of strings, got a string'),
         ({"command": ["x"], "env": ["A=1"]}, '"environment"/"env" must be an object of strings, got a list'),
-        ({"url": "http://h", "headers": {"A": 1}}, '"headers" must be an object of strings, got an object holding a number'),
+        (
+            {"url": "http://h", "headers": {"A": 1}},
+            '"headers" must be an object of strings, got an object holding a number',
+        ),
         ({"command": ["x"], "tools": ["a"]}, '"tools" must be an object of tool name -> true/false, got a list'),
     ],
 )

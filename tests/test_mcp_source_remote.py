@@ -6,10 +6,9 @@ import socket
 import pytest
 import pytest_asyncio
 
-from toolnexus.mcp_source import list_mcp_tools, load_mcp
-
 from support.mcp_servers.helpers import captured_warnings
 from support.mcp_servers.http_servers import serve_sse_only, serve_streamable
+from toolnexus.mcp_source import list_mcp_tools, load_mcp
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -125,7 +124,7 @@ import asyncio, importlib.abc, json, sys, time
 class SlowSdk(importlib.abc.MetaPathFinder):
     """The SDK-backed module takes 1.5 s to import (as on a slow, busy machine)."""
     def find_spec(self, name, path, target=None):
-        if name == "toolnexus.mcp_source.remote":
+        if name == "toolnexus.mcp_source._remote":
             time.sleep(1.5)
         return None
 
@@ -142,7 +141,8 @@ async def main():
     task = asyncio.create_task(ticker())
     source = await load_mcp({"mcpServers": {"srv": {"url": sys.argv[1], "timeout": 1000}}})
     task.cancel()
-    print(json.dumps({"status": source.status, "reasons": source.reasons, "tools": [t.name for t in source.tools], "ticks": ticks}))
+    tools = [t.name for t in source.tools]
+    print(json.dumps({"status": source.status, "reasons": source.reasons, "tools": tools, "ticks": ticks}))
     await source.close()
 
 asyncio.run(main())
@@ -173,13 +173,13 @@ async def test_a_redirect_to_another_origin_never_carries_the_servers_headers():
     seen: list[dict[str, str]] = []
 
     class Elsewhere(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's naming
+        def do_POST(self):
             seen.append(dict(self.headers))
             self.send_response(500)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        do_GET = do_POST  # noqa: N815
+        do_GET = do_POST
 
         def log_message(self, *args):
             pass
@@ -189,14 +189,14 @@ async def test_a_redirect_to_another_origin_never_carries_the_servers_headers():
     redirected: list[str] = []
 
     class Redirecting(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             redirected.append(self.command)
             self.send_response(307)
             self.send_header("Location", f"http://localhost:{elsewhere.server_port}/mcp")
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        do_GET = do_POST  # noqa: N815
+        do_GET = do_POST
 
         def log_message(self, *args):
             pass

@@ -15,10 +15,9 @@ from types import SimpleNamespace
 import pytest
 import pytest_asyncio
 
+from support.mcp_servers.helpers import DEMO, captured_warnings, demo_cmd, pid_alive, read_pid
 from toolnexus.mcp_source import load_mcp, load_mcp_with_context
 from toolnexus.types import Answer, ToolContext
-
-from support.mcp_servers.helpers import DEMO, captured_warnings, demo_cmd, pid_alive, read_pid
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -110,7 +109,10 @@ async def test_tools_are_server_prefixed_sanitized_and_closed(shared):
     echo = tool(source, "demo_echo")
     assert (echo.description, echo.source) == ("Echo the text back", "mcp")
     assert echo.input_schema == {
-        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": False,
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": False,
     }
     assert tool(source, "demo_dotted_name").description == ""
 
@@ -134,7 +136,12 @@ async def test_execute_maps_text_structured_errors_and_parts(shared):
         "image (image/png, 8 bytes)", "audio (audio/wav, 3 bytes)",
         "file (application/octet-stream, 0 bytes)", "file (application/octet-stream, 2 bytes)",
     ]
-    assert r.parts[2] == {"type": "file", "mimeType": "application/octet-stream", "url": "https://example.com/a.txt", "name": "a.txt"}
+    assert r.parts[2] == {
+        "type": "file",
+        "mimeType": "application/octet-stream",
+        "url": "https://example.com/a.txt",
+        "name": "a.txt",
+    }
     assert r.parts[3] == {"type": "file", "mimeType": "application/octet-stream", "data": "AAA=", "name": "file:///b.bin"}
 
 
@@ -219,7 +226,10 @@ async def test_cancel_aborts_an_in_flight_connect_at_once_and_kills_the_child(tm
     ready = str(tmp_path / "ready")
     os.mkfifo(ready)
     cancel = asyncio.Event()
-    config = {"s": {"command": demo_cmd("--ready-fifo", ready, "--delay", "30")}, "d": {"command": ["x"], "enabled": False}}
+    config = {
+        "s": {"command": demo_cmd("--ready-fifo", ready, "--delay", "30")},
+        "d": {"command": ["x"], "enabled": False},
+    }
     load = asyncio.ensure_future(load_mcp_with_context(config, cancel=cancel))
     pid = await read_pid(ready)
     started = time.monotonic()

@@ -1,8 +1,7 @@
 """End to end: `create_toolkit({"mcpServers": …})` with a real stdio MCP server."""
 
-from toolnexus import create_toolkit
-
 from support.mcp_servers.helpers import demo_cmd, pid_alive
+from toolnexus import create_toolkit
 
 
 async def test_toolkit_lists_runs_reports_status_and_reaps_the_server_on_close(caplog):

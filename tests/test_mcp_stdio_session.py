@@ -15,7 +15,7 @@ import pytest
 
 from toolnexus import Answer
 from toolnexus.mcp_source import load_mcp
-from toolnexus.mcp_source.session import McpRequestError, StdioSession
+from toolnexus.mcp_source._session import McpRequestError, StdioSession
 
 SCRIPTED = str(Path(__file__).parent / "support" / "mcp_servers" / "scripted.py")
 

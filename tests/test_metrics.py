@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from toolnexus.client.metrics import MetricsRegistry
+from toolnexus.client._metrics import MetricsRegistry
 
 HEADERS = [
     "# HELP toolnexus_llm_requests_total Total LLM requests.",
@@ -26,7 +26,7 @@ LES = ["0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60"]
 def section(text: str, family: str) -> list[str]:
     """The series lines rendered after `# TYPE <family>` up to the next header line."""
     lines = text.split("\n")
-    start = lines.index(next(l for l in lines if l.startswith(f"# TYPE {family} "))) + 1
+    start = lines.index(next(line for line in lines if line.startswith(f"# TYPE {family} "))) + 1
     out = []
     for line in lines[start:]:
         if line.startswith("#") or line == "":
@@ -37,7 +37,7 @@ def section(text: str, family: str) -> list[str]:
 
 def hist_lines(name: str, labels: str, counts: list[int], total: int, s: str) -> list[str]:
     """Expected histogram block: ten finite buckets with the given cumulative counts, +Inf, sum, count."""
-    out = [f'{name}_bucket{{{labels},le="{le}"}} {n}' for le, n in zip(LES, counts)]
+    out = [f'{name}_bucket{{{labels},le="{le}"}} {n}' for le, n in zip(LES, counts, strict=True)]
     out.append(f'{name}_bucket{{{labels},le="+Inf"}} {total}')
     out.append(f"{name}_sum{{{labels}}} {s}")
     out.append(f"{name}_count{{{labels}}} {total}")
@@ -160,7 +160,9 @@ def test_llm_error_counts_a_request_and_duration_but_no_tokens():
 
 def test_floats_render_via_repr_and_integral_values_without_a_point():
     reg = MetricsRegistry()
-    reg.record({"event": "llm", "model": "m", "status": "ok", "ms": 0.01, "prompt_tokens": 2.0, "completion_tokens": 1.5})
+    reg.record(
+        {"event": "llm", "model": "m", "status": "ok", "ms": 0.01, "prompt_tokens": 2.0, "completion_tokens": 1.5}
+    )
     text = reg.render()
     assert f'toolnexus_llm_request_duration_seconds_sum{{model="m"}} {0.01 / 1000!r}' in text  # 1e-05
     assert 'toolnexus_llm_tokens_total{type="prompt"} 2\n' in text
@@ -183,9 +185,21 @@ def test_unknown_events_and_unknown_keys_are_ignored():
     reg.record({"event": "something_else", "model": "m"})
     reg.record({"model": "m"})
     assert reg.render() == "\n".join(HEADERS) + "\n"
-    reg.record({"event": "llm", "model": "m", "status": "ok", "ms": 1, "prompt_tokens": 1,
-                "completion_tokens": 1, "attempts": 3, "parts": [{"type": "image", "mimeType": "image/png", "bytes": 8}]})
-    assert section(reg.render(), "toolnexus_llm_requests_total") == ['toolnexus_llm_requests_total{model="m",status="ok"} 1']
+    reg.record(
+        {
+            "event": "llm",
+            "model": "m",
+            "status": "ok",
+            "ms": 1,
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+            "attempts": 3,
+            "parts": [{"type": "image", "mimeType": "image/png", "bytes": 8}],
+        }
+    )
+    assert section(reg.render(), "toolnexus_llm_requests_total") == [
+        'toolnexus_llm_requests_total{model="m",status="ok"} 1'
+    ]
 
 
 def test_missing_or_non_numeric_fields_count_as_zero_instead_of_failing_the_run():
@@ -207,7 +221,9 @@ def test_record_is_thread_safe_under_concurrent_writers():
         start.wait()
         for _ in range(500):
             reg.record({"event": "tool", "tool": "t", "source": "s", "is_error": False, "ms": 1})
-            reg.record({"event": "llm", "model": "m", "status": "ok", "ms": 1, "prompt_tokens": 1, "completion_tokens": 2})
+            reg.record(
+                {"event": "llm", "model": "m", "status": "ok", "ms": 1, "prompt_tokens": 1, "completion_tokens": 2}
+            )
 
     threads = [threading.Thread(target=worker) for _ in range(8)]
     for t in threads:

@@ -36,7 +36,8 @@ def test_type_table_including_optional_and_pep604_unions():
         BLUE = "blue"
 
     def f(a, b: bool, c: float, d: str, e: list, g: tuple, h: dict, i: Optional[str], j: int | None,
-          k: Annotated[str, "x"], l: bytes, m: int | str, n: dict[str, int], o: frozenset):
+          k: Annotated[str, "x"], l: bytes,  # noqa: E741 - the parameter names are the schema keys checked below
+          m: int | str, n: dict[str, int], o: frozenset):
         pass
 
     props = define_tool(f).input_schema["properties"]
@@ -74,7 +75,11 @@ def test_richer_inference_literal_enum_items_dataclass_typeddict_and_docstring_a
     assert props["mode"] == {"type": "string", "enum": ["fast", "slow"], "description": "How to run."}
     assert props["color"] == {"type": "string", "enum": ["red", "blue"]}
     assert props["tags"] == {"type": "array", "items": {"type": "string"}, "description": "Labels to attach."}
-    assert props["p"] == {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x"]}
+    assert props["p"] == {
+        "type": "object",
+        "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+        "required": ["x"],
+    }
     assert props["o"] == {"type": "object", "properties": {"verbose": {"type": "boolean"}}, "required": ["verbose"]}
     assert props["nums"] == {"type": "array", "items": {"type": "number"}}
 

@@ -22,7 +22,7 @@ from toolnexus.client import create_client
 from toolnexus.toolkit import Toolkit
 
 
-class Unit(str, enum.Enum):
+class Unit(str, enum.Enum):  # noqa: UP042 - the str-mixin form users write, not StrEnum
     celsius = "celsius"
     fahrenheit = "fahrenheit"
 

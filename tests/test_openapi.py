@@ -51,13 +51,18 @@ PETS = {
         "/tags": {
             "post": {
                 "operationId": "addTags",
-                "requestBody": {"content": {"application/json": {"schema": {"type": "array", "items": {"type": "string"}}}}},
+                "requestBody": {
+                    "content": {"application/json": {"schema": {"type": "array", "items": {"type": "string"}}}}
+                },
             }
         },
         "/tree": {
             "post": {
                 "operationId": "saveTree",
-                "requestBody": {"required": True, "content": {"application/vnd.tree+json": {"schema": {"$ref": "#/components/schemas/Node"}}}},
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/vnd.tree+json": {"schema": {"$ref": "#/components/schemas/Node"}}},
+                },
             }
         },
     },
@@ -79,11 +84,17 @@ PETS = {
             "Pet": {"type": "object", "properties": {"petId": {"type": "string"}, "name": {"type": "string"}}},
             "Node": {
                 "type": "object",
-                "properties": {"label": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}},
+                "properties": {
+                    "label": {"type": "string"},
+                    "children": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}},
+                },
             },
         },
         "requestBodies": {
-            "PetBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}},
+            "PetBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}},
+            },
         },
     },
 }
@@ -192,8 +203,10 @@ async def test_unsupported_body_types_skip_required_and_drop_optional_bodies(cap
     assert [t.name for t in tools] == ["note"]
     assert tools[0].input_schema == {"type": "object", "properties": {}, "additionalProperties": False}
     assert caplog.messages == [
-        "[toolnexus] OpenAPI spec (dict): POST /up request body type multipart/form-data is not supported \u2014 operation skipped",
-        "[toolnexus] OpenAPI spec (dict): POST /note request body type multipart/form-data is not supported \u2014 body left out",
+        "[toolnexus] OpenAPI spec (dict): POST /up request body type multipart/form-data is not supported"
+        " \u2014 operation skipped",
+        "[toolnexus] OpenAPI spec (dict): POST /note request body type multipart/form-data is not supported"
+        " \u2014 body left out",
     ]
 
 
@@ -254,7 +267,9 @@ async def test_query_styles_and_cookie_params(server):
 
 async def test_static_headers_expand_env_and_win_over_header_params(server, monkeypatch):
     monkeypatch.setenv("TN_OPENAPI_TOKEN", "tok-9")
-    tools = await by_name(PETS, base_url=server.url, headers={"Authorization": "Bearer ${TN_OPENAPI_TOKEN}", "x-trace-id": "fixed"})
+    tools = await by_name(
+        PETS, base_url=server.url, headers={"Authorization": "Bearer ${TN_OPENAPI_TOKEN}", "x-trace-id": "fixed"}
+    )
     await tools["listPets"].execute({"X-Trace-Id": "from-model"})
     assert server.last.headers["Authorization"] == "Bearer tok-9"
     assert server.last.headers.get_all("X-Trace-Id") == ["fixed"]
@@ -354,12 +369,16 @@ async def test_invalid_documents_raise_value_error_saying_what_and_where(spec, m
 
 async def test_unreadable_sources_raise_value_error(tmp_path, server):
     missing = tmp_path / "nope.yaml"
-    with pytest.raises(ValueError, match=r"^OpenAPI spec .*nope\.yaml: cannot read the file: No such file or directory$"):
+    with pytest.raises(
+        ValueError, match=r"^OpenAPI spec .*nope\.yaml: cannot read the file: No such file or directory$"
+    ):
         await http_tools_from_openapi(missing)
     (tmp_path / "bad.yaml").write_text("openapi: [unclosed")
     with pytest.raises(ValueError, match=r"bad\.yaml: cannot parse it: "):
         await http_tools_from_openapi(tmp_path / "bad.yaml")
-    with pytest.raises(ValueError, match=r"^OpenAPI spec http://127\.0\.0\.1:\d+/none\.json: download failed: HTTP 404: ok$"):
+    with pytest.raises(
+        ValueError, match=r"^OpenAPI spec http://127\.0\.0\.1:\d+/none\.json: download failed: HTTP 404: ok$"
+    ):
         server.route("/none.json", Reply(404))
         await http_tools_from_openapi(server.url + "/none.json")
     with pytest.raises(TypeError):

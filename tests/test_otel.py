@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from support.llm_server import Json, LlmServer, RecordingTransport, Sse, openai_calls, openai_sse, openai_text
+from support.llm_server import LlmServer, RecordingTransport, Sse, openai_calls, openai_sse, openai_text
 from toolnexus import define_tool, otel, pending
 from toolnexus.agents import agent
 from toolnexus.client import ProviderError, create_client
@@ -103,7 +103,8 @@ def test_nothing_loads_opentelemetry_unless_instrumented():
         "c = create_in_process_client(model='m', generate=lambda r: next(replies))\n"
         "r = asyncio.run(c.run('sum', Toolkit(None, None, [], [], [add])))\n"
         "assert r.text == '3', r\n"
-        "a = asyncio.run(agent('a', does='d', uses={'tools': [add]}).run('hi', in_process=lambda r: {'content': 'ok'}))\n"
+        "a = agent('a', does='d', uses={'tools': [add]})\n"
+        "a = asyncio.run(a.run('hi', in_process=lambda r: {'content': 'ok'}))\n"
         "assert a.text == 'ok', a\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
     )
@@ -190,7 +191,7 @@ async def test_a_streamed_run_and_an_abandoned_stream(spans):
             events = [e async for e in client.stream("hi")]
             assert events[-1]["result"].text == "hello"
             stream = client.stream("again")
-            async for event in stream:
+            async for _ in stream:
                 break
             await stream.aclose()
     first, second = named(spans, "invoke_agent")
@@ -284,10 +285,10 @@ async def test_an_agent_suspension_and_resume_are_visible(spans):
 
     deployer = agent("deployer", does="deploys", uses={"tools": [approval_tool()]})
     first = await deployer.run("ship it", in_process=generate)
-    assert first.status == "pending"
-    done = await first.runtime.resume(Answer(id=first.pending.id, ok=True))
-    assert done.text == "shipped"
-    await first.runtime.aclose()
+    async with first.runtime:  # closed however the asserts end
+        assert first.status == "pending"
+        done = await first.runtime.resume(Answer(id=first.pending.id, ok=True))
+        assert done.text == "shipped"
     # without a store the turn is replayed: the answer is bound to the halted call inside the toolkit
     assert tree(spans) == [
         (0, "invoke_agent deployer"), (1, "chat inherit"), (1, "execute_tool deploy"),
@@ -326,10 +327,10 @@ async def test_a_durable_agent_resume_continues_the_halted_call(spans):
     deployer = agent("deployer", does="deploys", uses={"tools": [approval_tool()]})
     async with open_store("memory:") as store:
         first = await deployer.run("ship it", in_process=generate, store=store)
-        assert first.status == "pending"
-        done = await first.runtime.resume(Answer(id=first.pending.id, ok=True))
-        assert done.text == "shipped"
-        await first.runtime.aclose()
+        async with first.runtime:  # closed however the asserts end
+            assert first.status == "pending"
+            done = await first.runtime.resume(Answer(id=first.pending.id, ok=True))
+            assert done.text == "shipped"
     # with a store the halted call is continued: no second model call for it, the re-run is marked
     assert tree(spans) == [
         (0, "invoke_agent deployer"), (1, "chat inherit"), (1, "execute_tool deploy"),

@@ -12,8 +12,7 @@ import pytest
 
 from support.mock_llm import MockLLM
 from toolnexus.agents import InboxItem, agent_from_dir, start_agent
-from toolnexus.agents.clock import VirtualClock
-from toolnexus.agents.persona import (
+from toolnexus.agents._persona import (
     BOOTSTRAP_ORDER,
     HEARTBEAT_OK,
     HEARTBEAT_PROMPT,
@@ -21,7 +20,8 @@ from toolnexus.agents.persona import (
     compose_soul,
     memory_tool,
 )
-from toolnexus.agents.surface import Agent
+from toolnexus.agents._surface import Agent
+from toolnexus.agents.clock import VirtualClock
 from toolnexus.types import Tool
 
 
@@ -313,9 +313,16 @@ _SPEC = {
     "style": "openai",
     "usagePerCall": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     "scripts": {
-        "m-beat": [{"always": True, "text": "<if last user message contains 'tick' then 'beat seen' else 'HEARTBEAT_OK'>"}],
-        "m-slow": [{"always": True, "blocksUntil": "released-or-aborted",
-                    "text": "items=<count of numbered inbox items in last user msg>"}],
+        "m-beat": [
+            {"always": True, "text": "<if last user message contains 'tick' then 'beat seen' else 'HEARTBEAT_OK'>"}
+        ],
+        "m-slow": [
+            {
+                "always": True,
+                "blocksUntil": "released-or-aborted",
+                "text": "items=<count of numbered inbox items in last user msg>",
+            }
+        ],
     },
 }
 

@@ -20,7 +20,7 @@ from support.llm_server import LlmServer
 from support.provider_replay import client_for, load, step
 from toolnexus import define_tool
 from toolnexus.client import ProviderError
-from toolnexus.client.wire.openai import OpenAIWire
+from toolnexus.client._wire.openai import OpenAIWire
 from toolnexus.toolkit import Toolkit
 
 

@@ -235,16 +235,18 @@ async def test_an_agent_suspends_and_resumes_in_place(server):
     # without a store the live runtime replays the turn: the model is asked again and calls the gate again
     server.add(step("responses/gate_call.json"), step("responses/gate_call.json"), step("responses/text.json"))
     r = await worker.run("go", llm=llm_of(server))
-    assert (r.status, r.pending.prompt, r.finish_reason) == ("pending", "let it through?", "tool_calls")
-    final = await r.runtime.resume(Answer(id=r.pending.id, ok=True))
-    assert final.status == "done" and final.text.startswith("In a peaceful grove")
-    # the first run suspended; the replay recognises the halted call and runs it with the answer, once
-    assert [a.ok if a else None for a in log] == [None, True]
-    items = server.requests[-1].json["input"]
-    assert any(i.get("id") == REASONING_ID for i in items)  # the reasoning item survived the suspension
-    assert outputs(server.requests[-1]) == [{"type": "function_call_output", "call_id": "call_gate0001",
-                                             "output": "through"}]
-    await r.runtime.close(r.runtime.root)
+    try:
+        assert (r.status, r.pending.prompt, r.finish_reason) == ("pending", "let it through?", "tool_calls")
+        final = await r.runtime.resume(Answer(id=r.pending.id, ok=True))
+        assert final.status == "done" and final.text.startswith("In a peaceful grove")
+        # the first run suspended; the replay recognises the halted call and runs it with the answer, once
+        assert [a.ok if a else None for a in log] == [None, True]
+        items = server.requests[-1].json["input"]
+        assert any(i.get("id") == REASONING_ID for i in items)  # the reasoning item survived the suspension
+        assert outputs(server.requests[-1]) == [{"type": "function_call_output", "call_id": "call_gate0001",
+                                                 "output": "through"}]
+    finally:
+        await r.runtime.close(r.runtime.root)
 
 
 async def test_a_durable_run_parks_in_sqlite_and_resumes_on_this_wire(server, tmp_path):

@@ -19,8 +19,12 @@ async def test_first_execution_suspends_with_one_blank_id_call():
     req = pending_of(r)
     assert r.is_error and r.output == "relay tool call lookup to the caller for execution"
     assert req.kind == RELAY_KIND == "tool_call"
-    assert req.data == {"calls": [{"id": "", "name": "lookup", "input": {"q": "é", "n": 1}, "arguments": '{"q":"é","n":1}'}]}
-    assert is_relay_request(req) and relay_calls_of(req) == [RelayCall("", "lookup", {"q": "é", "n": 1}, '{"q":"é","n":1}')]
+    assert req.data == {
+        "calls": [{"id": "", "name": "lookup", "input": {"q": "é", "n": 1}, "arguments": '{"q":"é","n":1}'}]
+    }
+    assert is_relay_request(req) and relay_calls_of(req) == [
+        RelayCall("", "lookup", {"q": "é", "n": 1}, '{"q":"é","n":1}')
+    ]
     assert not is_relay_request(Request("x", "approval", "p")) and relay_calls_of(Request("x", "approval", "p")) == []
 
 

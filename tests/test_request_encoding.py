@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
-from toolnexus import create_client, create_toolkit, define_tool
-from toolnexus.client.body import EncodedList, encode_payload
-from toolnexus.client.prepared import PreparedTranscript
-from toolnexus.client.wire import dialect_for
-from toolnexus.types import ToolResult
-
 from support.llm_server import anthropic_calls, anthropic_text, openai_calls, openai_text
+from toolnexus import create_client, create_toolkit, define_tool
+from toolnexus.client._body import EncodedList, encode_payload
+from toolnexus.client._prepared import PreparedTranscript
+from toolnexus.client._wire import dialect_for
+from toolnexus.types import ToolResult
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
 

@@ -10,12 +10,20 @@ import asyncio
 import copy
 import dataclasses
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from support.llm_server import (RecordingTransport, anthropic_calls, anthropic_text, openai_calls, openai_text,
-                                unbalanced_turns, tool_from as make_tool, toolkit_of as kit)
+from support.llm_server import (
+    RecordingTransport,
+    anthropic_calls,
+    anthropic_text,
+    openai_calls,
+    openai_text,
+    tool_from as make_tool,
+    toolkit_of as kit,
+    unbalanced_turns,
+)
 from toolnexus.client import RunCancelled, create_client
 from toolnexus.relay import RelayResult, relay_answer, relay_calls_of, relay_tool
 from toolnexus.types import Answer, Request, ToolResult, answer_declined, pending
@@ -168,7 +176,7 @@ async def test_expired_request_at_resume_becomes_declined_expired_and_the_tool_d
     c = client(t)
     halted = await c.run("go", tk)
     tools.runs.clear()
-    c.clock = lambda: datetime(2030, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
+    c.clock = lambda: datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
     answer = relay_answer(halted.pending.id, [RelayResult("c1", "found")]) if relay else Answer("req-a", True, {"v": 1})
     r = await c.run_with_answer(tk, halted.messages, halted.pending, answer)
     expected = "relay declined for lookup: expired" if relay else "declined/expired: a?"
@@ -182,7 +190,7 @@ async def test_a_request_that_has_not_expired_yet_is_answered_normally():
     c = client(t)
     tk = kit(tools.gate("a", expiresAt="2030-06-01T12:00:00Z"))
     halted = await c.run("go", tk)
-    c.clock = lambda: datetime(2030, 6, 1, 11, 59, 59, tzinfo=timezone.utc)
+    c.clock = lambda: datetime(2030, 6, 1, 11, 59, 59, tzinfo=UTC)
     r = await c.run_with_answer(tk, halted.messages, halted.pending, Answer("req-a", True, {"v": 1}))
     assert r.tool_calls[0]["output"] == 'a got {"v": 1}'
 
@@ -200,14 +208,18 @@ async def test_two_parallel_non_relay_suspensions_become_a_chain_of_halts_with_b
     assert first.pending.id == "req-a"
     tools.runs.clear()
 
-    second = await c.run_with_answer(tools.kit("a", "b"), first.messages, first.pending, Answer("req-a", True, {"v": "A"}))
+    second = await c.run_with_answer(
+        tools.kit("a", "b"), first.messages, first.pending, Answer("req-a", True, {"v": "A"})
+    )
     assert (second.status, second.pending.id, second.text, second.turns) == ("pending", "req-b", "b?", 0)
     assert len(t.payloads) == 1  # no LLM call on a repeat halt
     assert tools.runs == [("a", {"n": 1}, Answer("req-a", True, {"v": "A"})), ("b", {"n": 2}, None)]
     assert [x["output"] for x in second.tool_calls] == ['a got {"v": "A"}', "b?"]
     tools.runs.clear()
 
-    done = await c.run_with_answer(tools.kit("a", "b"), second.messages, second.pending, Answer("req-b", True, {"v": "B"}))
+    done = await c.run_with_answer(
+        tools.kit("a", "b"), second.messages, second.pending, Answer("req-b", True, {"v": "B"})
+    )
     assert (done.status, done.text) == ("done", "both approved")
     assert tools.runs == [("b", {"n": 2}, Answer("req-b", True, {"v": "B"}))]
     assert len(t.payloads) == 2

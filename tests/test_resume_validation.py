@@ -13,11 +13,17 @@ import re
 
 import pytest
 
-from support.llm_server import (RecordingTransport, anthropic_calls, openai_calls, openai_text,
-                                tool_from as make_tool, toolkit_of as kit)
+from support.llm_server import (
+    RecordingTransport,
+    anthropic_calls,
+    openai_calls,
+    openai_text,
+    tool_from as make_tool,
+    toolkit_of as kit,
+)
 from toolnexus import ResumeError
 from toolnexus.client import create_client
-from toolnexus.client.resume import LEDGER_SIZE, AnswerLedger
+from toolnexus.client._resume import LEDGER_SIZE, AnswerLedger
 from toolnexus.relay import relay_tool
 from toolnexus.types import Answer, Request, ToolResult, answer_declined, pending
 
@@ -105,7 +111,13 @@ async def test_a_turn_continued_with_a_new_prompt_is_closed():
     continued = await s.client.run("never mind", s.kit, history=r.messages)
     s.runs.clear()
     s.sent = len(s.transport.payloads)
-    await refused(s, continued.messages, r.pending, Answer("req-1", True), r"is closed: it is followed by a message with role 'user'")
+    await refused(
+        s,
+        continued.messages,
+        r.pending,
+        Answer("req-1", True),
+        r"is closed: it is followed by a message with role 'user'",
+    )
 
 
 async def test_results_that_are_not_an_in_order_prefix_are_refused():
@@ -139,12 +151,16 @@ async def test_anthropic_histories_are_validated_on_their_own_shape():
     r = await s.halt()
     broken = copy.deepcopy(r.messages)
     broken[-1]["content"].append({"type": "text", "text": "extra"})
-    await refused(s, broken, r.pending, Answer("req-1", True), r"is closed: it is followed by a message with role 'user'")
+    await refused(
+        s, broken, r.pending, Answer("req-1", True), r"is closed: it is followed by a message with role 'user'"
+    )
     finished = r.messages + [{"role": "assistant", "content": [{"type": "text", "text": "done"}]}]
     await refused(s, finished, r.pending, Answer("req-1", True), r"followed by a message with role 'assistant'")
     as_openai = r.messages[:-1] + [{"role": "tool", "tool_call_id": "c1", "content": "plain done"},
                                    {"role": "tool", "tool_call_id": "c2", "content": "How much?"}]
-    await refused(s, as_openai, r.pending, Answer("req-1", True), r"is closed: it is followed by a message with role 'tool'")
+    await refused(
+        s, as_openai, r.pending, Answer("req-1", True), r"is closed: it is followed by a message with role 'tool'"
+    )
 
 
 # -- A.6 / beyond #9: relay outputs ------------------------------------------------------------------

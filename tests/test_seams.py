@@ -17,7 +17,7 @@ import re
 import stat
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -29,9 +29,9 @@ from toolnexus import _abort, _clock
 from toolnexus._abort import STOPPED, Aborted, unless_aborted
 from toolnexus.agents import AgentDef
 from toolnexus.client import RunCancelled, RunTimeout, create_client
-from toolnexus.client.retry import Abort, check_timer, pause, race as client_race
-from toolnexus.client.run_signal import RunSignal, takes_signal, wants_signal
-from toolnexus.client.tool_calls import ToolRunner
+from toolnexus.client._retry import Abort, check_timer, pause, race as client_race
+from toolnexus.client._run_signal import RunSignal, takes_signal, wants_signal
+from toolnexus.client._tool_calls import ToolRunner
 from toolnexus.errors import ToolnexusTypeError
 from toolnexus.native import define_tool
 from toolnexus.toolkit import create_toolkit
@@ -56,17 +56,19 @@ class JumpClock:
         self.t += seconds
 
 
-def test_every_old_clock_name_is_the_one_shared_clock():
+def test_each_clock_shape_has_one_public_name():
     import toolnexus.a2a as a2a
-    import toolnexus.a2a.call as a2a_call
+    import toolnexus.a2a._call as a2a_call
     import toolnexus.agents as agents
     import toolnexus.agents.clock as agents_clock
     import toolnexus.client as client
-    import toolnexus.client.retry as retry
+    import toolnexus.client._retry as retry
 
-    assert client.Timer is retry.Timer is a2a_call.Clock is a2a.Clock is _clock.Timer
+    assert client.Timer is retry.Timer is _clock.Timer
     assert agents.Clock is agents_clock.Clock is _clock.Clock
-    assert a2a.SystemClock is a2a_call.SystemClock is agents.AsyncioClock is _clock.AsyncioClock
+    assert agents.AsyncioClock is agents_clock.AsyncioClock is _clock.AsyncioClock
+    # the A2A package's own names for the same two were dropped: one name each
+    assert not hasattr(a2a, "Clock") and not hasattr(a2a, "SystemClock") and not hasattr(a2a_call, "Clock")
     assert agents_clock.VirtualClock is _clock.VirtualClock and agents_clock.wall_now is _clock.wall_now
 
 
@@ -84,11 +86,11 @@ def test_the_real_and_virtual_clocks_fit_every_user_and_a_two_method_clock_fits_
 def test_wall_now_prefers_the_clocks_own_utc_reading():
     class Workflowish(JumpClock):
         def utc_now(self) -> datetime:
-            return datetime(2030, 1, 2, tzinfo=timezone.utc)
+            return datetime(2030, 1, 2, tzinfo=UTC)
 
-    assert _clock.wall_now(Workflowish()) == datetime(2030, 1, 2, tzinfo=timezone.utc)
+    assert _clock.wall_now(Workflowish()) == datetime(2030, 1, 2, tzinfo=UTC)
     machine = _clock.wall_now(JumpClock())
-    assert machine.tzinfo is not None and abs((datetime.now(timezone.utc) - machine).total_seconds()) < 60
+    assert machine.tzinfo is not None and abs((datetime.now(UTC) - machine).total_seconds()) < 60
 
 
 async def test_the_virtual_clock_fires_timers_in_deadline_order_only_when_advanced():
@@ -329,14 +331,16 @@ def test_write_atomic_links_and_parents_are_options(tmp_path):
 
 
 async def test_every_atomic_writer_in_the_library_goes_through_the_one_helper(tmp_path, monkeypatch):
-    from toolnexus.agents.persona import memory_tool
+    from toolnexus.agents._persona import memory_tool
     from toolnexus.builtin import create_builtin_tools
-    from toolnexus.serve.tasks import FileTaskStore
+    from toolnexus.serve._tasks import FileTaskStore
     from toolnexus.stores import open_store
 
     targets: list[str] = []
     real_name = fs.staging_name
-    monkeypatch.setattr(fs, "staging_name", lambda target: (targets.append(os.path.basename(target)), real_name(target))[1])
+    monkeypatch.setattr(
+        fs, "staging_name", lambda target: (targets.append(os.path.basename(target)), real_name(target))[1]
+    )
 
     store = FileTaskStore(str(tmp_path / "tasks"))
     await store.save({"id": "t1", "status": {"state": "working"}})
@@ -362,11 +366,13 @@ async def test_every_atomic_writer_in_the_library_goes_through_the_one_helper(tm
 
 async def test_the_temporal_payload_codec_writes_through_the_one_helper(tmp_path, monkeypatch):
     pytest.importorskip("temporalio")
-    from toolnexus.temporal.payloads import ExternalPayloadCodec
+    from toolnexus.temporal._payloads import ExternalPayloadCodec
 
     targets: list[str] = []
     real_name = fs.staging_name
-    monkeypatch.setattr(fs, "staging_name", lambda target: (targets.append(os.path.basename(target)), real_name(target))[1])
+    monkeypatch.setattr(
+        fs, "staging_name", lambda target: (targets.append(os.path.basename(target)), real_name(target))[1]
+    )
     codec = ExternalPayloadCodec(tmp_path, threshold=1024)
     codec.put("k" * 64, b"payload")
     assert targets == ["k" * 64] and codec.get("k" * 64) == b"payload"

@@ -14,7 +14,11 @@ SEEDS = sorted(EXAMPLES.glob("seed_*.py"))
 
 
 def test_all_three_seed_examples_are_present():
-    assert [p.name for p in SEEDS] == ["seed_1_suspend_resume.py", "seed_2_json_roundtrip.py", "seed_3_counters_grow.py"]
+    assert [p.name for p in SEEDS] == [
+        "seed_1_suspend_resume.py",
+        "seed_2_json_roundtrip.py",
+        "seed_3_counters_grow.py",
+    ]
 
 
 @pytest.mark.parametrize("example", SEEDS, ids=lambda p: p.stem)

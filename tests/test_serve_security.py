@@ -13,13 +13,13 @@ import logging
 import httpx
 import pytest
 
+from support.serve_kit import card_of, generate
+from test_mcp_serve_kit import Recorder, make_toolkit, mcp_session, post_rpc, served
 from toolnexus import create_in_process_client
 from toolnexus.builtin import create_builtin_tools
 from toolnexus.errors import ToolnexusError
-from toolnexus.serve import ServeLimits, UNSAFE_BUILTINS
+from toolnexus.serve import UNSAFE_BUILTINS, ServeLimits
 from toolnexus.toolkit import Toolkit, create_toolkit
-from support.serve_kit import card_of, generate
-from test_mcp_serve_kit import Recorder, make_toolkit, mcp_session, post_rpc, served
 
 FAST = ServeLimits(header_timeout=0.3, body_timeout=0.3, keep_alive=5.0, drain_timeout=0)
 DROP_BOUND = 10.0  # seconds: far above the configured limits, so only a server that never drops fails
@@ -38,7 +38,10 @@ async def test_default_builtins_are_refused_over_mcp_and_a2a_without_a_token() -
     for err, where in ((mcp_err, "mcp"), (a2a_err, "a2a")):
         text = str(err.value)
         assert isinstance(err.value, ToolnexusError)
-        assert f"refusing to serve built-in tools bash, read, write, edit, grep, glob, webfetch, apply_patch over {where}" in text
+        assert (
+            f"refusing to serve built-in tools bash, read, write, edit, grep, glob, webfetch, apply_patch over {where}"
+            in text
+        )
         assert f'{where}["auth_token"]' in text and "allow_unauthenticated_builtins" in text
     assert set(UNSAFE_BUILTINS) == {"bash", "write", "edit", "apply_patch", "read", "grep", "glob", "webfetch"}
 
@@ -143,8 +146,10 @@ async def test_slow_body_clients_are_dropped_on_mcp_and_a2a_routes() -> None:
         slow = []
         for path in ("/mcp", "/"):
             reader, writer = await _open(h)
-            writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                         f"Accept: application/json, text/event-stream\r\nContent-Length: 5000\r\n\r\n{{\"jsonrpc\"".encode())
+            writer.write(
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f'Accept: application/json, text/event-stream\r\nContent-Length: 5000\r\n\r\n{{"jsonrpc"'.encode()
+            )
             await writer.drain()
             slow.append((reader, writer))
         async with httpx.AsyncClient() as http:

@@ -12,7 +12,7 @@ from toolnexus.errors import ToolnexusError
 from toolnexus.serve import FileTaskStore, InMemoryTaskStore, TaskStore, register_store_scheme, resolve_store
 
 
-def _task(id: str, state: str = "working", **extra: object) -> dict:  # noqa: A002
+def _task(id: str, state: str = "working", **extra: object) -> dict:
     return {"id": id, "contextId": "c", "status": {"state": state}, **extra}
 
 

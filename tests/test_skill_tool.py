@@ -290,7 +290,7 @@ async def test_concurrent_calls_share_one_walk(tmp_path, scandir_log):
 
 
 async def test_sample_walk_is_bounded_by_the_entry_cap(tmp_path, monkeypatch):
-    import toolnexus.skill.tool as skill_tool
+    import toolnexus.skill._tool as skill_tool
 
     write_skill(tmp_path / "s", "s")
     for i in range(5):

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import toolnexus.skill.loader as skill_loader
+import toolnexus.skill._loader as skill_loader
+from toolnexus._walk import walk_files
 from toolnexus.skill import (
     SkillDef,
     SkillInfo,
@@ -18,7 +19,6 @@ from toolnexus.skill import (
     list_skills,
     load_skills,
 )
-from toolnexus._walk import walk_files
 
 
 def write_skill(directory: Path, name=None, description=None, body="Body text.\n", *, raw=None) -> Path:

@@ -14,11 +14,10 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from toolnexus.durable import Changes, ConversationOps, Holder, RunNotFound, StoreUnavailable
-from toolnexus.durable.model import dumps
-from toolnexus.stores import open_store
-
 from support.stores import SKIP_PG, drop_schema, postgres_base
+from toolnexus.durable import Changes, ConversationOps, Holder, RunNotFound, StoreUnavailable
+from toolnexus.durable._model import dumps
+from toolnexus.stores import open_store
 
 TTL = 30.0
 

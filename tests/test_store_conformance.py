@@ -17,13 +17,25 @@ from pathlib import Path
 
 import pytest
 
-from toolnexus.durable import (AnswerAlreadyApplied, Changes, ConversationOps, Holder, LeaseLost, PendingRow,
-                               RequestWithdrawn, RunChanged, RunExists, RunInProgress, RunNotFound, StoreConflict,
-                               StoreUnavailable, StoreVersionError)
-from toolnexus.durable.model import dumps
-from toolnexus.stores import open_store
-
 from support.stores import SKIP_PG, postgres_base, shared_store_url, store_url  # noqa: F401 - fixtures
+from toolnexus.durable import (
+    AnswerAlreadyApplied,
+    Changes,
+    ConversationOps,
+    Holder,
+    LeaseLost,
+    PendingRow,
+    RequestWithdrawn,
+    RunChanged,
+    RunExists,
+    RunInProgress,
+    RunNotFound,
+    StoreConflict,
+    StoreUnavailable,
+    StoreVersionError,
+)
+from toolnexus.durable._model import dumps
+from toolnexus.stores import open_store
 
 TTL = 30.0
 
@@ -269,7 +281,7 @@ async def test_what_a_store_remembers_of_conversations_is_bounded_but_a_held_one
 
 
 async def test_statuses_come_back_as_plain_strings_from_every_store(store_url):
-    from toolnexus.agents.vocab import TaskStatus
+    from toolnexus.agents._vocab import TaskStatus
 
     me = Holder.here()
     async with open_store(store_url) as store:
@@ -421,7 +433,7 @@ async def test_a_run_written_by_a_newer_version_fails_fast(store_url):
 
 
 def _set_format_steps(run_id: str, value: int):
-    from toolnexus.stores.sql import Query
+    from toolnexus.stores._sql import Query
 
     yield Query("UPDATE tn_runs SET format = ? WHERE run_id = ?", (value, run_id))
 
@@ -432,7 +444,7 @@ def _set_format_steps(run_id: str, value: int):
 async def test_a_commit_that_fails_midway_writes_nothing(tmp_path):
     """The SQL stores run a commit as one transaction: a failure after the transcript rewind but
     before the new rows (the handle's record among them) leaves both as they were."""
-    from toolnexus.stores.sqlite import SqliteStore
+    from toolnexus.stores._sqlite import SqliteStore
 
     class FailOnHandles(SqliteStore):
         fail = False
@@ -459,7 +471,7 @@ async def test_a_commit_that_fails_midway_writes_nothing(tmp_path):
 
 
 async def test_a_file_store_commit_cut_after_its_redo_log_is_completed_on_next_use(tmp_path):
-    from toolnexus.stores.file import FileStore
+    from toolnexus.stores._file import FileStore
 
     class CutAfterRedo(FileStore):
         cut = False
@@ -527,7 +539,7 @@ async def test_sqlite_commits_never_run_a_checkpoint_the_store_checkpoints_in_th
     import sqlite3
     import threading
 
-    from toolnexus.stores import sqlite as sqlite_store
+    from toolnexus.stores import _sqlite as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 4)
     done: list[tuple[str, tuple[int, int, int]]] = []
@@ -547,7 +559,9 @@ async def test_sqlite_commits_never_run_a_checkpoint_the_store_checkpoints_in_th
         async with open_store(f"sqlite:///{path}") as store:  # set up already: opening it writes nothing
             await commit(store, "r1", me, conversations={"c": ConversationOps(0, msgs("a"))})  # the 3rd
             assert not checkpointed.is_set()
-            await commit(store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))})  # the 4th (counted per file)
+            await commit(
+                store, "r1", me, conversations={"c": ConversationOps(1, msgs("b"))}
+            )  # the 4th (counted per file)
             assert await asyncio.to_thread(checkpointed.wait, 30)
             await commit(store, "r1", me, conversations={"c": ConversationOps(2, msgs("c"))})
             assert [m["content"] for m in (await store.load("r1")).conversations["c"]] == ["a", "b", "c"]
@@ -562,7 +576,7 @@ async def test_sqlite_commits_never_run_a_checkpoint_the_store_checkpoints_in_th
 
 
 async def test_a_sqlite_checkpoint_that_cannot_start_never_fails_the_commit_that_asked(tmp_path, monkeypatch, caplog):
-    from toolnexus.stores import sqlite as sqlite_store
+    from toolnexus.stores import _sqlite as sqlite_store
 
     def no_thread(self):
         raise RuntimeError("can't start new thread")

@@ -14,7 +14,7 @@ from support.fleet_agents import AGENTS, GATEKEEPER, LLM, MODEL, SLEEPER
 from support.stores import store_url  # noqa: F401 - fixture
 from toolnexus import Answer
 from toolnexus.agents import AgentRuntime, resume, resume_run
-from toolnexus.durable import AnswerAlreadyApplied, Page, RequestWithdrawn, RunInProgress
+from toolnexus.durable import AnswerAlreadyApplied, Page, RequestWithdrawn, RunInProgress, RunNotFound
 from toolnexus.errors import ToolnexusValueError
 from toolnexus.stores import open_store
 
@@ -108,7 +108,7 @@ async def test_prune_deletes_only_ended_runs_older_than_asked(store_url):
         assert await store.prune(older_than=0) == 1
         assert [s.run_id for s in await store.runs()] == ["parked"]
         assert len(await store.pending()) == 1
-        with pytest.raises(Exception):
+        with pytest.raises(RunNotFound):
             await store.load("ended")
 
 
@@ -156,7 +156,7 @@ async def test_a_page_is_served_by_an_index_not_a_sort(tmp_path):
     sql_url = f"sqlite:///{tmp_path / 'runs.db'}"
     async with open_store(sql_url) as store:
         await park(store, GATEKEEPER, "x", "x")
-        from toolnexus.durable.paging import PendingQuery, RunsQuery
+        from toolnexus.durable._paging import PendingQuery, RunsQuery
         from toolnexus.stores._fleet_sql import pending_steps, runs_steps
 
         queries = []
@@ -184,7 +184,7 @@ async def _plan(store: Any, url: str, query: Any) -> str:
 async def test_sqlite_fsyncs_the_commits_exactly_once_rests_on(tmp_path):
     """`synchronous=critical` (the default): a side-effecting call's start and an answer's claim
     commit with FULL, the rest with NORMAL; `full` and `normal` are the documented switch."""
-    from toolnexus.stores.sqlite import SqliteStore
+    from toolnexus.stores._sqlite import SqliteStore
 
     seen: list[tuple[bool, str]] = []
 

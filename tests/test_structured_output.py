@@ -13,12 +13,21 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from support.llm_server import (LlmServer, RecordingTransport, Sse, anthropic_calls, anthropic_text, openai_calls,
-                                openai_sse, openai_text, unbalanced_turns)
+from support.llm_server import (
+    LlmServer,
+    RecordingTransport,
+    Sse,
+    anthropic_calls,
+    anthropic_text,
+    openai_calls,
+    openai_sse,
+    openai_text,
+    unbalanced_turns,
+)
 from toolnexus import OutputValidationError, define_tool, pending
 from toolnexus.agents import agent
 from toolnexus.client import FINAL_RESULT_TOOL, create_client
-from toolnexus.client.structured import FINAL_RESULT_DESCRIPTION, JSON_RETRY, TEXT_RETRY
+from toolnexus.client._structured import FINAL_RESULT_DESCRIPTION, JSON_RETRY, TEXT_RETRY
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Answer, Tool, ToolResult
 
@@ -114,7 +123,9 @@ async def test_a_json_text_answer_is_accepted_and_an_invalid_one_gets_its_proble
     assert (r.output, r.turns) == (Weather(city="Rome", temp_c=20, days=1), 1)
     assert json.loads(r.text) == {"city": "Rome", "temp_c": 20.0, "days": 1}
 
-    transport = RecordingTransport(openai_text('{"city": "Rome"}'), openai_text('{"city": "Rome", "temp_c": 1, "days": 1}'))
+    transport = RecordingTransport(
+        openai_text('{"city": "Rome"}'), openai_text('{"city": "Rome", "temp_c": 1, "days": 1}')
+    )
     r = await client_for(transport).run("weather?", output_type=Weather)
     assert r.output.temp_c == 1
     assert transport.payloads[1]["messages"][-1]["content"] == JSON_RETRY.format(

@@ -11,14 +11,22 @@ from datetime import datetime
 
 import pytest
 
-from support.llm_server import (LlmServer, RecordingTransport, Sse, openai_calls, openai_sse, openai_text,
-                                unbalanced_turns, tool_from as make_tool, toolkit_of as kit)
+from support.llm_server import (
+    LlmServer,
+    RecordingTransport,
+    Sse,
+    openai_calls,
+    openai_sse,
+    openai_text,
+    tool_from as make_tool,
+    toolkit_of as kit,
+    unbalanced_turns,
+)
 from toolnexus.builtin import create_builtin_tools
 from toolnexus.client import create_client
 from toolnexus.relay import relay_answer, relay_calls_of, relay_tool
 from toolnexus.toolkit import Toolkit
 from toolnexus.types import Answer, Request, ToolResult, pending, pending_of
-
 
 
 def client(transport, **kw):

@@ -288,7 +288,9 @@ async def test_pending_lists_the_fleet_runs_lists_status_and_a_run_id_is_used_on
             return found if len(found) == 2 else None
 
         listed = await eventually(both_listed, what="both runs in visibility")
-        assert {r: p.request.id for r, p in listed.items()} == {r: f.pending.id for r, f in zip(rids, firsts)}
+        assert {r: p.request.id for r, p in listed.items()} == {
+            r: f.pending.id for r, f in zip(rids, firsts, strict=True)
+        }
         assert all(p.path == ["root", "worker.1"] for p in listed.values())
 
         async def pending_runs():

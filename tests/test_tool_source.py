@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from toolnexus import Tool, ToolResult, Toolkit, create_toolkit
+from toolnexus import Tool, Toolkit, ToolResult, create_toolkit
 from toolnexus.errors import ConfigError
 from toolnexus.skill import SkillDef
 from toolnexus.tool_source import SkillCatalog, StatusReporting, ToolList, ToolSource

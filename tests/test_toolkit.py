@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from toolnexus import Tool, ToolResult, Toolkit, create_toolkit, define_tool
+from toolnexus import Tool, Toolkit, ToolResult, create_toolkit, define_tool
 from toolnexus.skill import SkillDef
 
 

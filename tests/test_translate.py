@@ -7,6 +7,7 @@ import json
 import logging
 
 import pytest
+
 from support.llm_server import (
     Json,
     LlmServer,
@@ -16,7 +17,6 @@ from support.llm_server import (
     openai_calls,
     openai_text,
 )
-
 from toolnexus.client import ProviderError, ProviderResponseError, RunCancelled, create_client
 from toolnexus.toolkit import create_toolkit
 from toolnexus.translate import (
@@ -89,7 +89,10 @@ def test_finish_reason_for_defaults_stop_to_none():
     [
         ("plain", "plain"),
         ("", ""),
-        ([{"type": "text", "text": "a"}, {"type": "image", "mimeType": "image/png"}, {"type": "text", "text": "b"}], "ab"),
+        (
+            [{"type": "text", "text": "a"}, {"type": "image", "mimeType": "image/png"}, {"type": "text", "text": "b"}],
+            "ab",
+        ),
         ([{"type": "text", "text": 3}, "bare string", {"text": "no type still counts"}], "no type still counts"),
         ([], ""),
         (None, ""),
@@ -203,11 +206,18 @@ def test_part_to_anthropic_text_part_stays_text():
 @pytest.mark.parametrize(
     ("part", "placeholder"),
     [
-        ({"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="}, "[unsupported audio part (audio/wav, 4 bytes)]"),
-        ({"type": "input_audio", "input_audio": {"data": "SUQz", "format": "mp3"}},
-         "[unsupported audio part (audio/mpeg, 3 bytes)]"),
-        ({"type": "file", "mimeType": "application/zip", "data": "UEsDBA=="},
-         "[unsupported file part (application/zip, 4 bytes)]"),
+        (
+            {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="},
+            "[unsupported audio part (audio/wav, 4 bytes)]",
+        ),
+        (
+            {"type": "input_audio", "input_audio": {"data": "SUQz", "format": "mp3"}},
+            "[unsupported audio part (audio/mpeg, 3 bytes)]",
+        ),
+        (
+            {"type": "file", "mimeType": "application/zip", "data": "UEsDBA=="},
+            "[unsupported file part (application/zip, 4 bytes)]",
+        ),
         ({"type": "file", "file": {"file_id": "file-123"}}, "[unsupported file part (, 0 bytes)]"),
         ({"type": "image", "mimeType": "image/png"}, "[unsupported image part (image/png, 0 bytes)]"),
     ],
@@ -290,9 +300,17 @@ def test_openai_messages_to_anthropic_full_tool_round_trip():
 
 
 def test_assistant_without_text_has_only_tool_use_blocks_and_object_arguments_pass():
-    msgs = [{"role": "assistant", "content": None, "tool_calls": [{"id": "x", "function": {"name": "f", "arguments": {"k": "v"}}}]}]
+    msgs = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "x", "function": {"name": "f", "arguments": {"k": "v"}}}],
+        }
+    ]
     out, _ = openai_messages_to_anthropic(msgs)
-    assert out == [{"role": "assistant", "content": [{"type": "tool_use", "id": "x", "name": "f", "input": {"k": "v"}}]}]
+    assert out == [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "x", "name": "f", "input": {"k": "v"}}]}
+    ]
 
 
 def test_consecutive_tool_results_merge_but_a_user_message_splits_them():
@@ -398,7 +416,10 @@ def test_openai_messages_to_anthropic_of_nothing_is_empty():
 
 def test_conversion_does_not_mutate_the_callers_messages():
     msgs = [
-        {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image", "mimeType": "image/png", "url": "u"}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "x"}, {"type": "image", "mimeType": "image/png", "url": "u"}],
+        },
         {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c", "content": "r"},
     ]
@@ -452,7 +473,10 @@ def test_openai_tool_choice_to_anthropic(choice, expected):
 # --------------------------------------------------------------------------- one call, end to end
 
 ADD_SCHEMA = {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}
-CALLER_TOOL = {"type": "function", "function": {"name": "lookup", "description": "Look up", "parameters": {"type": "object"}}}
+CALLER_TOOL = {
+    "type": "function",
+    "function": {"name": "lookup", "description": "Look up", "parameters": {"type": "object"}},
+}
 
 
 async def _add(args=None, ctx=None) -> ToolResult:
@@ -568,12 +592,18 @@ async def test_openai_translate_sends_tool_choice_even_without_tools_and_omits_e
     transport = RecordingTransport(openai_text("ok"))
     choice = {"type": "function", "function": {"name": "x"}}
     await make_client(transport).translate([{"role": "user", "content": "q"}], tools=[], tool_choice=choice)
-    assert transport.payloads[0] == {"model": "m-1", "messages": [{"role": "user", "content": "q"}], "tool_choice": choice}
+    assert transport.payloads[0] == {
+        "model": "m-1",
+        "messages": [{"role": "user", "content": "q"}],
+        "tool_choice": choice,
+    }
 
 
 async def test_openai_translate_reads_tool_calls_as_argument_strings_and_finish_reason_tool_calls():
     reply = openai_calls(("c1", "add", '{"a": 1, "b": 2}'), ("c2", "lookup", "{}"), content=None)
-    reply["choices"][0]["message"]["tool_calls"].append({"id": "c3", "function": {"name": "obj", "arguments": {"k": 1}}})
+    reply["choices"][0]["message"]["tool_calls"].append(
+        {"id": "c3", "function": {"name": "obj", "arguments": {"k": 1}}}
+    )
     reply["choices"][0]["finish_reason"] = "stop"  # a provider that mislabels a tool turn
     transport = RecordingTransport(reply)
     result = await make_client(transport).translate([{"role": "user", "content": "q"}])
@@ -585,10 +615,16 @@ async def test_openai_translate_reads_tool_calls_as_argument_strings_and_finish_
     ]
     assert result.finish_reason == "tool_calls"
     assert result.usage == {"prompt_tokens": 6, "completion_tokens": 2, "total_tokens": 8}
-    assert result.tool_calls_json()[0] == {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}
+    assert result.tool_calls_json()[0] == {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'},
+    }
 
 
-@pytest.mark.parametrize(("provider", "expected"), [("length", "length"), ("content_filter", "content_filter"), (None, "stop"), ("", "stop")])
+@pytest.mark.parametrize(
+    ("provider", "expected"), [("length", "length"), ("content_filter", "content_filter"), (None, "stop"), ("", "stop")]
+)
 async def test_openai_translate_passes_the_provider_finish_reason_without_calls(provider, expected):
     reply = openai_text("partial")
     reply["choices"][0]["finish_reason"] = provider
@@ -628,7 +664,9 @@ async def test_anthropic_translate_url_uses_the_run_v1_rule(base_url, url):
 
 async def test_anthropic_translate_headers_in_order_then_client_headers():
     transport = RecordingTransport(anthropic_text("ok"))
-    await make_client(transport, style="anthropic", headers={"anthropic-beta": "x"}).translate([{"role": "user", "content": "hi"}])
+    await make_client(transport, style="anthropic", headers={"anthropic-beta": "x"}).translate(
+        [{"role": "user", "content": "hi"}]
+    )
     assert list(transport.calls[0][1].items()) == [
         ("content-type", "application/json"),
         ("x-api-key", "sk-test"),
@@ -685,11 +723,18 @@ async def test_anthropic_translate_minimal_body_omits_empty_system_tools_and_aut
 
 
 async def test_anthropic_translate_reads_text_and_tool_use_as_openai_calls():
-    reply = anthropic_calls(("tu1", "add", {"a": 1, "b": 2}), ("tu2", "noop", None), text="let me", input_tokens=7, output_tokens=5)
+    reply = anthropic_calls(
+        ("tu1", "add", {"a": 1, "b": 2}), ("tu2", "noop", None), text="let me", input_tokens=7, output_tokens=5
+    )
     reply["content"].append({"type": "text", "text": " add"})
-    result = await make_client(RecordingTransport(reply), style="anthropic").translate([{"role": "user", "content": "q"}])
+    result = await make_client(RecordingTransport(reply), style="anthropic").translate(
+        [{"role": "user", "content": "q"}]
+    )
     assert result.text == "let me add"
-    assert result.tool_calls == [TranslatedToolCall("tu1", "add", '{"a":1,"b":2}'), TranslatedToolCall("tu2", "noop", "{}")]
+    assert result.tool_calls == [
+        TranslatedToolCall("tu1", "add", '{"a":1,"b":2}'),
+        TranslatedToolCall("tu2", "noop", "{}"),
+    ]
     assert result.finish_reason == "tool_calls"
     assert result.usage == {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
     assert (result.model, result.raw) == ("m-1", reply)
@@ -700,7 +745,9 @@ async def test_anthropic_translate_reads_text_and_tool_use_as_openai_calls():
 async def test_anthropic_translate_maps_stop_reason_to_openai_finish_reason(stop, expected):
     reply = anthropic_text("x")
     reply["stop_reason"] = stop
-    result = await make_client(RecordingTransport(reply), style="anthropic").translate([{"role": "user", "content": "q"}])
+    result = await make_client(RecordingTransport(reply), style="anthropic").translate(
+        [{"role": "user", "content": "q"}]
+    )
     assert result.finish_reason == expected
 
 
@@ -717,7 +764,9 @@ async def test_before_llm_sees_the_wire_request_once_and_may_override_it_and_aft
     events, sink = metric_sink()
     reply = anthropic_text("ok")
     transport = RecordingTransport(reply)
-    client = make_client(transport, style="anthropic", hooks={"before_llm": before_llm, "after_llm": after_llm}, on_metric=sink)
+    client = make_client(
+        transport, style="anthropic", hooks={"before_llm": before_llm, "after_llm": after_llm}, on_metric=sink
+    )
     result = await client.translate([{"role": "user", "content": "q"}], tools=[CALLER_TOOL])
     assert seen[0] == ("before", {
         "messages": [{"role": "user", "content": "q"}],
@@ -755,7 +804,12 @@ async def test_request_params_and_body_transform_shape_the_body(caplog):
     client = make_client(transport, request_params={"temperature": 0, "messages": "nope"}, body_transform=transform)
     with caplog.at_level(logging.WARNING, logger="toolnexus"):
         await client.translate([{"role": "user", "content": "q"}])
-    assert transport.payloads[0] == {"model": "m-1", "messages": [{"role": "user", "content": "q"}], "temperature": 0, "seed": 7}
+    assert transport.payloads[0] == {
+        "model": "m-1",
+        "messages": [{"role": "user", "content": "q"}],
+        "temperature": 0,
+        "seed": 7,
+    }
     assert '[toolnexus] request_params key "messages" is not allowed — ignored (use body_transform)' in caplog.messages
 
 
@@ -784,7 +838,9 @@ async def test_a_failed_call_raises_and_emits_an_llm_error_metric_with_zero_toke
     with pytest.raises(ProviderError) as info:
         await client.translate([{"role": "user", "content": "q"}])
     assert info.value.status == 400
-    assert [(e["event"], e["status"], e["prompt_tokens"], e["completion_tokens"]) for e in events] == [("llm", "error", 0, 0)]
+    assert [(e["event"], e["status"], e["prompt_tokens"], e["completion_tokens"]) for e in events] == [
+        ("llm", "error", 0, 0)
+    ]
     assert 'toolnexus_llm_requests_total{model="m-1",status="error"} 1' in client.metrics()
 
 

@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 
-from toolnexus import create_client
-from toolnexus.client.http11 import Http11Transport
-from toolnexus.client.transport import AsyncTransport, TransportAdapter, as_async_transport
-from toolnexus.errors import ToolnexusTypeError
-
 from support.llm_server import openai_sse, openai_text
+from toolnexus import create_client
+from toolnexus.client._http11 import Http11Transport
+from toolnexus.client._transport import AsyncTransport, TransportAdapter, as_async_transport
+from toolnexus.errors import ToolnexusTypeError
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "toolnexus"
 

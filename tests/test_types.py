@@ -38,7 +38,12 @@ def test_dataclass_field_order_is_positional_contract():
         ("idempotent", False), ("needs_approval", False), ("origin", None)]
     assert [f.name for f in dataclasses.fields(ToolResult)] == ["output", "is_error", "metadata", "parts"]
     # pinned fields first, then ours (additive, defaulted): the request a retry answers; the MCP caller keyword-only
-    assert [f.name for f in dataclasses.fields(ToolContext) if not f.kw_only] == ["signal", "timeout", "answer", "request"]
+    assert [f.name for f in dataclasses.fields(ToolContext) if not f.kw_only] == [
+        "signal",
+        "timeout",
+        "answer",
+        "request",
+    ]
     assert [(f.name, f.default) for f in dataclasses.fields(ToolContext) if f.kw_only] == [("caller", None)]
     assert [f.name for f in dataclasses.fields(Request)] == ["id", "kind", "prompt", "url", "data", "expiresAt"]
     # pinned fields first, then the additive approval fields (all defaulted)
@@ -77,9 +82,13 @@ def test_pending_builds_error_result_with_request_and_generated_id():
 
 
 def test_pending_with_url_appends_url_line_and_keeps_given_id():
-    r = pending(kind="authorization", prompt="Log in", url="https://x/auth", id="fixed", expiresAt="2030-01-01T00:00:00Z")
+    r = pending(
+        kind="authorization", prompt="Log in", url="https://x/auth", id="fixed", expiresAt="2030-01-01T00:00:00Z"
+    )
     assert r.output == "Log in\nhttps://x/auth"
-    assert r.metadata["pending"] == Request("fixed", "authorization", "Log in", "https://x/auth", None, "2030-01-01T00:00:00Z")
+    assert r.metadata["pending"] == Request(
+        "fixed", "authorization", "Log in", "https://x/auth", None, "2030-01-01T00:00:00Z"
+    )
 
 
 def test_auth_required_is_authorization_pending_with_default_prompt():

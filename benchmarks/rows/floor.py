@@ -2,16 +2,18 @@
 MCP tools server, the two tool calls run one after the other. Its time is what every row pays for
 the model server, the tools server and the sockets."""
 
+import asyncio
+import http.client
+import json
+import subprocess
+import sys
+from urllib.parse import urlsplit
+
 import _row as r  # first: starts the clock
 
-import asyncio  # noqa: E402
-import http.client  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from urllib.parse import urlsplit  # noqa: E402
-
-TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("get_weather", "add")]
+TOOLS = [
+    {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("get_weather", "add")
+]
 
 
 class Tools:

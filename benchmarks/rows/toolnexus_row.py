@@ -1,11 +1,11 @@
 """A row for any toolnexus with the 0.21 API (ours, or the published 0.21.0 in its own venv):
 one toolkit with the stdio MCP tools server (one persistent session), one client, `client.run`."""
 
-import _row as r  # first: starts the clock
+import asyncio
+import os
+import sys
 
-import asyncio  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
+import _row as r  # first: starts the clock
 
 
 async def main() -> None:

@@ -14,6 +14,7 @@ package ships `py.typed`. `dir(toolnexus)` lists exactly the public names (`__al
 import importlib as _importlib
 import typing as _typing
 
+from ._version import VERSION as __version__
 from .adapters import to_anthropic, to_gemini, to_openai
 from .types import (
     Answer,
@@ -33,8 +34,6 @@ from .types import (
     pending_of,
     sanitize,
 )
-
-from ._version import VERSION as __version__
 
 # public name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {}
@@ -74,7 +73,9 @@ _register(
     "SkillSource list_skills load_skills",
 )
 _register(".builtin", "BuiltinsConfig builtins_enabled create_builtin_tools select_builtins")
-_register(".a2a", "Agent AgentConfig AgentsConfig agent agent_tools parse_agents_config")
+# `toolnexus.Agent` is the A2A descriptor (0.21's name, kept here without a warning); new code
+# spells it `toolnexus.a2a.RemoteAgent`, and the agent this library runs is `toolnexus.agents.Agent`.
+_register(".a2a", "AgentConfig AgentsConfig agent agent_tools parse_agents_config", Agent="RemoteAgent")
 _register(
     ".serve",
     "A2AConfig FileTaskStore InMemoryTaskStore OnTask ServeHandle ServeLimits TaskStore build_agent_card "
@@ -109,21 +110,63 @@ _register(
 )
 
 if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out for type checkers
-    from .errors import (
-        ToolnexusError as ToolnexusError,
+    from .a2a import (
+        AgentConfig as AgentConfig,
+        AgentsConfig as AgentsConfig,
+        RemoteAgent as Agent,
+        agent as agent,
+        agent_tools as agent_tools,
+        parse_agents_config as parse_agents_config,
     )
-    from .toolkit import (
-        Toolkit as Toolkit,
-        create_toolkit as create_toolkit,
+    from .acp import (
+        ACPClient as ACPClient,
+        ACPError as ACPError,
+        ACPOptions as ACPOptions,
+        ACPPermissionTimeoutError as ACPPermissionTimeoutError,
+        load_acp as load_acp,
     )
-    from .native import (
-        define_tool as define_tool,
-        tool as tool,
+    from .approvals import (
+        DEFAULT_APPROVAL_TOOLS as DEFAULT_APPROVAL_TOOLS,
+        ApprovalMemory as ApprovalMemory,
+        ApprovalPolicy as ApprovalPolicy,
+        ApprovalRule as ApprovalRule,
+        ApprovalScope as ApprovalScope,
+        Escalate as Escalate,
+        answer_from_text as answer_from_text,
+        approval_of as approval_of,
+        is_approval_request as is_approval_request,
     )
-    from .http import (
-        http_tool as http_tool,
-        http_tools_from_openapi as http_tools_from_openapi,
-        DEFAULT_TIMEOUT as HTTP_DEFAULT_TIMEOUT,
+    from .builtin import (
+        BuiltinsConfig as BuiltinsConfig,
+        builtins_enabled as builtins_enabled,
+        create_builtin_tools as create_builtin_tools,
+        select_builtins as select_builtins,
+    )
+    from .classifier import (
+        ChoiceAnswer as ChoiceAnswer,
+        ChoiceQuestion as ChoiceQuestion,
+        Classifier as Classifier,
+        ClassifierError as ClassifierError,
+        ClassifierResponse as ClassifierResponse,
+        ClassifierStyle as ClassifierStyle,
+        ClassifierTransport as ClassifierTransport,
+        ClassifierUsage as ClassifierUsage,
+        Decision as Decision,
+        DecisionAnswer as DecisionAnswer,
+        NoulAnswer as NoulAnswer,
+        NoulCriteria as NoulCriteria,
+        NoulQuestion as NoulQuestion,
+        Question as Question,
+        RecordedDecision as RecordedDecision,
+        ScoreAnswer as ScoreAnswer,
+        ScoreQuestion as ScoreQuestion,
+        canonical_json as canonical_json,
+        canonical_request as canonical_request,
+        choice_over as choice_over,
+        create_classifier as create_classifier,
+        near_uniform as near_uniform,
+        question_wire as question_wire,
+        questions_wire as questions_wire,
     )
     from .client import (
         Client as Client,
@@ -139,6 +182,8 @@ if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out 
         InProcessTransport as InProcessTransport,
         MetricEvent as MetricEvent,
         OnMetric as OnMetric,
+        OutputValidationError as OutputValidationError,
+        ResumeError as ResumeError,
         RunCancelled as RunCancelled,
         RunResult as RunResult,
         RunTimeout as RunTimeout,
@@ -146,21 +191,75 @@ if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out 
         WaitFor as WaitFor,
         create_client as create_client,
         create_in_process_client as create_in_process_client,
-        ResumeError as ResumeError,
-        OutputValidationError as OutputValidationError,
     )
-    from .translate import (
-        TranslateResult as TranslateResult,
-        TranslatedToolCall as TranslatedToolCall,
+    from .content import (
+        MEDIA_TYPES as MEDIA_TYPES,
+        ContentPart as ContentPart,
+        ContentPartError as ContentPartError,
+        UnsupportedPartError as UnsupportedPartError,
+        audio as audio,
+        encode_part as encode_part,
+        estimate_tokens as estimate_tokens,
+        file as file,
+        get_max_part_bytes as get_max_part_bytes,
+        image as image,
+        part as part,
+        set_max_part_bytes as set_max_part_bytes,
+        summarize as summarize,
+        text as text,
     )
-    from .relay import (
-        RELAY_KIND as RELAY_KIND,
-        RelayCall as RelayCall,
-        RelayResult as RelayResult,
-        relay_tool as relay_tool,
-        is_relay_request as is_relay_request,
-        relay_calls_of as relay_calls_of,
-        relay_answer as relay_answer,
+    from .errors import (
+        ToolnexusError as ToolnexusError,
+    )
+    from .http import (
+        DEFAULT_TIMEOUT as HTTP_DEFAULT_TIMEOUT,
+        http_tool as http_tool,
+        http_tools_from_openapi as http_tools_from_openapi,
+    )
+    from .judge import (
+        Bands as Bands,
+        JudgeAnswer as JudgeAnswer,
+        Outcome as Outcome,
+        Policy as Policy,
+        Rule as Rule,
+        Tape as Tape,
+        ask as ask,
+        choice as choice,
+        context as context,
+        decide as decide,
+        decision_wire as decision_wire,
+        gate as gate,
+        noul as noul,
+        question_from_wire as question_from_wire,
+        questions as questions,
+        score as score,
+        state as state,
+        static_classifier as static_classifier,
+    )
+    from .judge_batteries import (
+        AgentRouterClassifier as AgentRouterClassifier,
+        AgentVerdict as AgentVerdict,
+        CompleteVerdict as CompleteVerdict,
+        ContentGuardBlocked as ContentGuardBlocked,
+        ContentGuardClassifier as ContentGuardClassifier,
+        ContentVerdict as ContentVerdict,
+        FilterVerdict as FilterVerdict,
+        IsCompleteClassifier as IsCompleteClassifier,
+        ModelRouterClassifier as ModelRouterClassifier,
+        ModelVerdict as ModelVerdict,
+        RelevanceVerdict as RelevanceVerdict,
+        SkillRelevanceClassifier as SkillRelevanceClassifier,
+        ToolGuardClassifier as ToolGuardClassifier,
+        ToolGuardVerdict as ToolGuardVerdict,
+        ToolRelevanceClassifier as ToolRelevanceClassifier,
+        ToolResultFilterClassifier as ToolResultFilterClassifier,
+        latest_user_text as latest_user_text,
+    )
+    from .mcp_serve import (
+        MCPServeConfig as MCPServeConfig,
+        OnCall as OnCall,
+        build_mcp_server as build_mcp_server,
+        exposed_mcp_tools as exposed_mcp_tools,
     )
     from .mcp_source import (
         DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
@@ -180,6 +279,19 @@ if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out 
         load_mcp_with_context as load_mcp_with_context,
         parse_mcp_config as parse_mcp_config,
     )
+    from .native import (
+        define_tool as define_tool,
+        tool as tool,
+    )
+    from .relay import (
+        RELAY_KIND as RELAY_KIND,
+        RelayCall as RelayCall,
+        RelayResult as RelayResult,
+        is_relay_request as is_relay_request,
+        relay_answer as relay_answer,
+        relay_calls_of as relay_calls_of,
+        relay_tool as relay_tool,
+    )
     from .resources import (
         Prompt as Prompt,
         PromptArgument as PromptArgument,
@@ -188,37 +300,6 @@ if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out 
         ResourceContent as ResourceContent,
         prompt as prompt,
         resource as resource,
-    )
-    from .mcp_serve import (
-        MCPServeConfig as MCPServeConfig,
-        OnCall as OnCall,
-        build_mcp_server as build_mcp_server,
-        exposed_mcp_tools as exposed_mcp_tools,
-    )
-    from .skill import (
-        SKILL_TOOL_DESCRIPTION as SKILL_TOOL_DESCRIPTION,
-        SKILLS_PROMPT_PREAMBLE as SKILLS_PROMPT_PREAMBLE,
-        SkillDef as SkillDef,
-        SkillInfo as SkillInfo,
-        SkillInventory as SkillInventory,
-        SkillSkip as SkillSkip,
-        SkillSource as SkillSource,
-        list_skills as list_skills,
-        load_skills as load_skills,
-    )
-    from .builtin import (
-        BuiltinsConfig as BuiltinsConfig,
-        builtins_enabled as builtins_enabled,
-        create_builtin_tools as create_builtin_tools,
-        select_builtins as select_builtins,
-    )
-    from .a2a import (
-        Agent as Agent,
-        AgentConfig as AgentConfig,
-        AgentsConfig as AgentsConfig,
-        agent as agent,
-        agent_tools as agent_tools,
-        parse_agents_config as parse_agents_config,
     )
     from .serve import (
         A2AConfig as A2AConfig,
@@ -232,104 +313,24 @@ if _typing.TYPE_CHECKING:  # what the lazy table below resolves to, spelled out 
         resolve_store as resolve_store,
         start_a2a_server as start_a2a_server,
     )
-    from .classifier import (
-        ClassifierStyle as ClassifierStyle,
-        ClassifierError as ClassifierError,
-        NoulCriteria as NoulCriteria,
-        NoulQuestion as NoulQuestion,
-        ChoiceQuestion as ChoiceQuestion,
-        ScoreQuestion as ScoreQuestion,
-        Question as Question,
-        NoulAnswer as NoulAnswer,
-        ChoiceAnswer as ChoiceAnswer,
-        ScoreAnswer as ScoreAnswer,
-        DecisionAnswer as DecisionAnswer,
-        ClassifierUsage as ClassifierUsage,
-        Decision as Decision,
-        RecordedDecision as RecordedDecision,
-        ClassifierResponse as ClassifierResponse,
-        ClassifierTransport as ClassifierTransport,
-        choice_over as choice_over,
-        question_wire as question_wire,
-        questions_wire as questions_wire,
-        canonical_json as canonical_json,
-        canonical_request as canonical_request,
-        near_uniform as near_uniform,
-        create_classifier as create_classifier,
-        Classifier as Classifier,
+    from .skill import (
+        SKILL_TOOL_DESCRIPTION as SKILL_TOOL_DESCRIPTION,
+        SKILLS_PROMPT_PREAMBLE as SKILLS_PROMPT_PREAMBLE,
+        SkillDef as SkillDef,
+        SkillInfo as SkillInfo,
+        SkillInventory as SkillInventory,
+        SkillSkip as SkillSkip,
+        SkillSource as SkillSource,
+        list_skills as list_skills,
+        load_skills as load_skills,
     )
-    from .judge import (
-        Bands as Bands,
-        noul as noul,
-        choice as choice,
-        score as score,
-        questions as questions,
-        state as state,
-        context as context,
-        JudgeAnswer as JudgeAnswer,
-        ask as ask,
-        Rule as Rule,
-        Policy as Policy,
-        Outcome as Outcome,
-        decide as decide,
-        gate as gate,
-        static_classifier as static_classifier,
-        decision_wire as decision_wire,
-        question_from_wire as question_from_wire,
-        Tape as Tape,
+    from .toolkit import (
+        Toolkit as Toolkit,
+        create_toolkit as create_toolkit,
     )
-    from .judge_batteries import (
-        ToolGuardClassifier as ToolGuardClassifier,
-        ToolRelevanceClassifier as ToolRelevanceClassifier,
-        SkillRelevanceClassifier as SkillRelevanceClassifier,
-        ToolResultFilterClassifier as ToolResultFilterClassifier,
-        IsCompleteClassifier as IsCompleteClassifier,
-        AgentRouterClassifier as AgentRouterClassifier,
-        ContentGuardClassifier as ContentGuardClassifier,
-        ModelRouterClassifier as ModelRouterClassifier,
-        ToolGuardVerdict as ToolGuardVerdict,
-        RelevanceVerdict as RelevanceVerdict,
-        FilterVerdict as FilterVerdict,
-        CompleteVerdict as CompleteVerdict,
-        AgentVerdict as AgentVerdict,
-        ContentVerdict as ContentVerdict,
-        ModelVerdict as ModelVerdict,
-        ContentGuardBlocked as ContentGuardBlocked,
-        latest_user_text as latest_user_text,
-    )
-    from .approvals import (
-        ApprovalPolicy as ApprovalPolicy,
-        ApprovalRule as ApprovalRule,
-        Escalate as Escalate,
-        ApprovalMemory as ApprovalMemory,
-        ApprovalScope as ApprovalScope,
-        DEFAULT_APPROVAL_TOOLS as DEFAULT_APPROVAL_TOOLS,
-        answer_from_text as answer_from_text,
-        approval_of as approval_of,
-        is_approval_request as is_approval_request,
-    )
-    from .acp import (
-        ACPClient as ACPClient,
-        ACPError as ACPError,
-        ACPOptions as ACPOptions,
-        ACPPermissionTimeoutError as ACPPermissionTimeoutError,
-        load_acp as load_acp,
-    )
-    from .content import (
-        MEDIA_TYPES as MEDIA_TYPES,
-        ContentPartError as ContentPartError,
-        UnsupportedPartError as UnsupportedPartError,
-        ContentPart as ContentPart,
-        text as text,
-        image as image,
-        file as file,
-        audio as audio,
-        part as part,
-        set_max_part_bytes as set_max_part_bytes,
-        get_max_part_bytes as get_max_part_bytes,
-        encode_part as encode_part,
-        summarize as summarize,
-        estimate_tokens as estimate_tokens,
+    from .translate import (
+        TranslatedToolCall as TranslatedToolCall,
+        TranslateResult as TranslateResult,
     )
 
 __all__ = [

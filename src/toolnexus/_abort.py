@@ -7,9 +7,9 @@ firing), optionally with a real-time `timeout`, and:
   exception raised;
 - otherwise the work is given up: cancelled, `on_abandon` awaited (e.g. close a stream so a read
   stuck in a socket returns), and reaped (with a timeout and no stopper — the usual deadline —
-  the work runs in the caller's task under `asyncio.timeout`, so it has unwound at once), and `STOPPED` is returned. Reaped means: awaited until
-  it has unwound (`grace=None`), or for at most `grace` real seconds, after which it is left to
-  finish on its own with its outcome retrieved (a worker thread cannot be interrupted, and its
+  the work runs in the caller's task under `asyncio.timeout`, so it has unwound at once), and `STOPPED` is returned.
+  Reaped means: awaited until it has unwound (`grace=None`), or for at most `grace` real seconds, after which it is left
+  to finish on its own with its outcome retrieved (a worker thread cannot be interrupted, and its
   caller must not wait for it);
 - every stopper is cancelled and awaited before `race` returns, whichever way it ends;
 - cancelling the task awaiting `race` gives up the work the same way and propagates.
@@ -39,8 +39,6 @@ from typing import Any, Literal, Optional, TypeVar, Union
 
 from .errors import ToolnexusError
 from .types import signal_fired
-
-__all__ = ["CHECK_EVERY", "Aborted", "STOPPED", "race", "discard", "unless_aborted"]
 
 CHECK_EVERY = 0.02  # seconds
 T = TypeVar("T")

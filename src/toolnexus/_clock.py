@@ -18,7 +18,14 @@ same way.
 
 `AsyncioClock` (real time: `time.monotonic`, `asyncio.sleep`, the running loop's `call_later`) and
 `VirtualClock` (time that moves only when `advance` is awaited) implement `Clock`, so they fit
-everywhere. What this module deliberately does not do: read a clock for anyone (each user decides
+everywhere.
+
+One public name each: `toolnexus.agents.Clock` and `toolnexus.agents.AsyncioClock` (both pinned
+0.21 names; `toolnexus.agents.clock` also holds `VirtualClock` and `wall_now`), and
+`toolnexus.client.Timer` for the smaller shape the client's `timer=` and A2A's `clock=` accept. The
+A2A package's own aliases (`Clock` for `Timer`, `SystemClock` for `AsyncioClock`) are gone.
+
+What this module deliberately does not do: read a clock for anyone (each user decides
 whether a missing clock means real time), or know what the waits are for.
 """
 
@@ -28,10 +35,8 @@ import asyncio
 import heapq
 import itertools
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Callable, Protocol, runtime_checkable
-
-__all__ = ["Timer", "Clock", "AsyncioClock", "VirtualClock", "wall_now", "has_timer_shape"]
 
 
 @runtime_checkable
@@ -66,7 +71,7 @@ def wall_now(clock: Any) -> datetime:
     read = getattr(clock, "utc_now", None)
     if callable(read):
         return read()
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class AsyncioClock:

@@ -1,8 +1,8 @@
 """Diagnostics: the pinned `[toolnexus] …` lines, routed through `logging`.
 
 The text of every diagnostic is pinned (0.21 users match on it). We emit it through
-`logging.getLogger("toolnexus")` at WARNING level: with no logging configured, Python's last-resort handler prints exactly the
-message to stderr (the historical behaviour); an application that configures logging gets them
+`logging.getLogger("toolnexus")` at WARNING level: with no logging configured, Python's last-resort handler prints
+exactly the message to stderr (the historical behaviour); an application that configures logging gets them
 as ordinary records it can filter. Values of headers and environment variables never reach here.
 
 `tool_raised` is the one DEBUG record: a tool that raised reaches the model as its pinned text
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-
-__all__ = ["logger", "warn", "warn_once", "ERROR_TYPE", "tool_raised"]
 
 ERROR_TYPE = "error_type"
 """The `ToolResult.metadata` key naming the exception class of a tool that raised (`"KeyError"`)."""

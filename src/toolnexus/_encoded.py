@@ -2,7 +2,7 @@
 
 It sits below the toolkit and the client because both build these lists: the toolkit its tool
 declarations (encoded once per change), the client the transcript (each message encoded once).
-`client/body.py` says how the request body uses them.
+`client/_body.py` says how the request body uses them.
 
 `dumps` is the one JSON writer of request bodies: strict JSON a provider accepts. A non-finite
 number (which only a model's own refused arguments can bring back into a transcript) is written as
@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import math
 from typing import Any, Iterable, Optional
-
-__all__ = ["EncodedList", "inner", "dumps"]
 
 
 def _finite(value: Any) -> Any:

@@ -13,8 +13,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
-__all__ = ["ENV_REF", "expand_headers"]
-
 ENV_REF = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 
 
@@ -29,7 +27,7 @@ def expand_headers(
     for key, value in (headers or {}).items():
         header = str(key)
 
-        def lookup(match: re.Match[str]) -> str:
+        def lookup(match: re.Match[str], header: str = header) -> str:
             name = match.group(1)
             found = os.environ.get(name)
             if found is None:

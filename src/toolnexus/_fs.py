@@ -31,8 +31,6 @@ import stat
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-__all__ = ["StagedWrite", "stage_write", "write_atomic", "file_mode", "fsync_dir", "staging_name"]
-
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
 
 

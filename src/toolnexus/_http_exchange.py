@@ -52,28 +52,8 @@ from . import _diag
 from ._abort import Aborted, unless_aborted
 from ._env import ENV_REF, expand_headers
 from ._redact import SAFE_HEADERS, credential_values, scrub
-from .types import ToolContext, ToolResult
 from .errors import ToolnexusValueError
-
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "DEFAULT_MAX_BODY_BYTES",
-    "RESULT_MODES",
-    "OutgoingRequest",
-    "shared_client",
-    "aclose_shared_clients",
-    "expand_env_headers",
-    "header_secrets",
-    "drop_credentials_across_origins",
-    "set_default_content_type",
-    "render_scalar",
-    "query_pairs",
-    "append_query",
-    "encode_body",
-    "send",
-    "argument_error",
-    "check_limits",
-]
+from .types import ToolContext, ToolResult
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_BODY_BYTES = 1 << 20
@@ -256,7 +236,9 @@ async def _perform(req: OutgoingRequest, timeout: float, cap: Optional[int]) -> 
     # server trickling bytes cannot hold the call forever.
     async with asyncio.timeout(timeout):
         client = shared_client()
-        async with client.stream(req.method, req.url, headers=req.headers, content=req.content, timeout=timeout) as resp:
+        async with client.stream(
+            req.method, req.url, headers=req.headers, content=req.content, timeout=timeout
+        ) as resp:
             chunks: list[bytes] = []
             size = 0
             truncated = False

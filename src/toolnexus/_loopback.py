@@ -14,8 +14,6 @@ import ipaddress
 from typing import Optional
 from urllib.parse import urlsplit
 
-__all__ = ["LOOPBACK_PLACEHOLDER_KEY", "is_loopback_url"]
-
 LOOPBACK_PLACEHOLDER_KEY = "unused"
 """The key sent when none is configured and the endpoint is local (the agent runtime's own placeholder)."""
 

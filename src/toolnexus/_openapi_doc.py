@@ -26,8 +26,6 @@ from . import _diag
 from ._http_exchange import OutgoingRequest, send
 from .errors import ConfigError, ToolnexusTypeError
 
-__all__ = ["Refs", "check_version", "load_document"]
-
 _SPEC_MAX_BYTES = 32 << 20
 
 
@@ -87,7 +85,9 @@ async def load_document(spec: Any, timeout: Optional[float]) -> tuple[Mapping[st
     if isinstance(spec, Mapping):
         return spec, None, "(dict)"
     if not isinstance(spec, (str, os.PathLike)):
-        raise ToolnexusTypeError(f"OpenAPI spec must be a dict, a file path or an http(s) URL, got {type(spec).__name__}")
+        raise ToolnexusTypeError(
+            f"OpenAPI spec must be a dict, a file path or an http(s) URL, got {type(spec).__name__}"
+        )
     source = os.fspath(spec)
     if isinstance(source, bytes):
         source = os.fsdecode(source)

@@ -16,9 +16,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "CREDENTIAL_WORDS", "SAFE_HEADERS", "is_credential_header", "credential_values",
-           "mask_headers", "redact_url", "scrub"]
-
 REDACTED = "«redacted»"
 CREDENTIAL_WORDS = ("auth", "key", "token", "secret", "cookie", "session", "signature", "password", "credential",
                     "organization", "project")
@@ -62,10 +59,16 @@ def redact_url(url: str) -> str:
         userinfo, host = netloc.rsplit("@", 1)
         user = userinfo.split(":", 1)[0]
         netloc = f"{user}:{REDACTED}@{host}" if ":" in userinfo else f"{REDACTED}@{host}"
-    query = "&".join(
-        f"{piece.partition('=')[0]}={REDACTED}" if is_credential_header(unquote_plus(piece.partition("=")[0])) else piece
-        for piece in parts.query.split("&")
-    ) if parts.query else ""
+    query = (
+        "&".join(
+            f"{piece.partition('=')[0]}={REDACTED}"
+            if is_credential_header(unquote_plus(piece.partition("=")[0]))
+            else piece
+            for piece in parts.query.split("&")
+        )
+        if parts.query
+        else ""
+    )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

@@ -5,8 +5,8 @@ validates never pays for it. Most calls need it not even then: the schemas `defi
 (an object of typed properties, `required`, `additionalProperties`, `items`, `enum`) are checked
 first by `_plainly_valid`, a strict subset that only ever says "valid" — anything else (a value
 it would reject, a keyword it does not know) goes to `jsonschema`, which also words every
-message. Importing `jsonschema` costs ~40–60 ms (measured: 38 new modules), which a fresh
-process would otherwise pay on its first tool call — e.g. one that resumes a parked run.
+message. Importing `jsonschema` pulls in dozens of modules (the cost is in docs/performance.md),
+which a fresh process would otherwise pay on its first tool call — e.g. one that resumes a parked run.
 
 A non-finite number (NaN, ±Infinity: not JSON, though Python's `json` reads them) is a problem
 wherever a schema validates, whatever the schema says — JSON Schema's own keywords let NaN through
@@ -19,8 +19,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ._shapes import non_finite_problem
-
-__all__ = ["schema_error", "schema_problems"]
 
 _validators: dict[int, Any] = {}
 

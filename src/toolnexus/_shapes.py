@@ -21,9 +21,6 @@ from typing import Any, Optional
 from ._text import first_surrogate
 from .errors import ToolnexusValueError
 
-__all__ = ["as_dict", "as_list", "strict_loads", "non_finite", "non_finite_problem", "argument_problem",
-           "json_number_name", "MAX_ARGUMENT_DEPTH"]
-
 # A tool's arguments nested deeper than this are refused: no real tool needs it, and a transcript
 # holding them must still be written (JSON encoders stop near a thousand levels).
 MAX_ARGUMENT_DEPTH = 100

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["json_text", "plain_text", "printable", "strict_json_bytes", "first_surrogate"]
-
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # In JSON written with ensure_ascii: an escaped pair (kept), or one lone escape (replaced); the

@@ -29,10 +29,8 @@ import dataclasses
 import sys
 import typing
 from typing import Any, Optional, get_args, get_origin
-from .errors import ToolnexusError, ToolnexusTypeError
 
-__all__ = ["involves_model", "involves_pydantic", "is_pydantic_model", "pydantic_schema", "inline_refs", "Adapter",
-           "ArgumentProblems", "json_default", "MAX_PROBLEMS"]
+from .errors import ToolnexusError, ToolnexusTypeError
 
 MAX_PROBLEMS = 5
 

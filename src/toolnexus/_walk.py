@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Optional
 
-__all__ = ["IGNORE_DIRS", "FileWalk", "WalkResult", "walk_files"]
-
 IGNORE_DIRS: frozenset[str] = frozenset({"node_modules", ".git"})
 
 

@@ -23,8 +23,6 @@ import asyncio
 from contextvars import ContextVar
 from typing import Any, Callable, Optional, Protocol, TypeVar
 
-__all__ = ["WriteAhead", "offered", "to_thread", "taking", "takes_write_ahead"]
-
 T = TypeVar("T")
 
 _TAKES = "_toolnexus_takes_write_ahead"

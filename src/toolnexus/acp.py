@@ -222,7 +222,9 @@ class ACPClient:
         if method == "session/request_permission":
             params = as_dict(msg.get("params"))
             options = as_list(params.get("options"))
-            allow = next((o for o in options if isinstance(o, dict) and str(o.get("kind", "")).startswith("allow")), None)
+            allow = next(
+                (o for o in options if isinstance(o, dict) and str(o.get("kind", "")).startswith("allow")), None
+            )
             result = ({"outcome": {"outcome": "selected", "optionId": allow.get("optionId")}} if allow is not None
                       else {"outcome": {"outcome": "cancelled"}})
         try:
@@ -300,7 +302,9 @@ class ACPClient:
                     self._stale.add(request_id)
                     self._chunks = []
                 try:
-                    self._write({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}})
+                    self._write(
+                        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}}
+                    )
                 except ACPError:
                     pass
                 raise ACPPermissionTimeoutError("acp: turn hung waiting on a reply (possibly an unanswered "

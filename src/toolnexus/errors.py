@@ -58,7 +58,7 @@ them. The tree (each entry: where it is defined, what it means):
     ├── ClassifierError                 classifier  bad questions or input, a failed call, a bad answer
     │   ├── BatteryConfigError          judge_batteries  a battery built without a usable option (also ValueError)
     │   └── ContentGuardBlocked         judge_batteries  the content guard hook blocked the latest user text
-    ├── ACPError                        acp         the agent failed, timed out or replied with an error (also RuntimeError)
+    ├── ACPError                        acp         the agent failed, timed out or replied an error (also RuntimeError)
     │   └── ACPPermissionTimeoutError   acp         a turn got no reply within its timeout
     ├── StoreError                      durable     base of the durable-store errors (durable/errors.py)
     │   ├── StoreUnavailable                        the store cannot be reached or written; what was committed is intact
@@ -71,13 +71,13 @@ them. The tree (each entry: where it is defined, what it means):
     │   ├── AnswerAlreadyApplied                    the request was answered already (or is being answered now)
     │   ├── RequestWithdrawn                        the request was cancelled by an interrupt
     │   ├── StoreConflict                           a client conversation changed under its writer
-    │   ├── RestoreError                            a run cannot be restored with the definitions given (also ValueError)
+    │   ├── RestoreError                            the definitions given cannot restore a run (also ValueError)
     │   └── RunDamaged                              a stored row of the run cannot be read, or the run is quarantined
-    ├── TemporalRunError                temporal    base of the Temporal integration's errors (temporal/errors.py)
+    ├── TemporalRunError                temporal    base of the Temporal integration's errors (temporal/_errors.py)
     │   ├── TemporalNotInstalled                    the temporalio SDK is missing (also ImportError)
     │   ├── TemporalUnavailable                     the Temporal server cannot be reached (also ConnectionError)
-    │   ├── AnswerRejected                          a run's validator refused an answer (also ResumeError, so ValueError)
-    │   ├── PayloadTooLarge                         a value bound for workflow history is over the payload limit (also ValueError)
+    │   ├── AnswerRejected                          a run's validator refused an answer (a ResumeError)
+    │   ├── PayloadTooLarge                         a value for workflow history is over the limit (also ValueError)
     │   └── LLMCallFailed                           an LLM-call activity failed for good
     ├── ServeError                      mcp_serve   base of the serving errors (mcp_serve/errors.py)
     │   ├── ServeConfigError                        a bad serve profile, address or limit value (also ValueError)

@@ -70,9 +70,9 @@ from ._http_exchange import (
     send,
     shared_client,
 )
+from .errors import ConfigError
 from .openapi import http_tools_from_openapi
 from .types import JSONSchema, Tool, ToolContext, ToolResult
-from .errors import ConfigError
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -33,10 +33,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from .classifier.classifier import Classifier, create_classifier
-from .classifier.models import (ChoiceAnswer, ChoiceQuestion, ClassifierError, Decision, DecisionAnswer, NoulAnswer,
-                                NoulCriteria, NoulQuestion, Question, RecordedDecision, ScoreQuestion)
-from .classifier.wire import answer_wire, questions_wire
+from .classifier._classifier import Classifier, create_classifier
+from .classifier._models import (
+    ChoiceAnswer,
+    ChoiceQuestion,
+    ClassifierError,
+    Decision,
+    DecisionAnswer,
+    NoulAnswer,
+    NoulCriteria,
+    NoulQuestion,
+    Question,
+    RecordedDecision,
+    ScoreQuestion,
+)
+from .classifier._wire import answer_wire, questions_wire
 from .types import Request
 
 __all__ = [

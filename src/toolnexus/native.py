@@ -62,12 +62,12 @@ from collections.abc import Callable
 from typing import Any, Literal, Optional, Union, get_args, get_origin, overload
 
 from . import _write_ahead
-from .approvals import enforce, rule_of
 from ._diag import tool_raised
 from ._schema import schema_error
 from ._typed import Adapter, ArgumentProblems, involves_model, involves_pydantic, json_default, pydantic_schema
-from .types import JSONSchema, Tool, ToolContext, ToolResult
+from .approvals import enforce, rule_of
 from .errors import ToolnexusValueError
+from .types import JSONSchema, Tool, ToolContext, ToolResult
 
 __all__ = ["define_tool", "tool", "infer_schema"]
 
@@ -230,7 +230,7 @@ def _resolve_hints(fn: Callable[..., Any], params: list[inspect.Parameter],
         ann = p.annotation
         if isinstance(ann, str):
             try:
-                ann = eval(ann, globalns, localns)  # noqa: S307 - same evaluation get_type_hints performs
+                ann = eval(ann, globalns, localns)
             except Exception:
                 ann = inspect.Parameter.empty
         hints[p.name] = ann
@@ -256,7 +256,7 @@ def _first_doc_line(fn: Callable[..., Any]) -> str:
 
 
 def _wants_await(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
 def _to_result(name: str, value: Any) -> ToolResult:
@@ -362,7 +362,7 @@ def _build(
         try:
             async with deadline:
                 value = await invoke()
-        except Exception as exc:  # noqa: BLE001 - the tool boundary: failures become results
+        except Exception as exc:
             if deadline.expired():  # our deadline, not a TimeoutError the function raised itself
                 return ToolResult(output=f"tool {tool_name} timed out after {timeout:g}s", is_error=True)
             return ToolResult(output=str(exc), is_error=True, metadata=tool_raised(tool_name, exc))

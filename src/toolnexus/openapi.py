@@ -64,8 +64,8 @@ from ._http_exchange import (
     send,
 )
 from ._openapi_doc import Refs, check_version, load_document
-from .types import JSONSchema, Tool, ToolContext, ToolResult, sanitize
 from .errors import ConfigError, ToolnexusError
+from .types import JSONSchema, Tool, ToolContext, ToolResult, sanitize
 
 __all__ = ["http_tools_from_openapi"]
 
@@ -254,7 +254,9 @@ class _Importer:
             n += 1
             name = f"{base}_{n}"
         if name != base:
-            _diag.warn(f'[toolnexus] OpenAPI spec {self.where}: duplicate tool name "{base}" \u2014 renamed to "{name}"')
+            _diag.warn(
+                f'[toolnexus] OpenAPI spec {self.where}: duplicate tool name "{base}" \u2014 renamed to "{name}"'
+            )
         self.names.add(name)
         return name
 
@@ -269,7 +271,9 @@ class _Importer:
             )
         return url
 
-    def _parameters(self, item: Mapping[str, Any], op: Mapping[str, Any], path: str, at: str) -> list[Mapping[str, Any]]:
+    def _parameters(
+        self, item: Mapping[str, Any], op: Mapping[str, Any], path: str, at: str
+    ) -> list[Mapping[str, Any]]:
         """Path-item parameters overridden by operation parameters with the same name and location."""
         merged: dict[tuple[str, str], Mapping[str, Any]] = {}
         for level, params in ((path, item.get("parameters")), (at, op.get("parameters"))):
@@ -353,7 +357,9 @@ class _Importer:
                 raise _SkipOperation(at)
             return None
         schema = self.refs.schema((media or {}).get("schema") or {}, f"{at}/requestBody")
-        fields = schema.get("properties") if isinstance(schema, dict) and schema.get("type", "object") == "object" else None
+        fields = (
+            schema.get("properties") if isinstance(schema, dict) and schema.get("type", "object") == "object" else None
+        )
         if isinstance(fields, Mapping) and fields and not set(fields) & set(props):
             writable = {k: v for k, v in fields.items() if not (isinstance(v, Mapping) and v.get("readOnly"))}
             props.update(writable)

@@ -9,7 +9,7 @@
     otel.uninstrument()
 
 Opt-in and free when off: nothing imports this module (or OpenTelemetry) unless you do, and an
-uninstrumented run costs one global read (`toolnexus.client.tracing`). Once instrumented, every
+uninstrumented run costs one global read (`toolnexus.client._tracing`). Once instrumented, every
 run of every client is traced — agent-runtime turns included, since each turn is a client run.
 
 The spans (GenAI semantic conventions; the names are checked against the installed
@@ -49,7 +49,7 @@ a stream closed early) ends with `toolnexus.run.status="cancelled"`.
 
 A worker of the fleet (`toolnexus.fleet`) wraps each piece of work in a span —
 `toolnexus.fleet.run`, `.answer`, `.recover`, `.expire`, `.cancel` — with `toolnexus.run.id`,
-`toolnexus.fleet.worker`, `toolnexus.fleet.queued_ms` (how long it waited in the queue) and, for a
+`toolnexus.fleet._worker`, `toolnexus.fleet.queued_ms` (how long it waited in the queue) and, for a
 recovery, `toolnexus.fleet.takeover` (its holder died holding the lease); the runs it drives nest
 under it.
 
@@ -59,7 +59,7 @@ hold personal data and secrets; put what you need on your own spans or use the m
 Nesting: a run span is a child of whatever span is current when the run starts, and a tool call
 runs with its `execute_tool` span current — so a sub-agent's turn (the `task` tool, `as_tool`),
 an HTTP tool with instrumented httpx, or your own spans inside a tool all nest under the call.
-"""
+"""  # noqa: E501 - Markdown tables, one row per line
 
 from __future__ import annotations
 
@@ -75,8 +75,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("toolnexus.otel needs OpenTelemetry: pip install 'toolnexus[otel]'") from exc
 
-from .client import tracing
-from .types import pending_of
+from .client import _tracing as tracing
+from .types import ToolResult, pending_of
 
 __all__ = ["instrument", "uninstrument", "is_instrumented", "ATTRIBUTES"]
 
@@ -211,7 +211,7 @@ class _ToolSpan:
         if request is not None:
             self.span.set_attribute(TOOL_PENDING, True)
             self.span.add_event(SUSPENDED_EVENT, _request_attributes(request))
-        elif getattr(result, "is_error", False):
+        elif isinstance(result, ToolResult) and result.is_error:
             self.span.set_attribute(ERROR_TYPE, "tool_error")
             self.span.set_status(Status(StatusCode.ERROR, "the tool returned an error result"))
 

@@ -68,7 +68,9 @@ def relay_declined_text(name: str, reason: Optional[str]) -> str:
     return f"relay declined for {name}: {reason or 'declined'}"
 
 
-def relay_output_of(name: str, call_id: Optional[str], data: Optional[Mapping[str, Any]], *, first: bool = True) -> ToolResult:
+def relay_output_of(
+    name: str, call_id: Optional[str], data: Optional[Mapping[str, Any]], *, first: bool = True
+) -> ToolResult:
     """The result for one relayed call read from an Answer's `data`.
 
     `data["results"]` is searched by call id; when the id is unknown (`call_id=None`: the
@@ -121,7 +123,7 @@ def relay_calls_of(request: Optional[Request]) -> list[RelayCall]:
     return out
 
 
-def relay_answer(id: str, results: Iterable[Union[RelayResult, Mapping[str, Any]]]) -> Answer:  # noqa: A002
+def relay_answer(id: str, results: Iterable[Union[RelayResult, Mapping[str, Any]]]) -> Answer:
     """An ok Answer carrying one result per relayed call."""
     out = []
     for r in results:

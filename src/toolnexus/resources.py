@@ -40,7 +40,7 @@ import inspect
 import json
 import re
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Protocol, TypeVar, Union, overload, runtime_checkable
 from urllib.parse import unquote
@@ -116,7 +116,7 @@ def _template_regex(uri: str) -> Optional[re.Pattern[str]]:
 
 async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Await `fn(...)` if it is async, else run it in a worker thread (it may block)."""
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
         value = fn(*args, **kwargs)
     else:
         value = await asyncio.to_thread(fn, *args, **kwargs)

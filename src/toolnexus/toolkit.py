@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import json
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -40,13 +39,13 @@ from . import adapters
 from ._diag import tool_raised, warn, warn_once
 from ._shapes import strict_loads
 from .approvals import ApprovalPolicy, enforce
+from .errors import ConfigError
 from .tool_source import SkillCatalog, StatusReporting, ToolList, ToolSource, as_mcp_source, as_skill_source
 from .types import McpStatus, Tool, ToolContext, ToolResult
-from .errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._encoded import EncodedList
-    from .a2a import Agent as A2AAgent
+    from .a2a import RemoteAgent as A2AAgent
     from .skill import SkillDef, SkillSource
 
 __all__ = ["Toolkit", "create_toolkit", "extra_source", "RESERVED_CONFIG_KEYS"]
@@ -309,7 +308,7 @@ class Toolkit:
                 )
         try:
             return await t.execute(args or {}, ctx)
-        except Exception as exc:  # noqa: BLE001 - the tool boundary
+        except Exception as exc:
             return ToolResult(output=f"tool {name} failed: {type(exc).__name__}: {exc}", is_error=True,
                               metadata=tool_raised(name, exc))
 
@@ -327,7 +326,7 @@ class Toolkit:
         for source in self._sources:  # in order; most have nothing to close, and cost no task
             try:
                 await source.close()
-            except Exception as exc:  # noqa: BLE001 - raised below, once every source is closed
+            except Exception as exc:
                 failure = failure or exc
         if failure is not None:
             raise failure
@@ -349,7 +348,7 @@ class Toolkit:
         poll_every: Optional[int] = None,
     ) -> "Toolkit":
         """Resolve a remote A2A agent and register its skills as tools (errors propagate)."""
-        from .a2a import Agent as A2AAgent, agent_tools
+        from .a2a import RemoteAgent as A2AAgent, agent_tools
 
         ag = (
             agent_or_card_url
@@ -418,7 +417,7 @@ async def create_toolkit(
             sources.append(await load_mcp_with_context(config, wait_for=wait_for, cancel=cancel, options=mcp_options))
     try:
         if skills_dir is not None or skills is not None or skill_provider is not None:
-            from .skill.options import skill_source_from_options
+            from .skill._options import skill_source_from_options
 
             skill = await skill_source_from_options(skills_dir, skills, skill_provider, skills_filter,
                                                     skill_sample_limit, disable_skills)
@@ -432,7 +431,7 @@ async def create_toolkit(
 
             sources.append(builtins_source(builtins, config))
         if agents or isinstance((config or {}).get("agents"), dict):
-            from .a2a.source import agents_source
+            from .a2a._source import agents_source
 
             sources.append(await agents_source(agents, config))
         sources.append(extras)

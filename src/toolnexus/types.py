@@ -37,7 +37,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Awaitable, Callable, Literal, Optional, Protocol
+from typing import Any, Awaitable, Callable, Literal, Optional, Protocol, runtime_checkable
 
 from ._shapes import non_finite
 from .errors import ToolnexusTypeError, ToolnexusValueError, UnsupportedOperation
@@ -145,7 +145,9 @@ class Answer:
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str):
-            raise ToolnexusTypeError(f"toolnexus: Answer id must be a str (the Request's id), got {type(self.id).__name__}")
+            raise ToolnexusTypeError(
+                f"toolnexus: Answer id must be a str (the Request's id), got {type(self.id).__name__}"
+            )
         if not isinstance(self.ok, bool):
             raise ToolnexusTypeError(
                 f"toolnexus: Answer ok must be True or False, got {type(self.ok).__name__} {self.ok!r}"
@@ -266,10 +268,10 @@ def pending(
     *,
     kind: str,
     prompt: str,
-    id: Optional[str] = None,  # noqa: A002 - pinned keyword
+    id: Optional[str] = None,
     url: Optional[str] = None,
     data: Optional[dict[str, Any]] = None,
-    expiresAt: Optional[str] = None,  # noqa: N803 - wire key
+    expiresAt: Optional[str] = None,
 ) -> ToolResult:
     """A suspension result: the run parks until a host answers the `Request`."""
     req = Request(id=id or new_request_id(), kind=kind, prompt=prompt, url=url, data=data, expiresAt=expiresAt)
@@ -290,6 +292,15 @@ def _coerce_request(value: Any) -> Optional[Request]:
     return None
 
 
+@runtime_checkable
+class _RunOutcome(Protocol):
+    """What `pending_of` reads of a run's result (`RunResult`, `TaskResult`, a host's own): its
+    status and, when that is "pending", the request it is parked on."""
+
+    status: Any
+    pending: Any
+
+
 def pending_of(result: Any) -> Optional[Request]:
     """The `Request` a result is parked on, or None.
 
@@ -303,19 +314,19 @@ def pending_of(result: Any) -> Optional[Request]:
         if not isinstance(meta, Mapping):
             return None
         return _coerce_request(meta.get("pending"))
-    if getattr(result, "status", None) == "pending":
-        return _coerce_request(getattr(result, "pending", None))
+    if isinstance(result, _RunOutcome) and result.status == "pending":
+        return _coerce_request(result.pending)
     return None
 
 
-def answer_output(id: str, output: str) -> Answer:  # noqa: A002 - pinned keyword
+def answer_output(id: str, output: str) -> Answer:
     """An ok answer carrying a text output (relay tools, questions)."""
     if not isinstance(output, str):
         raise ToolnexusTypeError(f"toolnexus: Answer output must be a str, got {type(output).__name__}")
     return Answer(id=id, ok=True, data={"output": output})
 
 
-def answer_declined(id: str, reason: str = "declined") -> Answer:  # noqa: A002 - pinned keyword
+def answer_declined(id: str, reason: str = "declined") -> Answer:
     """A negative answer; `reason` is one of declined / cancelled / expired."""
     if reason not in ANSWER_REASONS:
         raise _bad_reason(reason)

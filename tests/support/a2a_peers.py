@@ -146,7 +146,9 @@ class A2APeer:
         assert dialect in _METHODS, dialect
         self.dialect = dialect
         self.name = name
-        self.skills = skills if skills is not None else [{"id": "search", "name": "Search", "description": "Finds things."}]
+        self.skills = (
+            skills if skills is not None else [{"id": "search", "name": "Search", "description": "Finds things."}]
+        )
         self.card_override = card
         self.card_status = card_status
         self.card_body = card_body
@@ -289,7 +291,9 @@ class A2APeer:
             step = self.on_send[min(self._sends, len(self.on_send) - 1)]
             self._sends += 1
             task_id = message.get("taskId") or f"t{self._sends}"
-            task = self.tasks.setdefault(task_id, {"id": task_id, "contextId": message.get("contextId") or f"ctx-{self._sends}"})
+            task = self.tasks.setdefault(
+                task_id, {"id": task_id, "contextId": message.get("contextId") or f"ctx-{self._sends}"}
+            )
         return await self._answer(request, rid, task, step, wrap=self.dialect == "1.0")
 
     def _check_message(self, params: dict[str, Any]) -> Optional[str]:

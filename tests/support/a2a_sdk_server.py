@@ -26,8 +26,8 @@ from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import a2a_pb2 as pb
 from starlette.applications import Starlette
 
-from toolnexus.serve.listener import start_listener
-from toolnexus.serve.limits import ServeLimits
+from toolnexus.serve._limits import ServeLimits
+from toolnexus.serve._listener import start_listener
 
 __all__ = ["sdk_agent"]
 

@@ -52,8 +52,16 @@ def noise():
 
 
 def chunk(text, kind="agent_message_chunk"):
-    send({"jsonrpc": "2.0", "method": "session/update",
-          "params": {"sessionId": session, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}})
+    send(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "sessionId": session,
+                "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}},
+            },
+        }
+    )
 
 
 def read():

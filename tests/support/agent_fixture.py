@@ -67,7 +67,13 @@ def fixture_tools(spec: dict[str, Any]) -> dict[str, Tool]:
 
     impl = {"lookup": lookup, "check_secret": check_secret}
     return {
-        name: Tool(name=name, description=entry.get("behavior", name), input_schema=entry["inputSchema"], source="native", execute=impl[name])
+        name: Tool(
+            name=name,
+            description=entry.get("behavior", name),
+            input_schema=entry["inputSchema"],
+            source="native",
+            execute=impl[name],
+        )
         for name, entry in spec.items()
     }
 
@@ -86,7 +92,7 @@ def assert_transitions(trace: list[str], expected: dict[str, list[str]]) -> None
     for handle_id, want in expected.items():
         got = transitions_of(trace, handle_id)
         assert len(got) == len(want), f"{handle_id}: {got} != {want}"
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             assert g.endswith(w) if w.startswith("→") else g == w, f"{handle_id}: {got} != {want}"
 
 

@@ -12,7 +12,18 @@ from toolnexus.types import Tool, ToolResult, pending
 from .agent_fixture import fixture_tools
 from .mock_llm import MockLLM
 
-__all__ = ["USAGE", "scripted", "make_runtime", "secret_tool", "lookup_tool", "gate_tool", "delegate", "text", "calls", "until"]
+__all__ = [
+    "USAGE",
+    "scripted",
+    "make_runtime",
+    "secret_tool",
+    "lookup_tool",
+    "gate_tool",
+    "delegate",
+    "text",
+    "calls",
+    "until",
+]
 
 USAGE = {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40}
 
@@ -31,7 +42,9 @@ def secret_tool() -> Tool:
 
 
 def lookup_tool() -> Tool:
-    return fixture_tools({"lookup": {"inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}})["lookup"]
+    return fixture_tools({"lookup": {"inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}})[
+        "lookup"
+    ]
 
 
 def gate_tool(log: list[Any] | None = None) -> Tool:

@@ -29,7 +29,7 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, env: Optional[dict[str, str]] = None, input: Optional[str] = None,  # noqa: A002
+def run_cli(*args: str, env: Optional[dict[str, str]] = None, input: Optional[str] = None,
             timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess:
     """Run `toolnexus <args>` to completion; text mode, output captured."""
     return subprocess.run([TOOLNEXUS, *args], env=env if env is not None else cli_env(), input=input,

@@ -20,6 +20,7 @@ The rules (also written for authors in docs/contributing-docs.md):
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +82,7 @@ def blocks_of(path: Path) -> list[Block]:
         out.append(Block(path, i + 1, lang, info, "\n".join(body) + "\n", title.group("title") if title else None,
                          "no-run" in words[1:]))
         i = j + 1
-    for prev, block in zip(out, out[1:]):
+    for prev, block in itertools.pairwise(out):
         if block.lang == "text" and (block.title or "").lower() == "output":
             prev.expected = block.code
     return out

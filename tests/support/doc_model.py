@@ -97,7 +97,9 @@ def _choose_call(tools: list[_Tool], prompt: str) -> Optional[tuple[str, dict[st
     return tool.name, args if isinstance(args, dict) else {}
 
 
-def _decide(tools: list[_Tool], prompt: str, tool_outputs: Optional[list[str]]) -> tuple[str, Optional[tuple[str, dict]]]:
+def _decide(
+    tools: list[_Tool], prompt: str, tool_outputs: Optional[list[str]]
+) -> tuple[str, Optional[tuple[str, dict]]]:
     """(text, call) for one turn: a call is `(name, args)`; text is used when there is no call."""
     final = next((t for t in tools if t.name == FINAL_RESULT), None)
     if tool_outputs is not None:
@@ -170,7 +172,11 @@ class _Policy:
 
     def anthropic(self, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any, bool]:
         if headers.get("x-api-key") != self.keys["anthropic"]:
-            return 401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}, False
+            return (
+                401,
+                {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
+                False,
+            )
         messages = body.get("messages") or []
         tools = [_Tool(t["name"], t.get("description", ""), t.get("input_schema"))
                  for t in body.get("tools") or [] if isinstance(t, dict) and "name" in t]
@@ -182,8 +188,10 @@ class _Policy:
             outputs = [_text_of(b.get("content")) for b in results]
         prompt = ""
         for m in reversed(messages):
-            if m.get("role") == "user" and not any(isinstance(b, dict) and b.get("type") == "tool_result"
-                                                   for b in (m.get("content") if isinstance(m.get("content"), list) else [])):
+            if m.get("role") == "user" and not any(
+                isinstance(b, dict) and b.get("type") == "tool_result"
+                for b in (m.get("content") if isinstance(m.get("content"), list) else [])
+            ):
                 prompt = _text_of(m.get("content"))
                 break
         text, call = _decide(tools, prompt, outputs)
@@ -258,7 +266,7 @@ class DocModelServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 headers = {k.lower(): v for k, v in self.headers.items()}

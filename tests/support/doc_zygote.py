@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 __all__ = ["Zygote"]
 
-WARM = ("toolnexus", "toolnexus.agents", "toolnexus.client", "toolnexus.stores", "toolnexus.stores.sqlite",
+WARM = ("toolnexus", "toolnexus.agents", "toolnexus.client", "toolnexus.stores", "toolnexus.stores._sqlite",
         "toolnexus.toolkit", "toolnexus.native", "toolnexus.mcp_source", "toolnexus.mcp_serve", "toolnexus.serve",
         "toolnexus.classifier", "toolnexus.judge", "toolnexus.judge_batteries", "toolnexus.content",
         "toolnexus.relay", "toolnexus.http", "toolnexus.a2a", "httpx", "mcp", "pydantic")

@@ -22,7 +22,7 @@ import json
 import os
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from toolnexus import ToolResult, define_tool, pending
@@ -63,7 +63,7 @@ async def gate(tag: str, ctx: Any = None) -> ToolResult:
         seconds = os.environ.get("FLEET_EXPIRES_S")
         expires = None
         if seconds is not None:
-            when = datetime.now(timezone.utc) + timedelta(seconds=float(seconds))
+            when = datetime.now(UTC) + timedelta(seconds=float(seconds))
             expires = when.isoformat().replace("+00:00", "Z")
         return pending(kind="approval", prompt=f"open the gate for {tag}?", expiresAt=expires)
     _record("enter", tag, "gatekeeper")

@@ -2,8 +2,8 @@
 (`test_inbox_app.py`, `test_inbox_notify.py`, the browser tests in `browser/`).
 
 - `refunder`: one tool, `refund(order, amount, note="")`, gated by `needs_approval=True`
-  (`finance`: the same for the group "finance"; `two_people`: two approvals); when it runs it appends `{"order", "amount", "note"}` to
-  `$INBOX_EFFECTS` (if set). The model calls it once with the user's prompt read as JSON
+  (`finance`: the same for the group "finance"; `two_people`: two approvals); when it runs it appends `{"order",
+  "amount", "note"}` to `$INBOX_EFFECTS` (if set). The model calls it once with the user's prompt read as JSON
   arguments, then answers `done: <the tool's result>`.
 - `python -m support.inbox_kit park STORE_URL RUN_ID PROMPT_JSON` parks one run from another
   process and prints `PARKED <request id>`.

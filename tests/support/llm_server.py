@@ -24,9 +24,27 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-__all__ = ["LlmServer", "ScriptedTransport", "RecordingTransport", "Recorded", "Json", "Sse", "Hang", "Trickle", "Raw", "openai_text", "openai_calls",
-           "anthropic_text", "anthropic_calls", "openai_sse", "anthropic_sse", "sse_lines", "unbalanced_turns",
-           "tool_from", "toolkit_of"]
+__all__ = [
+    "LlmServer",
+    "ScriptedTransport",
+    "RecordingTransport",
+    "Recorded",
+    "Json",
+    "Sse",
+    "Hang",
+    "Trickle",
+    "Raw",
+    "openai_text",
+    "openai_calls",
+    "anthropic_text",
+    "anthropic_calls",
+    "openai_sse",
+    "anthropic_sse",
+    "sse_lines",
+    "unbalanced_turns",
+    "tool_from",
+    "toolkit_of",
+]
 
 
 @dataclass
@@ -222,7 +240,11 @@ class LlmServer:
 
 
 def openai_text(text: Optional[str], prompt: int = 3, completion: int = 1, total: Optional[int] = None) -> dict:
-    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion if total is None else total}
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion if total is None else total,
+    }
     return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
             "usage": usage}
 
@@ -275,8 +297,17 @@ def openai_sse(*texts: str, calls: tuple = (), usage: Optional[dict] = None) -> 
 def anthropic_sse(*texts: str, calls: tuple = (), input_tokens: int = 5, output_tokens: int = 2,
                   extra_blocks: tuple = ()) -> list[str]:
     """message_start, text block deltas, tool_use blocks (partial JSON), message_delta, message_stop."""
-    events: list[dict] = [{"type": "message_start", "message": {"id": "msg", "role": "assistant", "content": [],
-                                                                 "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}]
+    events: list[dict] = [
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg",
+                "role": "assistant",
+                "content": [],
+                "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+            },
+        }
+    ]
     index = 0
     for block, deltas in extra_blocks:
         events.append({"type": "content_block_start", "index": index, "content_block": block})

@@ -36,7 +36,8 @@ from typing import Any, Optional
 
 __all__ = ["MockLLM", "load_fixture", "FIXTURES", "DEFAULT_BOOTSTRAP_ORDER"]
 
-from .shared import FIXTURES  # noqa: E402 - the shared contract folder
+from .shared import FIXTURES
+
 DEFAULT_BOOTSTRAP_ORDER = ["AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", "HEARTBEAT.md", "MEMORY.md"]
 
 _NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)
@@ -101,7 +102,11 @@ def _tool_contents(messages: list[dict[str, Any]]) -> list[str]:
         if m.get("role") == "tool":
             out.append(_text_of(m.get("content")))
         elif m.get("role") == "user" and isinstance(m.get("content"), list):
-            out.extend(_text_of(b.get("content")) for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result")
+            out.extend(
+                _text_of(b.get("content"))
+                for b in m["content"]
+                if isinstance(b, dict) and b.get("type") == "tool_result"
+            )
     return out
 
 
@@ -218,13 +223,18 @@ class MockLLM:
                 "role": "assistant",
                 "content": None,
                 "tool_calls": [
-                    {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in calls
+                    {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                    for i, n, a in calls
                 ],
             }
             return {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}], "usage": usage}
         text = self.render(rule.get("text", ""), payload)
         if self.style == "anthropic":
-            return {"content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "usage": self._anthropic_usage(usage)}
+            return {
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "usage": self._anthropic_usage(usage),
+            }
         return {
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
             "usage": usage,

@@ -12,6 +12,7 @@ deterministically, whatever TCP does.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -71,7 +72,7 @@ def awkward_chunks(body: bytes) -> list[bytes]:
     cuts.update(m.start() + 2 for m in re.finditer(rb"data:", body))
     cuts.update(m.start() + 1 for m in re.finditer(rb"\n\n", body))
     points = [0, *sorted(c for c in cuts if 0 < c < len(body)), len(body)]
-    return [body[a:b] for a, b in zip(points, points[1:]) if b > a]
+    return [body[a:b] for a, b in itertools.pairwise(points) if b > a]
 
 
 def step(name: str, *, split: bool = True) -> Union[Json, Sse]:

@@ -25,7 +25,17 @@ from toolnexus import Tool, ToolContext, ToolResult, create_in_process_client, p
 from toolnexus.serve import ServeLimits
 from toolnexus.toolkit import Toolkit
 
-__all__ = ["SECRET", "AgentRecorder", "agent_toolkit", "agent_toolkit_with_skill", "card_of", "generate", "rpc", "served_agent", "wait_state"]
+__all__ = [
+    "SECRET",
+    "AgentRecorder",
+    "agent_toolkit",
+    "agent_toolkit_with_skill",
+    "card_of",
+    "generate",
+    "rpc",
+    "served_agent",
+    "wait_state",
+]
 
 SECRET = "sk-test-SECRET-1234567890"
 OBJ = {"type": "object", "properties": {}}
@@ -132,7 +142,9 @@ async def rpc(http: httpx.AsyncClient, url: str, method: Optional[str], params: 
         body["method"] = method
     if params is not None:
         body["params"] = params
-    resp = await http.post(url, content=json.dumps(body), headers={"content-type": "application/json", **(headers or {})})
+    resp = await http.post(
+        url, content=json.dumps(body), headers={"content-type": "application/json", **(headers or {})}
+    )
     assert resp.status_code == 200, resp.text
     assert resp.headers["content-type"] == "application/json"
     return resp.json()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from datetime import UTC
 from typing import Any
 
 from toolnexus import ToolResult, define_tool, pending
@@ -106,12 +107,12 @@ def transport() -> FleetModel:
 
 def expiring_gate(seconds: float) -> Any:
     """An agent whose `gate` asks for approval with an `expiresAt` `seconds` from now (wall time)."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     async def gate(args: Any = None, ctx: Any = None) -> ToolResult:
         if ctx is not None and ctx.answer is not None and ctx.answer.ok:
             return ToolResult("through the gate", False)
-        when = (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+        when = (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
         return pending(kind="approval", prompt="let it through?", expiresAt=when)
 
     return agent("worker", does="does gated work", uses={"tools": [define_tool(gate, name="gate",

@@ -21,28 +21,64 @@ JSON and back), `trace` (bounded trace ring and transition events), `surface` (l
 an interrupted or crashed one — `resume_run` —, fire an expiry, hand a run back), `timers` (a
 tool's durable timer, `timer(...)`).
 
-`__all__` is the pinned public list, composed from the `__all__` of the modules that hold exactly
-one of its groups (`vocab`, `loop`, `persona` with `launch`, `compaction`) plus the classes named
-here.
+The modules are internal (`_`-named) except `compaction` and `clock` (the clocks a host or a test
+injects); `__all__` is the pinned public list, by group.
 """
 
 from __future__ import annotations
 
-from . import compaction as _compaction, launch as _launch, loop as _loop, persona as _persona, vocab as _vocab  # for their __all__
-from .budget import Budget
+from ._budget import Budget
+from ._defs import AgentDef
+from ._handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult
+from ._launch import (
+    StartedAgent,
+    agent_from_dir,
+    start_agent,
+)
+from ._lifecycle import resume_run
+from ._loop import (
+    Completion,
+    Loop,
+    Outcome,
+    Verdict,
+    all_todos_done,
+    guarded_hooks,
+    harness,
+    loop_unsupported,
+    run_gated,
+)
+from ._persona import (
+    BOOTSTRAP_ORDER,
+    HEARTBEAT_OK,
+    compose_soul,
+    memory_tool,
+)
+from ._resumption import resume
+from ._runtime import AgentRuntime
+from ._surface import Agent, agent
+from ._timers import timer
+from ._vocab import (
+    LIMIT_COMPLETION,
+    LIMIT_MAX_CHILDREN,
+    LIMIT_MAX_CONCURRENT,
+    LIMIT_MAX_DEPTH,
+    LIMIT_MAX_TOKENS,
+    LIMIT_MAX_TOOL_CALLS,
+    LIMIT_MAX_TURNS,
+    LIMIT_MAX_WALL_MS,
+    LIMIT_TIMEOUT,
+    LIMITS,
+    TASK_STATUS_CLOSED,
+    TASK_STATUS_DONE,
+    TASK_STATUS_ERROR,
+    TASK_STATUS_INCOMPLETE,
+    TASK_STATUS_INTERRUPTED,
+    TASK_STATUS_PENDING,
+    TASK_STATUS_TIMEOUT,
+    TASK_STATUSES,
+)
 from .clock import AsyncioClock, Clock
-from .compaction import *  # noqa: F403 - its __all__ is the compaction group
-from .defs import AgentDef
-from .handle import Handle, HandleView, InboxItem, PostResult, SpawnError, TaskResult
-from .loop import *  # noqa: F403 - its __all__ is the loop group
-from .launch import *  # noqa: F403 - with persona's, the surface group, bar Agent / agent
-from .persona import *  # noqa: F403 - with launch's, the surface group, bar Agent / agent
-from .lifecycle import resume_run
-from .resumption import resume
-from .timers import timer
-from .runtime import AgentRuntime
-from .surface import Agent, agent
-from .vocab import *  # noqa: F403 - its __all__ is the runtime group's LIMIT*/TASK_STATUS* names
+from .compaction import compactor, estimate_tokens
 
 __all__ = [
     # runtime
@@ -57,15 +93,47 @@ __all__ = [
     "PostResult",
     "SpawnError",
     "TaskResult",
-    *_vocab.__all__,
+    "LIMITS",
+    "LIMIT_MAX_TURNS",
+    "LIMIT_MAX_TOKENS",
+    "LIMIT_MAX_TOOL_CALLS",
+    "LIMIT_MAX_WALL_MS",
+    "LIMIT_MAX_CHILDREN",
+    "LIMIT_MAX_CONCURRENT",
+    "LIMIT_MAX_DEPTH",
+    "LIMIT_COMPLETION",
+    "LIMIT_TIMEOUT",
+    "TASK_STATUSES",
+    "TASK_STATUS_DONE",
+    "TASK_STATUS_PENDING",
+    "TASK_STATUS_INCOMPLETE",
+    "TASK_STATUS_INTERRUPTED",
+    "TASK_STATUS_CLOSED",
+    "TASK_STATUS_TIMEOUT",
+    "TASK_STATUS_ERROR",
     # loop
-    *_loop.__all__,
+    "Completion",
+    "Loop",
+    "Outcome",
+    "Verdict",
+    "all_todos_done",
+    "guarded_hooks",
+    "harness",
+    "loop_unsupported",
+    "run_gated",
     # surface
     "Agent",
     "agent",
-    *sorted([*_persona.__all__, *_launch.__all__]),
+    "BOOTSTRAP_ORDER",
+    "HEARTBEAT_OK",
+    "StartedAgent",
+    "agent_from_dir",
+    "compose_soul",
+    "memory_tool",
+    "start_agent",
     # compaction
-    *_compaction.__all__,
+    "compactor",
+    "estimate_tokens",
     # durable runs
     "resume",
     "resume_run",

@@ -9,24 +9,40 @@ with edited arguments, reject with a message, or decide `always` for the rest of
 can also ask N distinct people (the two-person rule) and escalate an expired request to another
 group; both are request state, so they survive a restart.
 
-- `rules.py`: `ApprovalRule`, `Escalate`, `ApprovalPolicy` (names, globs, sources, predicates).
-- `requests.py`: the approval request's shape and its one-line prompt; redaction.
-- `decisions.py`: `decide` (run / decline / reask / invalid), `answer_problem`, typed replies.
-- `gate.py`: the gate that wraps a tool's `execute`.
-- `memory.py`: sticky decisions (`ApprovalMemory`) and what a client knows (`ApprovalScope`).
-- `answerers.py`: who may answer what (`Answerers`: the host's groups; `group_of(request)`).
+- `_rules.py`: `ApprovalRule`, `Escalate`, `ApprovalPolicy` (names, globs, sources, predicates).
+- `_requests.py`: the approval request's shape and its one-line prompt; redaction.
+- `_decisions.py`: `decide` (run / decline / reask / invalid), `answer_problem`, typed replies.
+- `_gate.py`: the gate that wraps a tool's `execute`.
+- `_memory.py`: sticky decisions (`ApprovalMemory`) and what a client knows (`ApprovalScope`).
+- `_answerers.py`: who may answer what (`Answerers`: the host's groups; `group_of(request)`).
 
 See docs/approvals.md for the whole picture and the comparison with other libraries.
 """
 
-from .answerers import Answerers, group_of
-from .decisions import DECLINE, INVALID, REASK, RUN, Decision, answer_from_text, answer_problem, decide, edited_note
-from .gate import APPROVED_AS, Enforced, enforce, gate_tool, is_gated, suspended_on
-from .memory import ApprovalMemory, ApprovalScope
-from .requests import (APPROVAL_KIND, approval_of, approval_request, is_approval_request, redact_arguments,
-                       reissued, render_prompt, restore_redacted, stamp)
-from .rules import (DEFAULT_APPROVAL_TOOLS, ApprovalPolicy, ApprovalRule, Escalate, NeedsApproval, qualified_name,
-                    rule_of)
+from ._answerers import Answerers, group_of
+from ._decisions import DECLINE, INVALID, REASK, RUN, Decision, answer_from_text, answer_problem, decide, edited_note
+from ._gate import APPROVED_AS, Enforced, enforce, gate_tool, is_gated, suspended_on
+from ._memory import ApprovalMemory, ApprovalScope
+from ._requests import (
+                       APPROVAL_KIND,
+                       approval_of,
+                       approval_request,
+                       is_approval_request,
+                       redact_arguments,
+                       reissued,
+                       render_prompt,
+                       restore_redacted,
+                       stamp,
+)
+from ._rules import (
+                       DEFAULT_APPROVAL_TOOLS,
+                       ApprovalPolicy,
+                       ApprovalRule,
+                       Escalate,
+                       NeedsApproval,
+                       qualified_name,
+                       rule_of,
+)
 
 __all__ = [
     "APPROVAL_KIND",

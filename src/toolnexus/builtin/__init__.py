@@ -9,17 +9,17 @@ the event loop: files go through worker threads, processes through asyncio subpr
 
 from __future__ import annotations
 
-from ._settings import KILL_GRACE_MS
-from .config import (
+from ._config import (
     BUILTIN_NAMES,
     BuiltinsConfig,
     builtin_shell,
     builtins_enabled,
-    create_builtin_tools,
     builtins_source,
+    create_builtin_tools,
     select_builtins,
 )
-from .search import IGNORE_DIRS
+from ._search import IGNORE_DIRS
+from ._settings import KILL_GRACE_MS
 
 __all__ = [
     "BuiltinsConfig",

@@ -20,10 +20,8 @@ import stat
 from typing import BinaryIO, Optional
 
 from .. import _fs
-from .._fs import StagedWrite, file_mode
+from .._fs import StagedWrite as StagedWrite, file_mode as file_mode
 from ._tooling import ToolError
-
-__all__ = ["StagedWrite", "stage_write", "write_atomic", "decode_utf8", "file_mode", "open_regular", "read_capped"]
 
 _KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))

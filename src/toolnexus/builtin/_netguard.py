@@ -21,7 +21,7 @@ The allow-list (`builtins["webfetch_allow"]`, a list of strings) opts in: an ent
 IP address, or a network in CIDR form (`10.0.0.0/8`). A host name entry allows that host whatever
 it resolves to; an address or network entry allows the resolved addresses inside it.
 
-Not here: the fetching itself (`web.py`).
+Not here: the fetching itself (`_web.py`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from typing import Any, Optional, Union
 
 from ..errors import ConfigError
 from ._tooling import ToolError
-
-__all__ = ["FetchAllow", "parse_allow", "vet_host", "address_problem"]
 
 IP = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")

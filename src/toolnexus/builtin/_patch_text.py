@@ -28,8 +28,6 @@ from typing import Any, Optional
 
 from ._tooling import ToolError
 
-__all__ = ["FileOp", "Hunk", "parse_patch", "apply_hunks"]
-
 _OP_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$")
 _MOVE = "*** Move to:"
 _END_OF_FILE = "*** End of File"
@@ -171,7 +169,7 @@ class _Lines:
         self.newline = "\r\n" if self.eols.count("\r\n") > self.eols.count("\n") else "\n"
 
     def text(self) -> str:
-        body = "".join(line + eol for line, eol in zip(self.lines, self.eols))
+        body = "".join(line + eol for line, eol in zip(self.lines, self.eols, strict=True))
         return (_BOM if self.bom else "") + body
 
     def _locate(self, old: list[str], cursor: int, at_eof: bool) -> Optional[int]:

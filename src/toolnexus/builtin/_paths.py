@@ -21,8 +21,6 @@ from typing import Optional
 from ._settings import BuiltinSettings
 from ._tooling import ToolError
 
-__all__ = ["resolve_path", "resolve_dir", "is_reserved_device_name"]
-
 _RESERVED = re.compile(r"^(con|prn|aux|nul|conin\$|conout\$|com[0-9¹²³]|lpt[0-9¹²³])$", re.IGNORECASE)
 
 

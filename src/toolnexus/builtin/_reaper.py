@@ -19,7 +19,7 @@ before), and keeps every descendant reachable:
 
 It also asks to get SIGTERM if its parent dies (`PR_SET_PDEATHSIG`), so a crashed host does not
 leave the command running. Standard library only and no imports of toolnexus: it runs isolated
-(`-I -S`) for a fast start (~20 ms). Its own errors go to stderr, which is the command's output.
+(`-I -S`) for a fast start. Its own errors go to stderr, which is the command's output.
 """
 
 from __future__ import annotations

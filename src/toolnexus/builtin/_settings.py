@@ -6,7 +6,7 @@ verbatim, and a `base_dir` that is not confined is reported once. The limits at 
 configurable from the public dict; tests build `BuiltinSettings` directly to shrink them.
 
 Not here: toggles (`tools`, `enabled`, `disabled`) — those decide *which* tools exist and live in
-`config.py`.
+`_config.py`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._diag import warn_once
-from ._netguard import FetchAllow, parse_allow
 from ..errors import ConfigError, ToolnexusTypeError
-
-__all__ = ["KILL_GRACE_MS", "BASH_MAX_TIMEOUT_MS", "EDIT_MAX_BYTES", "BuiltinSettings", "check_config", "parse_shell", "settings_from_config"]
+from ._netguard import FetchAllow, parse_allow
 
 KILL_GRACE_MS = 2000
 """Grace between SIGTERM and SIGKILL when `bash` stops a process group."""

@@ -12,19 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Awaitable, Callable, Optional
 
-from ..types import Tool, ToolContext, ToolResult
 from ..errors import ToolnexusError
-
-__all__ = [
-    "ToolError",
-    "build_tool",
-    "number_arg",
-    "positive_number",
-    "required_str",
-    "optional_str",
-    "prop",
-    "object_schema",
-]
+from ..types import Tool, ToolContext, ToolResult
 
 RunFn = Callable[[Mapping[str, Any], Optional[ToolContext]], Awaitable[ToolResult]]
 

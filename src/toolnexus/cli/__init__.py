@@ -3,8 +3,8 @@
 Each subcommand is one module (`run`, `tools`, `serve`, `worker`) exposing `NAME`, `SUMMARY`, `FLAGS`
 (`cli.flags.Flag`s) and `async execute(opts, console) -> int`; adding one is a new module plus
 one entry in `COMMANDS` (a task-store command reuses `common.STORE_FLAG` and `common.open_store`,
-which accept every selector `toolnexus.serve.resolve_store` knows). The dispatcher owns what every subcommand shares: usage and help text
-(built from the modules' flags), `--version`, flag parsing, the exit codes, and the rule that no
+which accept every selector `toolnexus.serve.resolve_store` knows). The dispatcher owns what every subcommand shares:
+usage and help text (built from the modules' flags), `--version`, flag parsing, the exit codes, and the rule that no
 traceback and no secret ever reaches the terminal.
 
 Exit codes: 0 success / help / version / clean stop; 1 runtime failure (toolkit build, bind, a
@@ -36,22 +36,24 @@ import sys
 from types import ModuleType
 from typing import Optional
 
-from . import answer as _answer
-from . import cancel as _cancel
-from . import doctor as _doctor
-from . import pending as _pending
-from . import prune as _prune
-from . import resume as _resume
-from . import runs as _runs
-from . import show as _show
-from . import workers as _workers
-from . import run as _run
-from . import serve as _serve
-from . import tools as _tools
-from . import web_inbox as _web_inbox
-from . import worker as _worker
-from .common import API_KEY_ENV, MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console
-from .flags import Flag, UsageError, parse
+from . import (
+    _answer,
+    _cancel,
+    _doctor,
+    _pending,
+    _prune,
+    _resume,
+    _run,
+    _runs,
+    _serve,
+    _show,
+    _tools,
+    _web_inbox,
+    _worker,
+    _workers,
+)
+from ._common import API_KEY_ENV, MODEL_FLAGS, TOOLKIT_FLAGS, CliExit, Console
+from ._flags import Flag, UsageError, parse
 
 __all__ = ["COMMANDS", "main", "usage"]
 
@@ -86,7 +88,10 @@ def usage() -> str:
     width = max(len(name) for name in COMMANDS)
     lines += [f"  {name.ljust(width)}  {m.SUMMARY}" for name, m in COMMANDS.items()]
     shared = {f.name for f in TOOLKIT_FLAGS + MODEL_FLAGS}
-    for title, group in (("toolkit flags (run, tools, serve)", TOOLKIT_FLAGS), ("model flags (run, serve, answer)", MODEL_FLAGS)):
+    for title, group in (
+        ("toolkit flags (run, tools, serve)", TOOLKIT_FLAGS),
+        ("model flags (run, serve, answer)", MODEL_FLAGS),
+    ):
         lines += ["", title + ":", *_flag_lines(group)]
     for name, module in COMMANDS.items():
         own = [f for f in module.FLAGS if f.name not in shared]
@@ -123,7 +128,7 @@ def _dispatch(module: ModuleType, argv: list[str], console: Console) -> int:
         return exc.code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+    except Exception as exc:
         console.err(f"error: {type(exc).__name__}: {exc}")
         return 1
 

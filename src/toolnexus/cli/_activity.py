@@ -18,10 +18,9 @@ import json
 import time
 from typing import Any, Optional
 
-from .common import Console
-from .interactive import Progress
-
-__all__ = ["Activity", "MAX_SHOWN"]
+from ..types import ToolResult
+from ._common import Console
+from ._interactive import Progress
 
 MAX_SHOWN = 200
 
@@ -75,7 +74,7 @@ class Activity:
             return
         ms = f" {(time.monotonic() - started) * 1000:.0f} ms" if started is not None else ""
         result = event.get("result")
-        if getattr(result, "is_error", False):
-            self._progress.line(f"← {name} error{ms}: {_first_line(getattr(result, 'output', ''))}")
+        if isinstance(result, ToolResult) and result.is_error:
+            self._progress.line(f"← {name} error{ms}: {_first_line(result.output)}")
         else:
             self._progress.line(f"← {name} ok{ms}")

@@ -6,18 +6,31 @@ prompt list or return them from a tool in `ToolResult.parts`. Transcripts hold t
 form (`to_dict`), so they stay plain JSON; each provider wire encodes the parts it can carry
 (`encode_part`) and the client degrades or refuses the rest.
 
-Layout: `parts.py` (model, validation, dict form, sizes), `sources.py` (constructors),
-`blocks.py` (provider blocks), `errors.py`. Standard library only; nothing here does network I/O.
+Layout: `_parts.py` (model, validation, dict form, sizes), `_sources.py` (constructors),
+`_blocks.py` (provider blocks), `_errors.py`. Standard library only; nothing here does network I/O.
 """
 
 from __future__ import annotations
 
-from .blocks import encode_part
-from .errors import ContentPartError, UnsupportedPartError
-from .parts import (MEDIA_TYPES, ContentPart, decoded_len, describe_part, estimate_tokens, from_dict,
-                    get_max_part_bytes, is_part_dict, normalize_parts, placeholder_text, set_max_part_bytes,
-                    summarize, to_dict, validate)
-from .sources import audio, file, image, part, text
+from ._blocks import encode_part
+from ._errors import ContentPartError, UnsupportedPartError
+from ._parts import (
+                    MEDIA_TYPES,
+                    ContentPart,
+                    decoded_len,
+                    describe_part,
+                    estimate_tokens,
+                    from_dict,
+                    get_max_part_bytes,
+                    is_part_dict,
+                    normalize_parts,
+                    placeholder_text,
+                    set_max_part_bytes,
+                    summarize,
+                    to_dict,
+                    validate,
+)
+from ._sources import audio, file, image, part, text
 
 __all__ = [
     "MEDIA_TYPES",

@@ -9,15 +9,36 @@ Nothing here does I/O; the backends are in `toolnexus.stores`.
 
 from __future__ import annotations
 
-from .errors import (AnswerAlreadyApplied, LeaseLost, RequestWithdrawn, RestoreError, RunChanged, RunExists,
-                     RunDamaged, RunInProgress, RunNotFound, StoreConflict, StoreError, StoreUnavailable,
-                     StoreVersionError)
-from .model import (Changes, ConversationOps, DamagedRow, DamagedRun, Holder, LoadedRun, PendingRow, PendingRun,
-                    RunSummary)
-from .outbox import OutboxBackend, OutboxItem, Outgoing
-from .paging import FINAL_STATUSES, Page
-from .protocol import DEFAULT_LEASE_TTL, PreparedCommit, RunStore, is_run_store
-from .queue import FleetBackend, QueueStats, Queued, WorkerInfo, WorkItem
+from ._model import (
+                     Changes,
+                     ConversationOps,
+                     DamagedRow,
+                     DamagedRun,
+                     Holder,
+                     LoadedRun,
+                     PendingRow,
+                     PendingRun,
+                     RunSummary,
+)
+from ._outbox import OutboxBackend, OutboxItem, Outgoing
+from ._paging import FINAL_STATUSES, Page
+from ._protocol import DEFAULT_LEASE_TTL, PreparedCommit, RunStore, is_run_store
+from ._queue import FleetBackend, Queued, QueueStats, WorkerInfo, WorkItem
+from .errors import (
+                     AnswerAlreadyApplied,
+                     LeaseLost,
+                     RequestWithdrawn,
+                     RestoreError,
+                     RunChanged,
+                     RunDamaged,
+                     RunExists,
+                     RunInProgress,
+                     RunNotFound,
+                     StoreConflict,
+                     StoreError,
+                     StoreUnavailable,
+                     StoreVersionError,
+)
 
 __all__ = [
     "RunStore",

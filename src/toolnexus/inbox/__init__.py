@@ -4,10 +4,10 @@ links, and who answered.
 - `Inbox(store, auth=...)`: the ASGI app (mount it in your service, or `serve_inbox(store, addr)`
   / `toolnexus inbox --store URL`): the waiting requests, live; a page per request with its
   answer form; answers submitted to the store's work queue for `toolnexus worker` to apply.
-- `TokenAuth`, `HeaderAuth`, `CallbackAuth`: the login it requires (`auth.py`).
+- `TokenAuth`, `HeaderAuth`, `CallbackAuth`: the login it requires (`_auth.py`).
 - `Notifications(store, [Webhook(...)])`: the `on_pending` hook and the webhook deliverer,
-  retried from the store's outbox (`notify.py`); `verify_signature` for receivers.
-- `LinkSigner(secret, base_url)`: signed, single-use, expiring approve / reject links (`links.py`).
+  retried from the store's outbox (`_notify.py`); `verify_signature` for receivers.
+- `LinkSigner(secret, base_url)`: signed, single-use, expiring approve / reject links (`_links.py`).
 - `Answerers` (from `toolnexus.approvals`): who may answer which group's requests.
 
 Layering: above the stores, the approvals and `toolnexus.serve` (whose guards and listener it
@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..approvals import Answerers
+from ._app import Apply, Inbox
+from ._auth import CallbackAuth, HeaderAuth, InboxAuth, TokenAuth
+from ._links import LinkClaim, LinkSigner
+from ._notify import DELIVERY_HEADER, SIGNATURE_HEADER, Notifications, Webhook, sign_body, verify_signature
 from ._security import RateLimit
-from .app import Apply, Inbox
-from .auth import CallbackAuth, HeaderAuth, InboxAuth, TokenAuth
-from .links import LinkClaim, LinkSigner
-from .notify import DELIVERY_HEADER, SIGNATURE_HEADER, Notifications, Webhook, sign_body, verify_signature
 
 __all__ = [
     "Inbox",

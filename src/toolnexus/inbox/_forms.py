@@ -23,8 +23,6 @@ from ..approvals import approval_of
 from ..errors import ToolnexusValueError
 from ..types import Answer, Request
 
-__all__ = ["Field", "fields_of", "answer_of", "FormError"]
-
 _SIMPLE = ("string", "integer", "number", "boolean")
 
 
@@ -46,7 +44,11 @@ class Field:
 def _kind(spec: Any) -> str:
     if not isinstance(spec, dict):
         return "json"
-    if isinstance(spec.get("enum"), list) and spec["enum"] and all(isinstance(v, (str, int, float)) for v in spec["enum"]):
+    if (
+        isinstance(spec.get("enum"), list)
+        and spec["enum"]
+        and all(isinstance(v, (str, int, float)) for v in spec["enum"])
+    ):
         return "enum"
     kind = spec.get("type")
     if isinstance(kind, list):

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional, Sequence
 from urllib.parse import quote, urlencode
 
 from ..approvals import approval_of, group_of
 from ..durable import PendingRun
 from ._forms import Field, fields_of, pretty
-
-__all__ = ["esc", "layout", "list_page", "rows_html", "request_page", "login_page", "message_page", "link_page",
-           "age_text"]
 
 _MESSAGE_CUT = 4000
 
@@ -30,7 +27,7 @@ def esc(value: Any) -> str:
 def age_text(when: Optional[datetime], now: Optional[datetime] = None) -> str:
     if when is None:
         return "-"
-    seconds = max(0.0, ((now or datetime.now(timezone.utc)) - when).total_seconds())
+    seconds = max(0.0, ((now or datetime.now(UTC)) - when).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
@@ -113,7 +110,8 @@ def list_page(base: str, *, who: str, csrf: str, items: Sequence[PendingRun], no
         '<button type="submit">Filter</button></form>')
     more = ""
     if next_cursor:
-        more = f'<p class="paging"><a href="{esc(base)}/?{esc(urlencode({**query, "after": next_cursor}))}">Next page</a></p>'
+        href = f"{esc(base)}/?{esc(urlencode({**query, 'after': next_cursor}))}"
+        more = f'<p class="paging"><a href="{href}">Next page</a></p>'
     if filters.get("after"):
         first = {k: v for k, v in query.items() if k != "after"}
         more += f'<p class="paging"><a href="{esc(base)}/?{esc(urlencode(first))}">First page</a></p>'
@@ -144,7 +142,8 @@ def _field_html(f: Field, prefix: str, disabled: bool = False) -> str:
     if f.kind == "enum":
         opts = "".join(f'<option value="{esc(o)}"{" selected" if o == f.value else ""}>{esc(o)}</option>'
                        for o in f.options)
-        return f'<div class="field">{label}<select id="{esc(fid)}" name="{name}"{dis}{described}>{opts}</select>{desc}</div>'
+        select = f'<select id="{esc(fid)}" name="{name}"{dis}{described}>{opts}</select>'
+        return f'<div class="field">{label}{select}{desc}</div>'
     if f.kind in ("integer", "number"):
         step = "1" if f.kind == "integer" else "any"
         value = "" if f.value is None else f.value
@@ -203,7 +202,11 @@ def request_page(base: str, *, who: str, csrf: str, pending: Optional[PendingRun
                  form: Optional[dict[str, str]] = None) -> str:
     a = approval_of(request)
     rid = request.id
-    facts = [("Request", f"<code>{esc(rid)}</code>"), ("Kind", esc(request.kind)), ("Run", f"<code>{esc(run_id)}</code>")]
+    facts = [
+        ("Request", f"<code>{esc(rid)}</code>"),
+        ("Kind", esc(request.kind)),
+        ("Run", f"<code>{esc(run_id)}</code>"),
+    ]
     if a is not None:
         where = f"{a.get('source')}:{a.get('origin')}" if a.get("origin") else str(a.get("source") or "")
         facts += [("Tool", f"<strong>{esc(a.get('tool'))}</strong> <span class=\"sub\">{esc(where)}</span>"),

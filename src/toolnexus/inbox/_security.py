@@ -10,7 +10,8 @@
   before it.
 - Headers on every response: a CSP with no inline script or style (the page's script and style
   are static files), `frame-ancestors 'none'` and `X-Frame-Options: DENY`, `nosniff`,
-  `Referrer-Policy: same-origin` (a link's token never leaks to another site; `no-referrer` would make browsers send `Origin: null` with our own forms), `no-store`.
+  `Referrer-Policy: same-origin` (a link's token never leaks to another site; `no-referrer` would make browsers send
+  `Origin: null` with our own forms), `no-store`.
 - `RateLimit`: a token bucket per client address (bounded: the least recently seen are
   forgotten past `max_clients`), for the link and login endpoints.
 
@@ -27,9 +28,6 @@ import os
 import time
 from collections import OrderedDict
 from typing import Any, Optional
-
-__all__ = ["derive", "Signed", "csrf_field", "csrf_ok", "new_csrf_cookie", "SECURITY_HEADERS", "RateLimit",
-           "b64", "unb64"]
 
 SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

@@ -14,20 +14,33 @@
     guard = ToolGuardClassifier(clf, on_error="closed")
     client = create_client(..., hooks={"before_tool": guard.as_hook()})
 
-Layout: `common.py` (pinned texts, shared rules, hook chaining), one module per battery.
+Layout: `_common.py` (pinned texts, shared rules, hook chaining), one module per battery.
 """
 
 from __future__ import annotations
 
-from .common import (DEFAULT_DIMENSIONS, RISK_RUBRIC, ROLE_AGENT_ROUTER, ROLE_CONTENT_GUARD, ROLE_IS_COMPLETE,
-                     ROLE_MODEL_ROUTER, ROLE_SKILL_RELEVANCE, ROLE_TOOL_GUARD, ROLE_TOOL_RELEVANCE,
-                     ROLE_TOOL_RESULT_FILTER, BatteryConfigError, ContentGuardBlocked, Hook, latest_user_text)
-from .complete import CompleteVerdict, IsCompleteClassifier
-from .content_guard import ContentGuardClassifier, ContentVerdict
-from .result_filter import FilterVerdict, ToolResultFilterClassifier
-from .guard import ToolGuardClassifier, ToolGuardVerdict
-from .relevance import RelevanceVerdict, SkillRelevanceClassifier, ToolRelevanceClassifier
-from .routers import AgentRouterClassifier, AgentVerdict, ModelRouterClassifier, ModelVerdict
+from ._common import (
+                     DEFAULT_DIMENSIONS,
+                     RISK_RUBRIC,
+                     ROLE_AGENT_ROUTER,
+                     ROLE_CONTENT_GUARD,
+                     ROLE_IS_COMPLETE,
+                     ROLE_MODEL_ROUTER,
+                     ROLE_SKILL_RELEVANCE,
+                     ROLE_TOOL_GUARD,
+                     ROLE_TOOL_RELEVANCE,
+                     ROLE_TOOL_RESULT_FILTER,
+                     BatteryConfigError,
+                     ContentGuardBlocked,
+                     Hook,
+                     latest_user_text,
+)
+from ._complete import CompleteVerdict, IsCompleteClassifier
+from ._content_guard import ContentGuardClassifier, ContentVerdict
+from ._guard import ToolGuardClassifier, ToolGuardVerdict
+from ._relevance import RelevanceVerdict, SkillRelevanceClassifier, ToolRelevanceClassifier
+from ._result_filter import FilterVerdict, ToolResultFilterClassifier
+from ._routers import AgentRouterClassifier, AgentVerdict, ModelRouterClassifier, ModelVerdict
 
 __all__ = [
     "ToolGuardClassifier", "ToolRelevanceClassifier", "SkillRelevanceClassifier", "ToolResultFilterClassifier",

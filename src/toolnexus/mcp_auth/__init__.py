@@ -19,10 +19,19 @@ Deliberately not here: which tool suspends and how a run resumes (`toolnexus.mcp
 browser, an authorization server.
 """
 
-from .loopback import LoopbackCallback
-from .model import (AUTH_KIND, DEFAULT_REDIRECT_URI, AuthorizationDeclined, AuthorizationRequired, OAuthError,
-                    OAuthOptions, ServerAuth, callback_answer, server_auth)
-from .vault import TokenVault, new_token_key
+from ._loopback import LoopbackCallback
+from ._model import (
+                    AUTH_KIND,
+                    DEFAULT_REDIRECT_URI,
+                    AuthorizationDeclined,
+                    AuthorizationRequired,
+                    OAuthError,
+                    OAuthOptions,
+                    ServerAuth,
+                    callback_answer,
+                    server_auth,
+)
+from ._vault import TokenVault, new_token_key
 
 __all__ = [
     "AUTH_KIND",

@@ -7,7 +7,7 @@
   `@resource` / `@prompt`), plus the profile's own.
 - `serve_mcp_http_request(server, method, path, headers, body)`: one stateless streamable-HTTP
   exchange in memory → `(status, headers, body)`. `Toolkit.serve` mounts `/mcp` (see
-  `toolnexus.serve.mcp_app`): stateless exchanges, and sessions (`sessions.SessionHost`) for
+  `toolnexus.serve._mcp_app`): stateless exchanges, and sessions (`sessions.SessionHost`) for
   clients that declare capabilities.
 - `serve_mcp_stdio(tools, cfg, on_call, *, resources=, prompts=)`: the same server over
   stdin/stdout, for hosts that launch MCP servers as a command (`toolnexus serve --mcp-stdio`).
@@ -34,7 +34,7 @@ Choices of ours, and known weaknesses we fix:
   and completion when there are any (`catalog`); skills' files come from `skill_files`.
 - Extra profile keys, read by the `/mcp` endpoint: `max_body_bytes` (default 4 MiB ⇒ 413),
   `allowed_hosts` / `allowed_origins` (DNS-rebinding guard, see `toolnexus.serve.guard`),
-  `auth_token` (bearer auth ⇒ 401), `allow_unauthenticated_builtins` (see `toolnexus.serve.safety`),
+  `auth_token` (bearer auth ⇒ 401), `allow_unauthenticated_builtins` (see `toolnexus.serve._safety`),
   `sessions`, `max_sessions`, `session_idle_timeout`, `skill_files`. Unknown keys are warned
   about once.
 Not here: list-changed notifications (tools, resources and prompts are read live instead), the
@@ -43,7 +43,7 @@ Not here: list-changed notifications (tools, resources and prompts are read live
 
 from __future__ import annotations
 
-from .config import (
+from ._config import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_NAME,
     DEFAULT_VERSION,
@@ -51,9 +51,9 @@ from .config import (
     OnCall,
     exposed_mcp_tools,
 )
-from .http import serve_mcp_http_request
-from .server import PromptsLike, ResourcesLike, ToolsLike, build_mcp_server
-from .stdio import serve_mcp_stdio
+from ._http import serve_mcp_http_request
+from ._server import PromptsLike, ResourcesLike, ToolsLike, build_mcp_server
+from ._stdio import serve_mcp_stdio
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

@@ -23,8 +23,8 @@ Choices beyond the pinned baseline, each deliberate:
   SIGTERM, SIGKILL; aborted connect = immediate SIGKILL of the group.
 - Each connection lives in its own owner task, so `McpSource.close()` works from any task and
   is idempotent; it closes all servers concurrently (not one by one in reverse order), and
-  `list_mcp_tools` likewise closes its sessions together at the end. A lost connection (dead child, broken stream) reconnects once, lazily, on the
-  next call; a call that was in flight when the server died is not replayed.
+  `list_mcp_tools` likewise closes its sessions together at the end. A lost connection (dead child, broken stream)
+  reconnects once, lazily, on the next call; a call that was in flight when the server died is not replayed.
 - Calls time out after `callTimeout` (ms; default: the server `timeout`) or `ctx.timeout`
   (seconds); `ctx.signal` firing (`toolnexus._abort`) or task cancellation abandons the call
   and the SDK sends `notifications/cancelled`.
@@ -33,20 +33,21 @@ Choices beyond the pinned baseline, each deliberate:
 - SDK models are read through `model_dump(by_alias=True)` so no field (parts, schemas, cursors)
   is silently lost to the 1.x → 2.x attribute renames.
 
-- What a server declares is held to limits (limits.py: provider-valid names, tool count, schema
+- What a server declares is held to limits (_limits.py: provider-valid names, tool count, schema
   size); an offending tool is dropped and `McpSource.dropped` says why. On Linux a local server's
   whole process tree — `setsid` and double forks included — is held by a cgroup or a subreaper
-  launcher (contain.py) and stopped with it.
-- Remote servers that need OAuth sign in as a suspension (`toolnexus.mcp_auth`; source.py says
+  launcher (_contain.py) and stopped with it.
+- Remote servers that need OAuth sign in as a suspension (`toolnexus.mcp_auth`; _source.py says
   how a run parks and resumes); resources and prompts are reachable as an API and, per server,
-  as tools (catalog.py); log and progress notifications reach the host's hooks and the call's
+  as tools (_catalog.py); log and progress notifications reach the host's hooks and the call's
   trace span; sampling requests are answered by the host's model under its `SamplingPolicy`
-  (sampling.py). Host-side settings are one `McpOptions` (options.py).
+  (_sampling.py). Host-side settings are one `McpOptions` (_options.py).
 
 Not here: serving tools over MCP (`toolnexus.mcp_serve`).
 """
 
-from .config import (
+from ._catalog import McpPrompt, McpPromptResult, McpResource, McpResourceTemplate
+from ._config import (
     DEFAULT_TIMEOUT,
     McpConfig,
     ServerConfig,
@@ -58,12 +59,11 @@ from .config import (
     read_config_file,
     read_toolkit_config,
 )
-from .catalog import McpPrompt, McpPromptResult, McpResource, McpResourceTemplate
-from .connection import MAX_LIST_PAGES
-from .convert import answer_to_elicit_result, elicitation_to_request
-from .limits import DroppedTool, PeerLimits
-from .options import McpOptions, SamplingPolicy
-from .source import McpInventory, McpSource, ToolInfo, list_mcp_tools, load_mcp, load_mcp_with_context, mcp_source_of
+from ._connection import MAX_LIST_PAGES
+from ._convert import answer_to_elicit_result, elicitation_to_request
+from ._limits import DroppedTool, PeerLimits
+from ._options import McpOptions, SamplingPolicy
+from ._source import McpInventory, McpSource, ToolInfo, list_mcp_tools, load_mcp, load_mcp_with_context, mcp_source_of
 
 __all__ = [
     "DEFAULT_TIMEOUT",

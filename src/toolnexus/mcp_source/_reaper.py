@@ -1,7 +1,7 @@
 """The launcher a local MCP server starts through on Linux, so nothing it starts outlives it.
 
 Run as a script, never imported: `python -I -S _reaper.py STATUS_FD GRACE -- argv...`, where
-cgroup v2 cannot hold the server (contain.py). It reports to the parent with one line on
+cgroup v2 cannot hold the server (_contain.py). It reports to the parent with one line on
 STATUS_FD (then the fd closes: the parent reads it to its end):
 
 - `subreaper`: the launcher marks itself a child subreaper

@@ -11,21 +11,21 @@ JSON-RPC), `a2a_render` (1.0 / 0.3 / existing-toolnexus wire forms), `a2a_profil
 cancel), `tasks` (task stores), `safety` (token rules, redaction), `guard` (Host/Origin, bearer,
 body cap), `limits` (header/body time and connection bounds), `listener` (uvicorn on the
 caller's loop), `mcp_app` (the `/mcp` endpoint). `HostGuard`, `read_body` and `start_listener` are
-exported for other ASGI apps of ours (`toolnexus.inbox`) to guard and serve the same way. Not here: TLS, rate limiting, streaming
-(`message/stream`), push notifications.
+exported for other ASGI apps of ours (`toolnexus.inbox`) to guard and serve the same way. Not here: TLS, rate limiting,
+streaming (`message/stream`), push notifications.
 """
 
 from __future__ import annotations
 
-from .a2a_profile import A2AConfig
-from .card import CARD_PATH, DEFAULT_VERSION, PROTOCOL_VERSION, build_agent_card
-from .fulfil import OnTask, ResumeTask, RunTask
+from ._a2a_profile import A2AConfig
+from ._card import CARD_PATH, DEFAULT_VERSION, PROTOCOL_VERSION, build_agent_card
+from ._fulfil import OnTask, ResumeTask, RunTask
+from ._limits import ServeLimits
+from ._listener import ServeHandle, parse_addr, start_listener
+from ._safety import UNSAFE_BUILTINS
+from ._server import serve_toolkit, start_a2a_server
+from ._tasks import DurableTaskStore, FileTaskStore, InMemoryTaskStore, TaskStore, register_store_scheme, resolve_store
 from .guard import BodyTooLarge, ClientGone, HostGuard, read_body
-from .limits import ServeLimits
-from .listener import ServeHandle, parse_addr, start_listener
-from .safety import UNSAFE_BUILTINS
-from .server import serve_toolkit, start_a2a_server
-from .tasks import DurableTaskStore, FileTaskStore, InMemoryTaskStore, TaskStore, register_store_scheme, resolve_store
 
 __all__ = [
     "A2AConfig",

@@ -15,20 +15,17 @@ was wrong and what it must be:
   `status` a task state (`TASK_STATE_WORKING` or `working`), `statusTimestampAfter` an ISO 8601
   time, `includeArtifacts` true or false, `contextId` and `pageToken` strings.
 
-Not here: what the values do (`toolnexus.serve.fulfil`, `toolnexus.serve._task_list`).
+Not here: what the values do (`toolnexus.serve._fulfil`, `toolnexus.serve._task_list`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional
 
-from ..a2a.wire import normalize_state, parts_text, v03_part
+from ..a2a._wire import normalize_state, parts_text, v03_part
 from ..errors import ToolnexusError
-
-__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "STATES", "ListParams", "ParamError", "SendParams", "TaskQuery",
-           "list_params", "send_params", "task_query"]
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
@@ -162,7 +159,7 @@ def _timestamp(value: Any) -> Optional[datetime]:
         stamp = datetime.fromisoformat(value.strip())
     except ValueError:
         raise refusal from None
-    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=timezone.utc)
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
 
 
 def list_params(params: dict[str, Any]) -> ListParams:

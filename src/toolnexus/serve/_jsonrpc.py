@@ -12,7 +12,7 @@
 
 An invalid request never reaches a method, so it never gets a result. A request without an `id`
 is answered like any other (A2A has no notifications; earlier toolnexus peers read the reply).
-Not here: which methods exist and what their params mean (`toolnexus.serve.a2a_app`).
+Not here: which methods exist and what their params mean (`toolnexus.serve._a2a_app`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from ..errors import ToolnexusError
-
-__all__ = ["INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND", "PARSE_ERROR", "Call",
-           "RpcError", "error_reply", "read_request"]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

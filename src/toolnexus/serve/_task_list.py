@@ -9,7 +9,7 @@ again on later pages — a cursor over a live list). A token we did not issue is
 
 The store is read in full (`TaskStore.list_tasks`); the bundled stores keep at most
 `max_tasks` (in memory) or what a durable store holds, and listing is a caller's occasional
-look, not a hot path. Not here: rendering the tasks (`toolnexus.serve.a2a_render`).
+look, not a hot path. Not here: rendering the tasks (`toolnexus.serve._a2a_render`).
 """
 
 from __future__ import annotations
@@ -18,14 +18,12 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional
 
 from ._a2a_params import ListParams, ParamError
 
-__all__ = ["Page", "status_time", "page_of"]
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,7 @@ def status_time(task: dict[str, Any]) -> datetime:
         when = datetime.fromisoformat(stamp) if isinstance(stamp, str) else _EPOCH
     except ValueError:
         return _EPOCH
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def _key(task: dict[str, Any]) -> tuple[float, str]:

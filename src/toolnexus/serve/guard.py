@@ -21,6 +21,7 @@ import ipaddress
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Optional
 from urllib.parse import urlsplit
+
 from ..errors import ToolnexusError
 
 __all__ = ["BodyTooLarge", "ClientGone", "HostGuard", "bearer_ok", "header", "read_body"]

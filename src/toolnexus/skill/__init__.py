@@ -16,14 +16,14 @@ the `grep`/`glob` built-ins.
 
 from __future__ import annotations
 
-from .loader import (
+from ._loader import (
     MAX_DISCOVERY_ENTRIES,
     alist_skills,
     aload_skills,
     list_skills,
     load_skills,
 )
-from .model import (
+from ._model import (
     SKILLS_PROMPT_PREAMBLE,
     SkillDef,
     SkillInfo,
@@ -33,7 +33,7 @@ from .model import (
     SkillSkipReason,
     SkillSource,
 )
-from .tool import MAX_SAMPLE_WALK_ENTRIES, SKILL_TOOL_DESCRIPTION
+from ._tool import MAX_SAMPLE_WALK_ENTRIES, SKILL_TOOL_DESCRIPTION
 
 __all__ = [
     "MAX_DISCOVERY_ENTRIES",

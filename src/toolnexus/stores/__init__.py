@@ -13,17 +13,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..durable import (DEFAULT_LEASE_TTL, AnswerAlreadyApplied, DamagedRow, DamagedRun, LeaseLost, PendingRun,
-                       RequestWithdrawn, RestoreError, RunChanged, RunDamaged, RunExists, RunInProgress, RunNotFound,
-                       RunStore, RunSummary, StoreConflict, StoreError, StoreUnavailable, StoreVersionError,
-                       is_run_store)
-from .url import open_store
+from ..durable import (
+    DEFAULT_LEASE_TTL,
+    AnswerAlreadyApplied,
+    DamagedRow,
+    DamagedRun,
+    LeaseLost,
+    PendingRun,
+    RequestWithdrawn,
+    RestoreError,
+    RunChanged,
+    RunDamaged,
+    RunExists,
+    RunInProgress,
+    RunNotFound,
+    RunStore,
+    RunSummary,
+    StoreConflict,
+    StoreError,
+    StoreUnavailable,
+    StoreVersionError,
+    is_run_store,
+)
+from ._url import open_store
 
 if TYPE_CHECKING:  # the backends below load on first use; spelled out for type checkers and the API reference
-    from .file import FileStore as FileStore
-    from .memory import MemoryStore as MemoryStore
-    from .postgres import PostgresStore as PostgresStore
-    from .sqlite import SqliteStore as SqliteStore
+    from ._file import FileStore as FileStore
+    from ._memory import MemoryStore as MemoryStore
+    from ._postgres import PostgresStore as PostgresStore
+    from ._sqlite import SqliteStore as SqliteStore
 
 __all__ = [
     "open_store",
@@ -56,19 +74,19 @@ __all__ = [
 
 def __getattr__(name: str) -> type:  # the backends load on first use (psycopg only when asked for)
     if name == "MemoryStore":
-        from .memory import MemoryStore
+        from ._memory import MemoryStore
 
         return MemoryStore
     if name == "FileStore":
-        from .file import FileStore
+        from ._file import FileStore
 
         return FileStore
     if name == "SqliteStore":
-        from .sqlite import SqliteStore
+        from ._sqlite import SqliteStore
 
         return SqliteStore
     if name == "PostgresStore":
-        from .postgres import PostgresStore
+        from ._postgres import PostgresStore
 
         return PostgresStore
     raise AttributeError(f"module 'toolnexus.stores' has no attribute {name!r}")

@@ -22,9 +22,7 @@ from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from .._diag import warn
 from ..durable import DamagedRow, DamagedRun, RunDamaged, StoreError
-from ..durable.model import dumps, epoch
-
-__all__ = ["sift", "report", "QUARANTINE_NS", "quarantine_record", "record_rows", "group", "unstorable"]
+from ..durable._model import dumps, epoch
 
 T = TypeVar("T")
 R = TypeVar("R")

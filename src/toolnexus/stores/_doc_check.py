@@ -12,11 +12,9 @@ from __future__ import annotations
 from typing import Optional
 
 from ..durable import DamagedRow, DamagedRun, Holder, PendingRow, RunDamaged, RunInProgress, RunNotFound, StoreError
-from ..durable.model import CLAIMED, OPEN, QUARANTINED, decoded, epoch
+from ..durable._model import CLAIMED, OPEN, QUARANTINED, decoded, epoch
 from ._damage import QUARANTINE_NS, group, quarantine_record, quarantined
-from .document import DocumentStore, RunDoc, doc_parts
-
-__all__ = ["CheckedDocumentStore"]
+from ._document import DocumentStore, RunDoc, doc_parts
 
 
 def _doc_damage(doc: RunDoc) -> list[DamagedRow]:

@@ -10,15 +10,13 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..durable import Holder, PendingRow, PendingRun, RunDamaged, RunNotFound, RunSummary
+from ..durable._model import CANCELLED, CLAIMED, OPEN, QUEUED, epoch, to_datetime
+from ..durable._paging import FINAL_STATUSES, Page, PendingQuery, RunsQuery
+from ..durable._queue import CANCELLED_RUN
+from ..durable._rules import check_lease
 from ..durable.errors import RunInProgress
-from ..durable.model import CANCELLED, CLAIMED, OPEN, QUEUED, epoch, to_datetime
-from ..durable.paging import FINAL_STATUSES, Page, PendingQuery, RunsQuery
-from ..durable.queue import CANCELLED_RUN
-from ..durable.rules import check_lease
 from ._damage import sift
 from ._run_doc import RunDoc
-
-__all__ = ["DocLifecycle", "page_pending", "page_runs", "summary_of"]
 
 
 def page_pending(rows: list[PendingRow], query: PendingQuery, entries: dict[str, Optional[str]],

@@ -2,7 +2,7 @@
 `submit_answer`, the worker fleet's queue and heartbeat rows, `cancel_run`, `prune`.
 
 `FleetSqlStore` is the `SqlStore` both drivers (SQLite, PostgreSQL) build on; everything here is
-step generators over `sql.Query`, as in `sql.py`, so one transaction logic serves both. The work
+step generators over `sql.Query`, as in `_sql.py`, so one transaction logic serves both. The work
 queue's transactions are in `_queue_sql.py`.
 
 Tables and indexes it adds (created if missing; an older toolnexus ignores them):
@@ -35,23 +35,45 @@ import hashlib
 from typing import Any, Collection, Mapping, Optional, Sequence, TypeVar, Union
 
 from ..durable import DEFAULT_LEASE_TTL, Holder, PendingRow, PendingRun, RunDamaged, RunNotFound, RunSummary
+from ..durable._model import CANCELLED, QUARANTINED, decoded, epoch
+from ..durable._paging import FINAL_STATUSES, Age, Page, PendingQuery, RunsQuery, seconds_of
+from ..durable._queue import (
+    CANCELLED_RUN,
+    QUEUED_RUN,
+    WORK_CANCEL,
+    Queued,
+    QueueStats,
+    WorkerInfo,
+    WorkItem,
+    WorkListener,
+)
+from ..durable._rules import check_lease
 from ..durable.errors import RunInProgress
-from ..durable.model import CANCELLED, QUARANTINED, decoded, epoch
-from ..durable.paging import FINAL_STATUSES, Age, Page, PendingQuery, RunsQuery, seconds_of
-from ..durable.queue import (CANCELLED_RUN, QUEUED_RUN, WORK_CANCEL, QueueStats, Queued, WorkerInfo, WorkItem,
-                             WorkListener)
-from ..durable.rules import check_lease
-from ._doc_lifecycle import summary_of
-from ._queue_sql import (FAILED, PENDING_COLS, WAITING, beat_steps, cancels_steps, done_steps, enqueue, fail_steps,
-                         notify, pending_row, release_steps, scan_steps, stats_steps, submit_answer_steps,
-                         submit_run_steps, take_steps, workers_steps)
 from ._damage import report, sift
+from ._doc_lifecycle import summary_of
 from ._outbox_sql import SqlOutbox, outbox_statements
-from .sql import Query, SqlStore, Steps, claim_steps, delete_steps
+from ._queue_sql import (
+    FAILED,
+    PENDING_COLS,
+    WAITING,
+    beat_steps,
+    cancels_steps,
+    done_steps,
+    enqueue,
+    fail_steps,
+    notify,
+    pending_row,
+    release_steps,
+    scan_steps,
+    stats_steps,
+    submit_answer_steps,
+    submit_run_steps,
+    take_steps,
+    workers_steps,
+)
+from ._sql import Query, SqlStore, Steps, claim_steps, delete_steps
 
 T = TypeVar("T")
-
-__all__ = ["FleetSqlStore", "fleet_statements", "channel_name"]
 
 PRUNE_BATCH = 200  # runs deleted per transaction
 
@@ -228,7 +250,7 @@ def cancel_steps(run_id: str, force: bool, dialect: str, url: str, channel: Opti
             for query in notify(channel):
                 yield query
             return "requested"
-    withdrawn = yield Query(f"UPDATE tn_pending SET status = ? WHERE run_id = ? AND status IN ('open', 'claimed', "
+    withdrawn = yield Query("UPDATE tn_pending SET status = ? WHERE run_id = ? AND status IN ('open', 'claimed', "
                             "'queued')", (CANCELLED, run_id), "rowcount")
     yield Query("DELETE FROM tn_queue WHERE run_id = ? AND status = 'queued'", (run_id,))
     seq = yield Query("UPDATE tn_runs SET status = ?, lease = NULL, lease_id = NULL, lease_expires = NULL, "
@@ -350,7 +372,7 @@ class FleetSqlStore(SqlStore):
         self._keys.forget_run(run_id)
 
     async def submit_run(self, agent: str, prompt: str, *, run_id: Optional[str] = None) -> Queued:
-        from ..durable.model import new_run_id
+        from ..durable._model import new_run_id
         from ..errors import ToolnexusValueError
 
         if not isinstance(agent, str) or not agent:
@@ -364,7 +386,7 @@ class FleetSqlStore(SqlStore):
 
     async def submit_answer(self, answer: Any) -> Queued:
         from ..client import ResumeError
-        from ..client.tool_calls import answer_schema_error
+        from ..client._tool_calls import answer_schema_error
         from ..errors import ToolnexusTypeError
         from ..types import Answer, Request
 

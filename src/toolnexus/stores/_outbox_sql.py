@@ -14,15 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..durable.model import dumps, epoch, loads
-from ..durable.outbox import (OUTBOX_DELIVERED, OUTBOX_FAILED, OUTBOX_QUEUED, OUTBOX_TAKEN, OutboxItem,
-                              Outgoing)
-from .sql import Query, Steps
+from ..durable._model import dumps, epoch, loads
+from ..durable._outbox import OUTBOX_DELIVERED, OUTBOX_FAILED, OUTBOX_QUEUED, OUTBOX_TAKEN, OutboxItem, Outgoing
+from ._sql import Query, Steps
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .sql import SqlStore
-
-__all__ = ["outbox_statements", "SqlOutbox"]
+    from ._sql import SqlStore
 
 _COLS = ("id, channel, dedup, payload, status, run_id, request_id, created_at, available_at, attempts, taken_by, "
          "delivered_at, error")
@@ -83,8 +80,11 @@ def take_steps(taker: str, limit: int, lease: float, channels: Optional[list[str
         where += f" AND channel IN ({', '.join('?' * len(channels))})"
         params += list(channels)
     skip = " FOR UPDATE SKIP LOCKED" if dialect == "postgres" else ""
-    rows = yield Query(f"SELECT {_COLS} FROM tn_outbox WHERE {where} ORDER BY available_at, id LIMIT {int(limit)}{skip}",
-                       tuple(params), "all")
+    rows = yield Query(
+        f"SELECT {_COLS} FROM tn_outbox WHERE {where} ORDER BY available_at, id LIMIT {int(limit)}{skip}",
+        tuple(params),
+        "all",
+    )
     items = []
     for r in rows:
         # a taken row's `available_at` is when its taker's lease ends: after that anyone may take it again

@@ -18,8 +18,6 @@ from typing import Any, Optional
 
 from .._diag import warn
 
-__all__ = ["PgListener"]
-
 
 class PgListener:
     """`LISTEN channel` on a dedicated autocommit connection."""
@@ -72,7 +70,7 @@ class PgListener:
         if conn is not None:
             try:
                 await conn.close()
-            except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is gone either way
+            except Exception:
                 pass
 
     async def aclose(self) -> None:

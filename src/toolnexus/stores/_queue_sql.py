@@ -13,27 +13,46 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from datetime import UTC
 from typing import Any, Collection, Mapping, Optional, Sequence
 
 from ..durable import Holder, PendingRow, RunDamaged, RunExists
+from ..durable._model import (
+    APPLIED,
+    CANCELLED,
+    CLAIMED,
+    CONVERSATION_PREFIX,
+    KIND_AGENTS,
+    OPEN,
+    QUARANTINED,
+    QUEUED,
+    RUN_FORMAT,
+    dumps,
+    epoch,
+    loads,
+)
+from ..durable._queue import (
+    QUEUED_RUN,
+    WORK_ANSWER,
+    WORK_CANCEL,
+    WORK_EXPIRE,
+    WORK_RECOVER,
+    WORK_RUN,
+    Queued,
+    QueueStats,
+    WorkerInfo,
+    WorkItem,
+)
+from ..durable._rules import check_claim, check_lease
 from ..durable.errors import RunInProgress
-from ..durable.model import (APPLIED, CANCELLED, CLAIMED, CONVERSATION_PREFIX, KIND_AGENTS, OPEN, QUARANTINED, QUEUED,
-                             RUN_FORMAT, dumps, epoch, loads)
-from ..durable.queue import (QUEUED_RUN, WORK_ANSWER, WORK_CANCEL, WORK_EXPIRE, WORK_RECOVER, WORK_RUN,
-                             QueueStats, Queued, WorkerInfo, WorkItem)
-from ..durable.rules import check_claim, check_lease
-from .sql import Query, Steps, pending_row
+from ._sql import Query, Steps, pending_row as pending_row
 
 
 def iso_time(seconds: float) -> str:
     """RFC 3339 in UTC, to the second (`Z`)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-__all__ = ["submit_run_steps", "submit_answer_steps", "take_steps", "done_steps", "fail_steps", "release_steps",
-           "scan_steps", "beat_steps", "workers_steps", "stats_steps", "cancels_steps", "enqueue", "notify",
-           "pending_row", "PENDING_COLS", "WAITING", "TAKEN", "FAILED"]
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 WAITING = "('open', 'claimed', 'queued')"  # the statuses of a request still waiting (spelled as the index is)
 TAKEN = "taken"
@@ -345,7 +364,7 @@ def scan_steps(worker_ttl: float, claim_ttl: float, channel: Optional[str]) -> S
     claimed = yield Query("SELECT p.request_id, p.run_id, p.claim, p.answered_at, r.entry_agent FROM tn_pending p "
                           "JOIN tn_runs r ON r.run_id = p.run_id WHERE p.status = ? AND r.kind = ?",
                           (CLAIMED, KIND_AGENTS), "all")
-    for request_id, run_id, claim, answered_at, agent in claimed:
+    for _request_id, run_id, claim, answered_at, agent in claimed:
         found = _lenient(claim)
         if found is DAMAGED:
             continue

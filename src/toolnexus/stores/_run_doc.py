@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..durable.model import RUN_FORMAT
-
-__all__ = ["RunDoc"]
+from ..durable._model import RUN_FORMAT
 
 
 @dataclass

@@ -12,12 +12,20 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..durable import DamagedRow, DamagedRun, Holder, RunDamaged, RunInProgress, RunNotFound, StoreError
-from ..durable.model import CLAIMED, OPEN, QUARANTINED, QUEUED, decoded, epoch
+from ..durable._model import CLAIMED, OPEN, QUARANTINED, QUEUED, decoded, epoch
 from ._damage import QUARANTINE_NS, group, quarantine_record, quarantined
-from .sql import (_PENDING_COLS, _RUN_ROWS, RECORD, Query, SqlStore, Steps, _run_row, get_record_steps,
-                  pending_row, put_record_steps)
-
-__all__ = ["SqlChecks"]
+from ._sql import (
+    _PENDING_COLS,
+    _RUN_ROWS,
+    RECORD,
+    Query,
+    SqlStore,
+    Steps,
+    _run_row,
+    get_record_steps,
+    pending_row,
+    put_record_steps,
+)
 
 
 def _try(rows: list[DamagedRow], text: Optional[str], run_id: str, part: str, shape: type) -> None:

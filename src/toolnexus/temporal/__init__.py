@@ -27,17 +27,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import (AnswerRejected, LLMCallFailed, PayloadTooLarge, TemporalNotInstalled, TemporalRunError,
-                     TemporalUnavailable)
+from ._errors import (
+    AnswerRejected,
+    LLMCallFailed,
+    PayloadTooLarge,
+    TemporalNotInstalled,
+    TemporalRunError,
+    TemporalUnavailable,
+)
 
 try:
     import temporalio  # noqa: F401
 except ImportError as _missing:  # pragma: no cover - exercised without the extra
     raise TemporalNotInstalled(_missing) from None
 
-from .names import DEFAULT_TASK_QUEUE, SEARCH_ATTRIBUTES  # noqa: E402
-from .options import TemporalOptions  # noqa: E402
-from .spec import RunSpec  # noqa: E402
+from ._names import DEFAULT_TASK_QUEUE, SEARCH_ATTRIBUTES
+from ._options import TemporalOptions
+from ._spec import RunSpec
 
 __all__ = [
     "TemporalHost", "AgentWorker", "create_worker", "run_worker", "connect", "ensure_search_attributes",
@@ -47,18 +53,23 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what `_LAZY` resolves to, spelled out for type checkers and the API reference
-    from .activities import AgentActivities as AgentActivities
-    from .clock import WorkflowClock as WorkflowClock
-    from .host import TemporalHost as TemporalHost
-    from .payloads import ExternalPayloadCodec as ExternalPayloadCodec
-    from .worker import (AgentWorker as AgentWorker, connect as connect, create_worker as create_worker,
-                         ensure_search_attributes as ensure_search_attributes, run_worker as run_worker)
+    from ._activities import AgentActivities as AgentActivities
+    from ._clock import WorkflowClock as WorkflowClock
+    from ._host import TemporalHost as TemporalHost
+    from ._payloads import ExternalPayloadCodec as ExternalPayloadCodec
+    from ._worker import (
+        AgentWorker as AgentWorker,
+        connect as connect,
+        create_worker as create_worker,
+        ensure_search_attributes as ensure_search_attributes,
+        run_worker as run_worker,
+    )
     from .workflow import AgentWorkflow as AgentWorkflow
 
 _LAZY = {
-    "TemporalHost": ".host", "AgentWorker": ".worker", "create_worker": ".worker", "run_worker": ".worker",
-    "connect": ".worker", "ensure_search_attributes": ".worker", "AgentWorkflow": ".workflow",
-    "AgentActivities": ".activities", "WorkflowClock": ".clock", "ExternalPayloadCodec": ".payloads",
+    "TemporalHost": "._host", "AgentWorker": "._worker", "create_worker": "._worker", "run_worker": "._worker",
+    "connect": "._worker", "ensure_search_attributes": "._worker", "AgentWorkflow": ".workflow",
+    "AgentActivities": "._activities", "WorkflowClock": "._clock", "ExternalPayloadCodec": "._payloads",
 }
 
 

@@ -2,14 +2,14 @@
 running on the workflow's deterministic event loop.
 
 There is no second loop and no second state machine: the workflow builds an `AgentRuntime` from
-the worker's agent definitions (`hosting.py`), spawns the entry agent, wakes it with the prompt
+the worker's agent definitions (`_hosting.py`), spawns the entry agent, wakes it with the prompt
 and waits, exactly as `Agent.run` does. What changes is the seams:
 
 - the transport's `post` is an LLM-call activity and each definition's tools are activity
-  proxies (`proxies.py`), so every LLM call and every tool call is recorded in history and a
+  proxies (`_proxies.py`), so every LLM call and every tool call is recorded in history and a
   replay — on this worker or another, after a crash — reuses their results instead of repeating
   them; the `task` tool, handles, ids, budgets, counters and reattachment are the runtime's own;
-- the clock is the workflow's (`clock.py`): timeouts, `max_wall_ms` and `expiresAt` follow
+- the clock is the workflow's (`_clock.py`): timeouts, `max_wall_ms` and `expiresAt` follow
   workflow time, and timers are durable.
 
 Nothing non-deterministic happens in workflow code: request ids of tool suspensions are minted
@@ -46,21 +46,29 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from ..agents.answering import parked_handles
+    from ..agents._answering import parked_handles
+    from ..agents._core import RuntimeCore
+    from ..agents._handle import SpawnError, TaskResult, is_parked, pending_result, stamp_path, subtree
+    from ..agents._runtime import AgentRuntime
     from ..approvals import answer_problem
-    from ..agents.handle import pending_result, stamp_path
-    from ..agents.handle import SpawnError, TaskResult, is_parked, subtree
-    from ..agents.core import RuntimeCore
-    from ..agents.runtime import AgentRuntime
-    from ..client.memory import InMemoryConversationStore
-    from ..client.tool_calls import answer_schema_error, expires_at
+    from ..client._memory import InMemoryConversationStore
+    from ..client._tool_calls import answer_schema_error, expires_at
     from ..types import Answer, Request
-    from .clock import WorkflowClock
-    from .hosting import hosted_for
-    from .names import (ANSWER_UPDATE, MEMO_PENDING, PENDING_QUERY, SA_REQUESTS, SA_STATUS, SETTLED_UPDATE,
-                        STATUS_QUERY, TRANSCRIPT_QUERY, WORKFLOW_TYPE)
-    from .proxies import ActivityTransport
-    from .spec import RunSpec
+    from ._clock import WorkflowClock
+    from ._hosting import hosted_for
+    from ._names import (
+        ANSWER_UPDATE,
+        MEMO_PENDING,
+        PENDING_QUERY,
+        SA_REQUESTS,
+        SA_STATUS,
+        SETTLED_UPDATE,
+        STATUS_QUERY,
+        TRANSCRIPT_QUERY,
+        WORKFLOW_TYPE,
+    )
+    from ._proxies import ActivityTransport
+    from ._spec import RunSpec
 
 __all__ = ["AgentWorkflow", "WorkflowConversations", "REJECT_ANSWERED", "REJECT_EXPIRED", "REJECT_UNKNOWN",
            "REJECT_SCHEMA", "REJECT_INVALID", "RESUME_FAILED"]
@@ -79,7 +87,7 @@ _REQUESTS_KEY = SearchAttributeKey.for_keyword_list(SA_REQUESTS)
 class WorkflowConversations(InMemoryConversationStore):
     """The in-workflow conversation store, readable synchronously (queries cannot await)."""
 
-    def peek(self, id: str) -> Optional[list[dict[str, Any]]]:  # noqa: A002 - as get(id)
+    def peek(self, id: str) -> Optional[list[dict[str, Any]]]:
         entry = self._data.get(id)
         return [dict(m) for m in entry[1]] if entry is not None else None
 
@@ -254,7 +262,7 @@ class AgentWorkflow:
         self._timers.pop(rid, None)
         try:
             await self._apply(Answer(id=rid, ok=False, reason="expired"), "expired")
-        except Exception as exc:  # noqa: BLE001 - nobody awaits a timer; the run goes on
+        except Exception as exc:
             workflow.logger.warning("toolnexus.temporal: declining expired request %s failed: %s", rid, exc)
 
     # -- answers ------------------------------------------------------------------------------------------
@@ -262,7 +270,11 @@ class AgentWorkflow:
     def _check(self, answer: Any) -> Answer:
         """The answer as it will be applied, or the reason it is refused (an `ApplicationError`)."""
         run_id = workflow.info().workflow_id
-        if not isinstance(answer, dict) or not isinstance(answer.get("id"), str) or not isinstance(answer.get("ok"), bool):
+        if (
+            not isinstance(answer, dict)
+            or not isinstance(answer.get("id"), str)
+            or not isinstance(answer.get("ok"), bool)
+        ):
             raise _reject(f"toolnexus.temporal: an answer is a JSON object {{id: str, ok: bool, data?, reason?}}, got "
                           f"{answer!r:.200}", REJECT_INVALID)
         try:
@@ -318,7 +330,7 @@ class AgentWorkflow:
         parsed = self._check(answer)
         try:
             await self._apply(parsed, "answered")
-        except Exception as exc:  # noqa: BLE001 - an update fails; the workflow does not
+        except Exception as exc:
             raise _reject(str(exc) or type(exc).__name__, RESUME_FAILED) from None
         await workflow.wait_condition(self._quiet)
         return self._outcome()

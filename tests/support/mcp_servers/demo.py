@@ -32,7 +32,7 @@ def _early_startup(argv: list[str]) -> None:
 if __name__ == "__main__":
     _early_startup(sys.argv[1:])
 
-import argparse  # noqa: E402 - after the early startup on purpose
+import argparse
 import base64
 import json
 import logging

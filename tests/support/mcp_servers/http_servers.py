@@ -117,6 +117,8 @@ def serve_sse_only() -> Iterator[str]:
             await server.run(read, write, init_options(server))
         return Response()
 
-    app = Starlette(routes=[Route("/sse", handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)])
+    app = Starlette(
+        routes=[Route("/sse", handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)]
+    )
     with serve_app(app) as base:
         yield base + "/sse"

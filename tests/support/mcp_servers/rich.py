@@ -22,7 +22,9 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import EmbeddedResource, ImageContent, SamplingMessage, TextContent, TextResourceContents
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 
 
 def build() -> MCPServer:
@@ -45,7 +47,7 @@ def build() -> MCPServer:
             result = await ctx.session.create_message(
                 [SamplingMessage(role="user", content=TextContent(type="text", text=question))],
                 max_tokens=4000, system_prompt="Answer in one word.")
-        except Exception as exc:  # noqa: BLE001 - the test reads what the client refused
+        except Exception as exc:
             return f"refused: {exc}"
         content = result.content
         return f"{result.model}: {content.text if isinstance(content, TextContent) else content}"

@@ -1,0 +1,83 @@
+"""Who may answer what: a request's group, and the host's mapping of people to groups.
+
+A rule names the group its requests are for (`ApprovalRule(group="finance")`, per tool in a
+policy; a whole agent's tools with `approvals={"*": ApprovalRule(group="finance")}` on that agent);
+an escalation re-asks another group (`Escalate("oncall")`). Any other request may name one in
+`data["group"]`. `Answerers` is the host's side: which identities are in which group
+(`Answerers({"finance": ["alice", "bob"], "oncall": ["carol"]})`, or a callable `identity ->
+groups` for a directory). Its `refusal(request, identity)` says why `identity` may not answer
+(None: they may) — the web inbox and its signed links ask it before anything is submitted; a host
+answering through its own API asks it the same way.
+
+Choices: a request with no group may be answered by anyone the front-end let in; `admins` may
+answer every request. Identities and group names are compared exactly (no case folding: an
+identity provider's names are taken as they come).
+
+Pure functions over plain data; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Optional, Union
+
+from ..errors import ToolnexusTypeError
+from ..types import Request
+from ._requests import approval_of
+
+GroupsOf = Callable[[str], Iterable[str]]
+
+
+def group_of(request: Any) -> Optional[str]:
+    """The group `request` is for: its approval's `group` (escalated: the new group), else a
+    `data["group"]` string, else None (anyone may answer)."""
+    a = approval_of(request)
+    if a is not None:
+        group = a.get("group")
+    else:
+        data = request.data if isinstance(request, Request) and isinstance(request.data, dict) else {}
+        group = data.get("group")
+    return group if isinstance(group, str) and group else None
+
+
+class Answerers:
+    """Which identities belong to which group (see the module docstring).
+
+    `groups`: `{group: [identity, ...]}`, or a callable `identity -> iterable of groups`;
+    `admins`: identities that may answer any request."""
+
+    def __init__(self, groups: Union[Mapping[str, Iterable[str]], GroupsOf, None] = None, *,
+                 admins: Iterable[str] = ()) -> None:
+        if groups is not None and not callable(groups) and not isinstance(groups, Mapping):
+            raise ToolnexusTypeError("toolnexus: Answerers groups must be a mapping {group: [identity, ...]} or a "
+                                     f"callable identity -> groups, got {type(groups).__name__}")
+        self._lookup: Optional[GroupsOf] = groups if callable(groups) else None
+        self._members: dict[str, set[str]] = {}
+        if isinstance(groups, Mapping):
+            for group, people in groups.items():
+                if isinstance(people, str):
+                    raise ToolnexusTypeError(f"toolnexus: Answerers group {group!r} must list identities, got the "
+                                             f"string {people!r} (write [{people!r}])")
+                self._members[str(group)] = {str(p) for p in people}
+        self.admins = frozenset(str(a) for a in admins)
+
+    def groups_of(self, identity: str) -> set[str]:
+        """The groups `identity` is in."""
+        if self._lookup is not None:
+            try:
+                return {str(g) for g in self._lookup(identity) or ()}
+            except Exception:
+                return set()
+        return {g for g, people in self._members.items() if identity in people}
+
+    def refusal(self, request: Any, identity: Optional[str]) -> Optional[str]:
+        """Why `identity` may not answer `request`, or None when they may."""
+        if not identity:
+            return "who answers is not known (log in first)"
+        group = group_of(request)
+        if group is None or identity in self.admins or group in self.groups_of(identity):
+            return None
+        return f"this request is for the group {group!r}, and {identity} is not in it"
+
+    def may_answer(self, request: Any, identity: Optional[str]) -> bool:
+        return self.refusal(request, identity) is None

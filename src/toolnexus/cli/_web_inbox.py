@@ -1,0 +1,186 @@
+"""`toolnexus inbox --store URL --token-env VAR`: the web inbox over a durable store, until stopped.
+
+People open it in a browser, see every request waiting across the store's runs (live), and
+answer them; answers go to the store's work queue and a `toolnexus worker --store URL` (any
+number of them, beside the inbox or elsewhere) applies them. So the store must be SQLite or
+PostgreSQL (the queue). With `--webhook URL` the same process notifies: each new request is
+POSTed (signed with `--webhook-secret-env`), retried from the store until delivered.
+
+Login (exactly one): `--token-env VAR` (a shared token read from the environment — never from
+the command line, where `ps` shows it; the login asks for a name too), `--tokens-file PATH` (a
+JSON object `{identity: token}`: one token per person), or `--auth-header NAME` (an OIDC / OAuth
+proxy in front names the person in this header; trusted only from `--trusted-proxy` addresses,
+default this machine). `--groups-file PATH` (a JSON object `{group: [identity, ...]}`) says who
+may answer requests made for a group; `--admin NAME` may answer everything.
+
+`--secret-env VAR`: the inbox's secret (sessions, CSRF, answer links) — the same in every
+process that mints links for this inbox; without it a random one (sessions end with the process,
+and links need it). `--base-url URL`: the inbox's address as people reach it (links and
+notifications point there; default `http://ADDR`). `--webhook-identity NAME`: the webhook's
+messages carry approve / reject links answering as NAME (`--link-ttl`, default 24h).
+
+stderr: `inbox: serving URL (store ...)`. SIGINT / SIGTERM stop it (exit 0); 2 for a bad flag or a
+store without a work queue; 1 when the address cannot be bound or the store cannot be reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from typing import Any, Optional
+
+from ._common import CliExit, Console
+from ._flags import Flag
+from ._inbox import RUN_STORE_FLAG, open_run_store
+from ._lifecycle import duration
+
+NAME = "inbox"
+SUMMARY = "serve the web inbox: people see and answer what the store's runs wait on (plus webhooks)"
+FLAGS = [
+    RUN_STORE_FLAG,
+    Flag("addr", "HOST:PORT", "where to listen (default 127.0.0.1:8765)", default="127.0.0.1:8765"),
+    Flag("token-env", "VAR", "log in with the shared token in this environment variable"),
+    Flag("tokens-file", "PATH", "log in with per-person tokens: a JSON object {identity: token}"),
+    Flag("auth-header", "NAME", "trust the identity an authenticating proxy puts in this header"),
+    Flag("trusted-proxy", "ADDR", "with --auth-header: the proxy's address or network (default loopback)",
+         repeat=True),
+    Flag("groups-file", "PATH", "who may answer each group's requests: a JSON object {group: [identity, ...]}"),
+    Flag("admin", "NAME", "may answer every request (repeatable)", repeat=True),
+    Flag("secret-env", "VAR", "the inbox's secret (sessions, CSRF, links) from this environment variable"),
+    Flag("base-url", "URL", "the inbox's address as people reach it (for links; default http://ADDR)"),
+    Flag("allowed-host", "NAME", "a host name the inbox is reached by (repeatable; IPs and localhost always pass)",
+         repeat=True),
+    Flag("webhook", "URL", "POST each new waiting request to this URL (retried from the store)"),
+    Flag("webhook-format", "FORMAT", "generic (JSON event), slack, or chat ({\"text\": ...})",
+         choices=("generic", "slack", "chat"), default="generic"),
+    Flag("webhook-secret-env", "VAR", "sign each POST with the secret in this environment variable"),
+    Flag("webhook-identity", "NAME", "put approve / reject links in each message, answering as NAME"),
+    Flag("webhook-retry", "SECONDS", "the first retry's delay; each next one doubles (default 2)"),
+    Flag("link-ttl", "DURATION", "how long an answer link works (default 24h)"),
+    Flag("poll", "SECONDS", "how often to look for changes (default 1)"),
+]
+
+
+def _env(opts: dict[str, Any], flag: str, console: Console) -> Optional[str]:
+    var = opts.get(flag.replace("-", "_"))
+    if not var:
+        return None
+    value = os.environ.get(var)
+    if not value:
+        raise CliExit(2, f"error: --{flag} {var}: the environment variable {var} is not set")
+    console.add_secret(value)
+    return value
+
+
+def _json_file(opts: dict[str, Any], flag: str) -> Any:
+    path = opts.get(flag.replace("-", "_"))
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            value = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise CliExit(2, f"error: --{flag} {path}: {exc}") from None
+    if not isinstance(value, dict):
+        raise CliExit(2, f"error: --{flag} {path} must hold a JSON object")
+    return value
+
+
+def _seconds(opts: dict[str, Any], name: str, default: float) -> float:
+    raw = opts.get(name.replace("-", "_"))
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise CliExit(2, f"error: --{name} takes a number of seconds > 0 (got {raw!r})")
+    return value
+
+
+def _auth(opts: dict[str, Any], console: Console) -> Any:
+    from ..errors import ToolnexusError
+    from ..inbox import HeaderAuth, TokenAuth
+
+    chosen = [f for f in ("token-env", "tokens-file", "auth-header") if opts.get(f.replace("-", "_"))]
+    if len(chosen) != 1:
+        raise CliExit(2, "error: toolnexus inbox needs exactly one login: --token-env VAR, --tokens-file PATH or "
+                         "--auth-header NAME")
+    try:
+        if chosen[0] == "token-env":
+            return TokenAuth(str(_env(opts, "token-env", console)))
+        if chosen[0] == "tokens-file":
+            tokens = _json_file(opts, "tokens-file")
+            for token in tokens.values():
+                console.add_secret(token if isinstance(token, str) else None)
+            return TokenAuth(tokens)
+        proxies = opts.get("trusted_proxy") or ["127.0.0.1/32", "::1/128"]
+        return HeaderAuth(str(opts["auth_header"]), trusted_proxies=proxies)
+    except ToolnexusError as exc:
+        raise CliExit(2, f"error: {exc}") from None
+
+
+async def execute(opts: dict[str, Any], console: Console) -> int:
+    from ..approvals import Answerers
+    from ..errors import ToolnexusError
+    from ..inbox import Inbox, LinkSigner, Notifications, Webhook, serve_inbox
+    from ..stores import FileStore
+
+    auth = _auth(opts, console)
+    secret = _env(opts, "secret-env", console)
+    groups = _json_file(opts, "groups-file")
+    store = open_run_store(opts)
+    if isinstance(store, FileStore):
+        raise CliExit(2, f"error: --store {store.url}: the inbox submits answers to the store's work queue, which "
+                         "only SQLite and PostgreSQL stores have (and toolnexus worker --store applies them)")
+    addr = str(opts.get("addr") or "127.0.0.1:8765")
+    base_url = (opts.get("base_url") or f"http://{addr}").rstrip("/")
+    try:
+        links = LinkSigner(secret, base_url, ttl=duration(opts.get("link_ttl"), "link-ttl") or 86400.0) \
+            if secret else None
+        webhook_secret = _env(opts, "webhook-secret-env", console)
+        notes = None
+        if opts.get("webhook"):
+            console.add_secret(str(opts["webhook"]))  # a chat webhook's URL is a credential
+            if opts.get("webhook_identity") and links is None:
+                raise CliExit(2, "error: --webhook-identity puts signed links in messages: give --secret-env VAR too")
+            hook = Webhook(str(opts["webhook"]), secret=webhook_secret, format=str(opts.get("webhook_format")),
+                           identity=opts.get("webhook_identity"))
+            notes = Notifications(store, [hook], links=links, inbox_url=base_url,
+                                  retry_base=_seconds(opts, "webhook-retry", 2.0), poll=_seconds(opts, "poll", 1.0))
+        inbox = Inbox(store, auth=auth, secret=secret, answerers=Answerers(groups, admins=opts.get("admin") or []),
+                      links=links, allowed_hosts=opts.get("allowed_host") or None, poll=_seconds(opts, "poll", 1.0))
+    except ToolnexusError as exc:
+        raise CliExit(2, f"error: {exc}") from None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    delivering: Optional[asyncio.Task[None]] = None
+    try:
+        async with store:
+            try:
+                handle = await serve_inbox(inbox, addr)
+            except OSError as exc:
+                raise CliExit(1, f"error: cannot listen on {addr}: {exc}") from None
+            console.err(f"inbox: serving {handle.url} (store {store.url}; answers go to its work queue — run "
+                        "toolnexus worker --store beside it)")
+            if notes is not None:
+                delivering = asyncio.ensure_future(notes.run())
+                console.err("inbox: notifying a webhook of each new waiting request")
+            try:
+                await stop.wait()
+            finally:
+                if notes is not None:
+                    notes.stop()
+                if delivering is not None:
+                    await asyncio.gather(delivering, return_exceptions=True)
+                await handle.stop()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    console.err("inbox: stopped")
+    return 0
