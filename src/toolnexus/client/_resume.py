@@ -61,10 +61,10 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, AsyncGenerator, Iterator, Optional, Protocol, TypeVar, Union
 
-from ..approvals import RUN, ApprovalScope, answer_problem, decide, is_approval_request
+from ..approvals import RUN, ApprovalScope, decide, is_approval_request
 from ..durable import DEFAULT_LEASE_TTL, Holder, RunStore
 from ..durable._model import CONVERSATION_PREFIX, epoch
-from ..durable._rules import check_claim
+from ..durable._rules import check_claim, claimed
 from ..errors import ToolnexusValueError
 from ..relay import is_relay_request, relay_calls_of, relay_declined_text, relay_output_of
 from ..types import Answer, Request, ToolResult, pending_of
@@ -74,7 +74,7 @@ from ._loop import Prelude, RunLoop, drain
 from ._memory import ConversationStore
 from ._provider import Provider
 from ._result import RunResult, Toolset
-from ._tool_calls import CallOutcome, answer_schema_error, late_answer, resolve_with_answer
+from ._tool_calls import CallOutcome, answer_refusal, late_answer, resolve_with_answer
 from ._wire.base import ResultEntry, ToolCall, WireDialect
 
 RESUME_PREFIX = "toolnexus: cannot resume — "
@@ -270,12 +270,9 @@ def _prepare(provider: Provider, keeper: "Conversations", toolkit: Optional[Tool
     if keeper.durable is None:  # a durable store's ledger is checked when the answer is claimed
         keeper.answers.check(request.id)
     reply = late_answer(request, reply, provider.settings.loop.clock())
-    refused = answer_problem(request, reply)
+    refused = answer_refusal(request, reply)
     if refused is not None:
-        raise _fail(f"the answer to {request.id!r} is refused: {refused}")
-    problem = answer_schema_error(request, reply)
-    if problem is not None:
-        raise _fail(f"the answer to {request.id!r} does not match the request's schema: {problem}")
+        raise _fail(refused)
     call = turn.calls[turn.slot]
     if reply.ok and not is_relay_request(request) and toolkit is not None and toolkit.get(call.name) is None:
         raise _fail(f"the toolkit has no tool {call.name!r} for the halted call {call.id!r}")
@@ -400,12 +397,8 @@ async def run_with_answer(provider: Provider, keeper: Conversations, toolkit: Op
     plan = _prepare(provider, keeper, toolkit, history, pending, answer)
     if store is not None:
         holder = keeper.holder
-        await store.claim(plan.pending.id, holder, asdict(plan.answer), ttl=DEFAULT_LEASE_TTL)
-        try:
+        async with claimed(store, plan.pending.id, holder, asdict(plan.answer)):
             result = await _resume(provider, keeper, toolkit, plan, cancel)
-        except BaseException:
-            await store.unclaim(plan.pending.id, holder)
-            raise
         await store.mark_applied(plan.pending.id, holder)
         return result
     with keeper.answers.claim(plan.pending.id):
@@ -432,15 +425,10 @@ async def ask_with_answer(provider: Provider, keeper: Conversations, toolkit: Op
         plan = _prepare(provider, keeper, toolkit, history, pending, answer)
         if store is not None:
             holder = keeper.holder
-            await store.claim(plan.pending.id, holder, asdict(plan.answer), ttl=DEFAULT_LEASE_TTL,
-                              run_id=CONVERSATION_PREFIX + id)
-            try:
+            async with claimed(store, plan.pending.id, holder, asdict(plan.answer), run_id=CONVERSATION_PREFIX + id):
                 result = await _resume(provider, keeper, toolkit, plan, cancel, conversation=id)
                 again = asdict(result.pending) if result.pending is not None else None
                 await store.save_applied(id, result.messages, plan.pending.id, holder, new_request=again)
-            except BaseException:
-                await store.unclaim(plan.pending.id, holder)
-                raise
             return result
         with keeper.answers.claim(plan.pending.id):
             result = await _resume(provider, keeper, toolkit, plan, cancel, keeper.journal(id), conversation=id)

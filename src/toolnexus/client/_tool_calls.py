@@ -59,6 +59,7 @@ from ..approvals import (
     is_approval_request,
     suspended_on,
 )
+from ..durable._rules import expiry_of
 from ..errors import ToolnexusTypeError
 from ..types import Answer, Request, ToolContext, ToolResult, declined_text, pending_of
 from ._journal import RunJournal
@@ -273,17 +274,7 @@ def expires_at(request: Request) -> Optional[datetime]:
 
     An unparseable value is not enforced, so it reads as "no expiry".
     """
-    raw = request.expiresAt
-    if not isinstance(raw, str) or not raw.strip():
-        return None
-    text = raw.strip().upper()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return expiry_of(request.expiresAt)
 
 
 def is_expired(request: Request, now: datetime) -> bool:

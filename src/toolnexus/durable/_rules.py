@@ -63,24 +63,11 @@ def check_claim(row: PendingRow, me: Holder, now: float, ttl: float) -> None:
 
 def expires_at_epoch(request: Optional[dict[str, Any]]) -> Optional[float]:
     """`request["expiresAt"]` as epoch seconds (RFC 3339, `Z` accepted, naive = UTC), else None."""
-    from datetime import datetime
-
-    raw = request.get("expiresAt") if isinstance(request, dict) else None
-    if not isinstance(raw, str) or not raw.strip():
-        return None
-    text = raw.strip().upper()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+    when = expiry_of(request.get("expiresAt") if isinstance(request, dict) else None)
+    return when.timestamp() if when is not None else None
 
 
-# -- appended for the answer rules' one home (issue 27): the expiry parser and the claim block ----------
+# -- the expiry parser and the claim block -------------------------------------------------------------
 
 
 def expiry_of(raw: Any) -> Optional["datetime"]:

@@ -42,6 +42,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ..agents._handle import TaskResult
 from ..client._errors import ResumeError
+from ..client._resume import RESUME_PREFIX
 from ..durable import AnswerAlreadyApplied, PendingRun, RunExists, RunNotFound, RunSummary
 from ..errors import ToolnexusTypeError, ToolnexusValueError
 from ..types import Answer, Request
@@ -197,7 +198,7 @@ class TemporalHost:
             await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
         if not runs:
             raise AnswerRejected(
-                f"toolnexus: cannot resume — no run waits on request {request_id!r} (visibility may lag a moment "
+                RESUME_PREFIX + f"no run waits on request {request_id!r} (visibility may lag a moment "
                 "after a request opens; pass run_id= to address the run directly)", reason="unknown",
                 request_id=request_id)
         return runs[0]
@@ -236,8 +237,12 @@ class TemporalHost:
             return AnswerRejected(f"toolnexus: request {request_id!r} of run {run_id!r} expired and was declined; "
                                   "this answer was not applied", reason="expired", request_id=request_id,
                                   run_id=run_id)
-        return AnswerRejected(f"toolnexus: cannot resume — run {run_id!r} has finished; request {request_id!r} is "
-                              "not pending", reason="unknown", request_id=request_id, run_id=run_id)
+        return AnswerRejected(
+            RESUME_PREFIX + f"run {run_id!r} has finished; request {request_id!r} is not pending",
+            reason="unknown",
+            request_id=request_id,
+            run_id=run_id,
+        )
 
     @staticmethod
     def _refusal(exc: WorkflowUpdateFailedError, request_id: str, run_id: str) -> Exception:

@@ -50,9 +50,9 @@ with workflow.unsafe.imports_passed_through():
     from ..agents._core import RuntimeCore
     from ..agents._handle import SpawnError, TaskResult, is_parked, pending_result, stamp_path, subtree
     from ..agents._runtime import AgentRuntime
-    from ..approvals import answer_problem
     from ..client._memory import InMemoryConversationStore
-    from ..client._tool_calls import answer_schema_error, expires_at
+    from ..client._resume import RESUME_PREFIX
+    from ..client._tool_calls import answer_refusal, expires_at
     from ..types import Answer, Request
     from ._clock import WorkflowClock
     from ._hosting import hosted_for
@@ -292,20 +292,16 @@ class AgentWorkflow:
         pending = self._pending_now()
         if rid not in pending:
             listing = ", ".join(repr(r) for r in pending) or "none"
-            raise _reject(f"toolnexus: cannot resume — run {run_id!r} has no pending request {rid!r} (pending: "
-                          f"{listing})", REJECT_UNKNOWN)
+            raise _reject(RESUME_PREFIX + f"run {run_id!r} has no pending request {rid!r} (pending: {listing})",
+                          REJECT_UNKNOWN)
         request = pending[rid][0]
         when = expires_at(request)
         if when is not None and when <= workflow.now():
             raise _reject(f"toolnexus: request {rid!r} of run {run_id!r} expired at {request.expiresAt}; it is "
                           "declined, this answer was not applied", REJECT_EXPIRED)
-        refused = answer_problem(request, parsed)  # an approval's edit, a repeated or unnamed approver
+        refused = answer_refusal(request, parsed)  # an approval's edit, a repeated approver, data off-schema
         if refused is not None:
-            raise _reject(f"toolnexus: cannot resume — the answer to {rid!r} is refused: {refused}", REJECT_SCHEMA)
-        problem = answer_schema_error(request, parsed)
-        if problem is not None:
-            raise _reject(f"toolnexus: cannot resume — the answer to {rid!r} does not match the request's schema: "
-                          f"{problem}", REJECT_SCHEMA)
+            raise _reject(RESUME_PREFIX + refused, REJECT_SCHEMA)
         return parsed
 
     async def _apply(self, answer: Answer, how: str) -> TaskResult:
