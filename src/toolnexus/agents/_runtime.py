@@ -13,7 +13,7 @@ verbs, `Agent.run`, the Temporal workflow) reach the core through one supported 
 `run_state`, never through a private attribute.
 
 With a durable store (`store=` a `RunStore` from `toolnexus.stores`) the runtime is a *run*:
-every state change and completed step commits to the store (`_durable.py`), a parked run
+every state change and completed step commits to the store (`_durable/`), a parked run
 survives the process, `AgentRuntime.restore(store, run_id, agents=[...])` brings it back in any
 process (a run killed mid-turn continues from its last commit, see `_restore.py`), and answers
 are applied exactly once. Resuming then *continues* the halted call by default (the model is not
