@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: demo test docs fuzz venv clean bench conformance test-fleet test-browser
+.PHONY: demo test docs fuzz venv clean bench conformance conformance-mcp test-fleet test-browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -65,10 +65,12 @@ $(CONF_NODE): conformance/package.json conformance/package-lock.json
 	cd conformance && npm ci --no-audit --no-fund --loglevel=error
 	touch $(CONF_NODE)
 
-conformance: $(STAMP) $(CONF_NODE)
+conformance: conformance-mcp
+	$(PY) conformance/a2a_tck.py
+
+conformance-mcp: $(STAMP) $(CONF_NODE)
 	$(PY) conformance/mcp_server.py
 	$(PY) conformance/mcp_client.py
-	$(PY) conformance/a2a_tck.py
 
 clean:
 	rm -rf $(VENV) build site src/*.egg-info .pytest_cache
