@@ -38,14 +38,14 @@ def test_the_ring_keeps_only_the_newest_lines_and_still_behaves_like_a_list():
     assert TraceRing(math.inf).limit is None and TraceRing(0, ["x"]) == []
 
 
-async def test_the_runtime_trace_is_bounded_by_trace_limit():
+async def test_the_runtime_trace_is_bounded_by_trace_limit(exits):
     rt = quiet_runtime(trace_limit=4)
+    exits.push_async_callback(rt.close, rt.root)
     spawned = [rt.spawn(rt.root, "quiet") for _ in range(6)]
     assert rt.trace == [f"{h.id}: spawned (depth 1, tokens inf)" for h in spawned[2:]]
     assert rt.trace.dropped == 2
     assert quiet_runtime().trace.limit == DEFAULT_TRACE_LIMIT
     assert quiet_runtime(trace_limit=None).trace.limit is None
-    await rt.close(rt.root)
 
 
 async def test_every_transition_is_a_structured_event_that_mirrors_its_trace_line():
@@ -63,13 +63,13 @@ async def test_every_transition_is_a_structured_event_that_mirrors_its_trace_lin
     assert transitions == [f"{e['handle']}: {e['from']}→{e['to']} {e['detail']}" for e in rt.events]
 
 
-async def test_events_are_bounded_like_the_trace():
+async def test_events_are_bounded_like_the_trace(exits):
     rt = quiet_runtime(trace_limit=2)
+    exits.push_async_callback(rt.close, rt.root)
     for _ in range(3):
         await run_once(rt)
     assert len(rt.events) == 2 and rt.events.dropped == 4
     assert [e["to"] for e in rt.events] == ["running", "idle"]
-    await rt.close(rt.root)
 
 
 async def test_on_transition_is_def_over_runtime_and_its_failures_are_isolated(caplog):
