@@ -208,7 +208,7 @@ async def test_interrupting_a_continued_suspension_keeps_the_transcript_and_cons
     assert any("hello" in str(m.get("content")) for m in stored) and stored[-1]["content"] == "approve 1?"
 
 
-async def test_resume_mode_is_validated_and_reachable_from_the_level_one_surface():
+async def test_resume_mode_is_validated_and_reachable_from_the_level_one_surface(exits):
     with pytest.raises(ValueError, match="resume_mode"):
         make_runtime([], resume_mode="rewind")
     with pytest.raises(ValueError, match="resume_mode"):
@@ -219,7 +219,7 @@ async def test_resume_mode_is_validated_and_reachable_from_the_level_one_surface
     counter, log = Counter(), []
     a = agent("leaf", does="bumps then asks", uses={"tools": [counter.tool(), gate_tool(log)]}, model="m-leaf")
     first = await a.run("go", transport=scripted({"m-leaf": LEAF}), resume_mode="continue")
+    exits.push_async_callback(first.runtime.close, first.runtime.root)
     assert first.status == "pending" and first.runtime.resume_mode == "continue"
     final = await first.runtime.resume(Answer(id=first.pending.id, ok=True))
     assert final.text == "leaf done: gated 1 ok" and counter.runs == 1
-    await first.runtime.close(first.runtime.root)

@@ -206,11 +206,13 @@ async def test_an_answer_applied_before_the_snapshot_is_not_applied_again(exits)
     assert transport2.requests == [] and rt2.trace == rt.trace
 
 
-async def test_a_running_handle_comes_back_idle_interrupted_by_restart_and_queued_wakes_can_be_dispatched():
+async def test_a_running_handle_comes_back_idle_interrupted_by_restart_and_queued_wakes_can_be_dispatched(exits):
     transport = scripted(SCRIPTS)
     reg = registry([])
     reg["lane"] = AgentDef("lane", "one child at a time", "", "m-quiet", budget=Budget(max_concurrent=1))
     rt = runtime(reg, transport)
+    exits.push_async_callback(rt.close, rt.root, force=True)  # the restart below closes it; this is for a failure
+    exits.callback(transport.release)
     lane = rt.spawn(rt.root, "lane")
     slow, next_up = rt.spawn(lane, "slow"), rt.spawn(lane, "quiet")
     rt.post(slow, InboxItem("external", "chat", "keep me"))
@@ -222,6 +224,7 @@ async def test_a_running_handle_comes_back_idle_interrupted_by_restart_and_queue
     snap = await through_json(rt)
     reg2 = dict(reg)
     rt2 = await AgentRuntime.from_snapshot(snap, registry=reg2, transport=scripted(SCRIPTS), clock=VirtualClock())
+    exits.push_async_callback(rt2.close, rt2.root)
     transport.release()
     await rt.close(rt.root, force=True)
 
@@ -232,7 +235,6 @@ async def test_a_running_handle_comes_back_idle_interrupted_by_restart_and_queue
     assert lane2.running_children == 0 and next2.wake_queue == ["queued"]
     assert rt2.dispatch_queued() == 1
     assert (await rt2.wait(next2)).text == "quiet done"
-    await rt2.close(rt2.root)
 
 
 async def test_a_registry_that_differs_from_the_snapshot_fails_loudly(exits):

@@ -72,7 +72,7 @@ async def test_events_are_bounded_like_the_trace(exits):
     assert [e["to"] for e in rt.events] == ["running", "idle"]
 
 
-async def test_on_transition_is_def_over_runtime_and_its_failures_are_isolated(caplog):
+async def test_on_transition_is_def_over_runtime_and_its_failures_are_isolated(caplog, exits):
     seen_by_runtime, seen_by_def = [], []
 
     def broken(event):
@@ -81,6 +81,7 @@ async def test_on_transition_is_def_over_runtime_and_its_failures_are_isolated(c
     defs = [AgentDef("quiet", "answers", "", "m-quiet", on_transition=seen_by_def.append),
             AgentDef("other", "answers", "", "m-quiet", on_transition=broken)]
     rt = make_runtime(defs, scripted({"m-quiet": text("quiet done")}), on_transition=seen_by_runtime.append)
+    exits.push_async_callback(rt.close, rt.root)  # the close below is under test; this is for a failure before it
     await run_once(rt, "quiet")
     with caplog.at_level(logging.WARNING, logger="toolnexus"):
         other, result = await run_once(rt, "other")
@@ -94,7 +95,7 @@ async def test_on_transition_is_def_over_runtime_and_its_failures_are_isolated(c
     assert [e["handle"] for e in seen_by_runtime] == ["root"]  # root's close: the runtime's callback
 
 
-async def test_trace_options_reach_the_level_one_surface_and_are_validated():
+async def test_trace_options_reach_the_level_one_surface_and_are_validated(exits):
     seen = []
     a = agent("quiet", does="answers", model="m-quiet")
     r = await a.run("hi", transport=scripted({"m-quiet": text("quiet done")}), trace_limit=2, on_transition=seen.append)
@@ -103,8 +104,8 @@ async def test_trace_options_reach_the_level_one_surface_and_are_validated():
     unbounded = await a.run("hi", transport=scripted({"m-quiet": text("quiet done")}), trace_limit=math.inf)
     assert unbounded.runtime.trace.limit is None
     started = start_agent(a, transport=scripted({"m-quiet": text("quiet done")}), trace_limit=7, resume_mode="continue")
+    exits.push_async_callback(started.stop)
     assert (started.rt.trace.limit, started.rt.resume_mode) == (7, "continue")
-    await started.stop()
     tool = a.as_tool(transport=scripted({"m-quiet": text("quiet done")}), trace_limit=3, on_transition=seen.append)
     assert (await tool.execute({"prompt": "hi"})).output == "quiet done"
     for bad in (-1, "10", 2.5, True):
