@@ -53,6 +53,7 @@ async def test_aclose_right_after_a_run_waits_for_its_turn_teardown_and_gives_th
     monkeypatch.setattr(Toolkit, "close", slow_close)
     async with open_store("memory:") as store, contextlib.AsyncExitStack() as stack:
         r = await WORKER.run("do the gated thing", transport=SeedModel(), llm=LLM, store=store, run_id="slow")
+        stack.push_async_callback(r.runtime.aclose)  # for a failure before the aclose under test (then a no-op)
         assert r.status == "pending"
         asyncio.get_running_loop().call_soon(torn_down.set)
         await r.runtime.aclose()

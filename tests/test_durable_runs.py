@@ -59,9 +59,10 @@ def gated(log: list[Any], *, schema: dict[str, Any] | None = None, expires: str 
 
 
 async def test_a_parked_run_is_listed_and_answered_exactly_once_from_the_store(store_url):
-    async with open_store(store_url) as store:
+    async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         model = Counting(SeedModel())
         r = await WORKER.run("do the gated thing", transport=model, llm=LLM, store=store, run_id="r-1")
+        stack.push_async_callback(r.runtime.aclose)  # for a failure before the aclose below (a second one is a no-op)
         assert (r.status, r.run_id, r.runtime.run_id) == ("pending", "r-1", "r-1")
         await r.runtime.aclose()
         [waiting] = await store.pending()
@@ -168,6 +169,7 @@ async def test_a_live_holder_keeps_others_out_until_it_parks(store_url):
 async def test_three_levels_park_at_the_leaf_and_resume_from_a_restored_runtime(store_url):
     async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         r = await TOP.run("go", transport=team_model(), llm=LLM, store=store, run_id="three")
+        stack.push_async_callback(r.runtime.aclose)  # for a failure before the aclose below (a second one is a no-op)
         assert r.status == "pending" and r.pending.data["path"] == ["root", "top.1"]
         before = {h.id: (h.turns_total, h.usage_total) for h in _tree(r.runtime)}
         await r.runtime.aclose()
@@ -352,13 +354,14 @@ async def test_a_store_failing_mid_run_loses_nothing_committed(tmp_path):
 
     worker = agent("worker", does="gated",
                    uses={"tools": [define_tool(gate, name="gate", description="g", idempotent=True)]})
-    async with open_store(f"sqlite:///{path}?timeout=0.2") as store:
+    async with open_store(f"sqlite:///{path}?timeout=0.2") as store, contextlib.AsyncExitStack() as stack:
         with pytest.raises(StoreUnavailable, match="holds a write lock"):
             await worker.run("go", transport=SeedModel(), llm=LLM, store=store, run_id="locked")
         blocker.unlock()
         assert {s.run_id: s.status for s in await store.runs()} == {"locked": "running"}  # nothing parked yet
         rt = await AgentRuntime.restore(store, "locked", agents=[worker], transport=SeedModel(), llm=LLM,
                                         takeover=True)
+        stack.push_async_callback(rt.aclose)  # for a failure before the aclose below (a second one is a no-op)
         result = await rt.wait(rt.entry)
         assert result.status == "pending" and result.pending.kind == "approval"
         await rt.aclose()

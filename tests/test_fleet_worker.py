@@ -11,6 +11,7 @@ injectable clock; nothing sleeps to wait for something.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, Iterator
@@ -215,8 +216,9 @@ async def test_a_tool_s_timer_fires_and_calls_it_again(fleet_url, tmp_path, monk
 async def test_a_run_whose_holder_died_is_taken_over_from_its_last_commit(fleet_url):
     release, inside = asyncio.Event(), asyncio.Queue()
     team = _blocking_agents(release, inside)
-    async with open_store(fleet_url) as store:
+    async with open_store(fleet_url) as store, contextlib.AsyncExitStack() as stack:
         rt = AgentRuntime(registry=team[0].registry(), store=store, run_id="crash", llm=LLM, transport=MODEL)
+        stack.push_async_callback(rt.aclose)  # for a failure before the aclose below (a second one is a no-op)
         rt.wake(rt.spawn(rt.root, "alpha"), "crash")
         assert await inside.get() == ("alpha", "crash")
         await rt.flush()

@@ -66,6 +66,7 @@ async def test_lone_surrogates_from_the_model_finish_on_every_store_and_restore_
             Json(openai_text("done \ud800 \udfff")))
     async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         r = await WRITER.run("go", llm=_llm(llm), store=store)
+        stack.push_async_callback(r.runtime.aclose)  # for a failure before the aclose below (a second one is a no-op)
         assert (r.status, r.text) == ("done", "done \ud800 \udfff"), r.text  # before: error on every real store
         before = await r.runtime.conversation_store.get("root/writer.1")
         await r.runtime.aclose()
