@@ -383,12 +383,13 @@ async def test_a_run_whose_final_commit_fails_raises_instead_of_reporting_an_uns
 
     worker = agent("worker", does="gated",
                    uses={"tools": [define_tool(gate, name="gate", description="g", idempotent=True)]})
-    async with open_store(f"sqlite:///{path}?timeout=0.2") as store:
+    async with open_store(f"sqlite:///{path}?timeout=0.2") as store, contextlib.AsyncExitStack() as stack:
         with pytest.raises(StoreUnavailable, match="holds a write lock"):
             await worker.run("go", transport=SeedModel(), llm=LLM, store=store, run_id="late")
         blocker.unlock()
         assert {s.run_id: s.status for s in await store.runs()} == {"late": "running"}
         rt = await AgentRuntime.restore(store, "late", agents=[worker], transport=SeedModel(), llm=LLM, takeover=True)
+        stack.push_async_callback(rt.close, rt.root)  # the close below is a step: this is for a failure before it
         result = await rt.wait(rt.entry)
         await rt.close(rt.root)
         assert (result.status, result.text) == ("done", "done.")
