@@ -19,6 +19,7 @@ runs this very file on a leaking and a clean test to show it fails and passes as
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -49,6 +51,16 @@ _hypothesis_settings.register_profile("toolnexus", max_examples=60, deadline=Non
 _hypothesis_settings.register_profile("fuzz", max_examples=5000, deadline=None,
                                       suppress_health_check=[HealthCheck.too_slow])
 _hypothesis_settings.load_profile(os.environ.get("TOOLNEXUS_FUZZ_PROFILE") or "toolnexus")
+
+
+@pytest.fixture
+async def exits() -> AsyncIterator[contextlib.AsyncExitStack]:
+    """Releases registered here run at teardown however the test ends, a failed assert included
+    (last registered, first run): `exits.push_async_callback(rt.close, rt.root)`,
+    `exits.push_async_callback(rt.aclose)`, `exits.callback(store.close)`. Register right after
+    creating the thing, instead of releasing it after the asserts."""
+    async with contextlib.AsyncExitStack() as stack:
+        yield stack
 
 
 def _children() -> list[str]:

@@ -46,10 +46,11 @@ async def start(rt, name: str = "leaf", prompt: str = "go"):
 # The gate runs twice in both modes: it asks, then runs once with the answer (a replay binds the answer
 # to the halted call without running its asking branch again).
 @pytest.mark.parametrize("mode,bumps,model_calls,gate_runs", [("replay", 2, 5, 2), ("continue", 1, 3, 2)])
-async def test_a_side_effect_runs_again_only_in_replay_mode(mode, bumps, model_calls, gate_runs):
+async def test_a_side_effect_runs_again_only_in_replay_mode(mode, bumps, model_calls, gate_runs, exits):
     counter, log = Counter(), []
     transport = scripted({"m-leaf": LEAF})
     rt = make_runtime([leaf_def(counter, log)], transport, resume_mode=mode)
+    exits.push_async_callback(rt.close, rt.root)
     h, first = await start(rt)
     assert first.status == "pending" and counter.runs == 1
     before = (h.turns_total, h.usage_total)
@@ -62,13 +63,13 @@ async def test_a_side_effect_runs_again_only_in_replay_mode(mode, bumps, model_c
     assert len(log) == gate_runs and log[-1] == (1, first.pending.id)
     assert h.turns_total > before[0] and h.usage_total > before[1]
     assert final.turns == model_calls and final.total_tokens == 40 * model_calls
-    await rt.close(rt.root)
 
 
-async def test_continue_keeps_earlier_results_and_does_not_re_ask_for_the_halted_call():
+async def test_continue_keeps_earlier_results_and_does_not_re_ask_for_the_halted_call(exits):
     counter, log = Counter(), []
     transport = scripted({"m-leaf": LEAF})
     rt = make_runtime([leaf_def(counter, log, resume_mode="continue")], transport)
+    exits.push_async_callback(rt.close, rt.root)
     h, first = await start(rt)
     halted = await rt.conversation_store.get(h.id)
     assert halted[-1]["role"] == "tool" and halted[-1]["content"] == "approve 1?"  # not rewound
@@ -84,16 +85,16 @@ async def test_continue_keeps_earlier_results_and_does_not_re_ask_for_the_halted
     assert resumed_requests[0]["messages"][-1]["content"] == "gated 1 ok"
     assert transitions_of(rt.trace, h.id) == [
         "idle→running", "running→suspended", "suspended→idle", "idle→running", "running→idle"]
-    await rt.close(rt.root)
 
 
 @pytest.mark.parametrize("boss_mode,leaf_mode", [("continue", "continue"), ("replay", "continue"),
                                                  ("continue", "replay"), ("replay", "replay")])
-async def test_the_cascade_reattaches_in_every_mode_mix(boss_mode, leaf_mode):
+async def test_the_cascade_reattaches_in_every_mode_mix(boss_mode, leaf_mode, exits):
     counter, log = Counter(), []
     transport = scripted({"m-boss": delegate("leaf", "do it", "boss: <last tool msg content>"), "m-leaf": LEAF})
     boss = AgentDef("boss", "delegates", "", "m-boss", task_targets=["leaf"], resume_mode=boss_mode)
     rt = make_runtime([boss, leaf_def(counter, log, resume_mode=leaf_mode)], transport)
+    exits.push_async_callback(rt.close, rt.root)
     b, first = await start(rt, "boss")
     assert first.status == "pending" and first.pending.data["path"] == ["root", "boss.1"]
 
@@ -107,10 +108,9 @@ async def test_the_cascade_reattaches_in_every_mode_mix(boss_mode, leaf_mode):
     assert len(transport.calls_for("m-boss")) == boss_calls and b.turns_total == boss_calls
     assert final.total_tokens == 40 * (boss_calls + leaf_calls) == rt.inspect(b).tokens
     assert any(line.startswith(f"{b.id}: task replay → REATTACH to root/boss.1/leaf.1") for line in rt.trace)
-    await rt.close(rt.root)
 
 
-async def test_a_child_that_suspends_again_relays_its_new_request_up_a_continued_parent():
+async def test_a_child_that_suspends_again_relays_its_new_request_up_a_continued_parent(exits):
     counter, log = Counter(), []
     two_gates = [
         {"whenNoToolMsgContains": "bumped", "toolCalls": calls(("bump", {}))},
@@ -121,6 +121,7 @@ async def test_a_child_that_suspends_again_relays_its_new_request_up_a_continued
     transport = scripted({"m-boss": delegate("leaf", "do it", "boss: <last tool msg content>"), "m-leaf": two_gates})
     boss = AgentDef("boss", "delegates", "", "m-boss", task_targets=["leaf"])
     rt = make_runtime([boss, leaf_def(counter, log)], transport, resume_mode="continue")
+    exits.push_async_callback(rt.close, rt.root)
     b, first = await start(rt, "boss")
     leaf = b.children[0]
 
@@ -133,10 +134,9 @@ async def test_a_child_that_suspends_again_relays_its_new_request_up_a_continued
     final = await rt.resume(Answer(id=second.pending.id, ok=True))
     assert (final.status, final.text) == ("done", "boss: leaf done: gated 2 ok")
     assert counter.runs == 1 and len(b.children) == 1 and len(transport.calls_for("m-boss")) == 2
-    await rt.close(rt.root)
 
 
-async def test_a_parent_parked_on_its_own_request_is_not_answered_by_its_childs_answer():
+async def test_a_parent_parked_on_its_own_request_is_not_answered_by_its_childs_answer(exits):
     counter, boss_log, leaf_log = Counter(), [], []
     transport = scripted({
         "m-boss": [
@@ -147,6 +147,7 @@ async def test_a_parent_parked_on_its_own_request_is_not_answered_by_its_childs_
     })
     boss = AgentDef("boss", "gates and delegates", "", "m-boss", task_targets=["leaf"], tools=[gate_tool(boss_log)])
     rt = make_runtime([boss, leaf_def(counter, leaf_log)], transport, resume_mode="continue")
+    exits.push_async_callback(rt.close, rt.root)
     b, first = await start(rt, "boss")
     leaf = b.children[0]
     assert first.pending.prompt == "approve 9?" and leaf.state == "suspended"
@@ -159,7 +160,6 @@ async def test_a_parent_parked_on_its_own_request_is_not_answered_by_its_childs_
     final = await rt.resume(Answer(id=first.pending.id, ok=True))
     assert (final.status, final.text) == ("done", "boss: gated 9 ok + leaf done: gated 1 ok")
     assert boss_log == [(9, None), (9, first.pending.id)] and len(b.children) == 1 and counter.runs == 1
-    await rt.close(rt.root)
 
 
 def schema_gate() -> Tool:
@@ -173,13 +173,14 @@ def schema_gate() -> Tool:
     return Tool("ask_code", "asks for a code", {"type": "object", "properties": {}}, "native", execute)
 
 
-async def test_a_refused_continuation_leaves_the_handle_suspended_on_the_same_request():
+async def test_a_refused_continuation_leaves_the_handle_suspended_on_the_same_request(exits):
     transport = scripted({"m-leaf": [
         {"whenNoToolMsgContains": "code ", "toolCalls": calls(("ask_code", {}))},
         {"always": True, "text": "got <last tool msg content>"},
     ]})
     rt = make_runtime([AgentDef("leaf", "asks", "", "m-leaf", tools=[schema_gate()])], transport,
                       resume_mode="continue")
+    exits.push_async_callback(rt.close, rt.root)
     h, first = await start(rt)
     turns = h.turns_total
 
@@ -190,12 +191,12 @@ async def test_a_refused_continuation_leaves_the_handle_suspended_on_the_same_re
     assert (await rt.wait(h)).status == "pending"
     final = await rt.resume(Answer(id=first.pending.id, ok=True, data={"code": "42"}))
     assert (final.status, final.text) == ("done", "got code 42")
-    await rt.close(rt.root)
 
 
-async def test_interrupting_a_continued_suspension_keeps_the_transcript_and_consumes_the_drained_inbox():
+async def test_interrupting_a_continued_suspension_keeps_the_transcript_and_consumes_the_drained_inbox(exits):
     counter, log = Counter(), []
     rt = make_runtime([leaf_def(counter, log)], scripted({"m-leaf": LEAF}), resume_mode="continue")
+    exits.push_async_callback(rt.close, rt.root)
     h = rt.spawn(rt.root, "leaf")
     rt.post(h, InboxItem("external", "chat", "hello"))
     rt.wake(h, "go")
@@ -205,10 +206,9 @@ async def test_interrupting_a_continued_suspension_keeps_the_transcript_and_cons
     assert h.state == "idle" and h.inbox == [] and h.pending_req is None
     stored = await rt.conversation_store.get(h.id)
     assert any("hello" in str(m.get("content")) for m in stored) and stored[-1]["content"] == "approve 1?"
-    await rt.close(rt.root)
 
 
-async def test_resume_mode_is_validated_and_reachable_from_the_level_one_surface():
+async def test_resume_mode_is_validated_and_reachable_from_the_level_one_surface(exits):
     with pytest.raises(ValueError, match="resume_mode"):
         make_runtime([], resume_mode="rewind")
     with pytest.raises(ValueError, match="resume_mode"):
@@ -219,7 +219,7 @@ async def test_resume_mode_is_validated_and_reachable_from_the_level_one_surface
     counter, log = Counter(), []
     a = agent("leaf", does="bumps then asks", uses={"tools": [counter.tool(), gate_tool(log)]}, model="m-leaf")
     first = await a.run("go", transport=scripted({"m-leaf": LEAF}), resume_mode="continue")
+    exits.push_async_callback(first.runtime.close, first.runtime.root)
     assert first.status == "pending" and first.runtime.resume_mode == "continue"
     final = await first.runtime.resume(Answer(id=first.pending.id, ok=True))
     assert final.text == "leaf done: gated 1 ok" and counter.runs == 1
-    await first.runtime.close(first.runtime.root)

@@ -137,8 +137,9 @@ async def test_close_waits_the_grace_period_on_the_runtime_clock_before_aborting
         await rt.close(rt.root, force=True)
 
 
-async def test_inbox_overflow_is_rejected_loudly_and_ticks_never_take_a_slot():
+async def test_inbox_overflow_is_rejected_loudly_and_ticks_never_take_a_slot(exits):
     rt, _ = slow_runtime(inbox_cap=2)
+    exits.push_async_callback(rt.close, rt.root)
     h = rt.spawn(rt.root, "peer")
     assert rt.post(h, InboxItem("external", "external", "a")).ok
     for _ in range(3):
@@ -150,7 +151,6 @@ async def test_inbox_overflow_is_rejected_loudly_and_ticks_never_take_a_slot():
     rt.wake(h)
     result = await rt.wait(h)
     assert result.text == "processed 2 items"
-    await rt.close(rt.root)
 
 
 async def test_post_to_a_closed_handle_is_refused():
@@ -181,8 +181,9 @@ async def test_queued_wakes_are_dequeued_in_arrival_order_across_siblings():
         await rt.close(rt.root, force=True)
 
 
-async def test_an_async_on_spawn_finishes_before_the_first_llm_call():
+async def test_an_async_on_spawn_finishes_before_the_first_llm_call(exits):
     rt, transport = slow_runtime()
+    exits.push_async_callback(rt.close, rt.root)
     events: list[str] = []
     release = asyncio.Event()
 
@@ -199,7 +200,6 @@ async def test_an_async_on_spawn_finishes_before_the_first_llm_call():
     release.set()
     assert (await waiting).status == "done"
     assert events == [f"on_spawn {h.id} done; llm calls so far: 0"]
-    await rt.close(rt.root)
 
 
 async def test_wait_timeout_runs_on_the_clock_and_leaves_the_child_running():
@@ -233,13 +233,14 @@ async def test_ids_are_parent_scoped_and_share_one_counter_per_parent():
     assert "root/peer.1: spawned (depth 1, tokens inf)" in rt.trace
 
 
-async def test_a_failed_child_run_is_an_error_result_never_an_exception():
+async def test_a_failed_child_run_is_an_error_result_never_an_exception(exits):
     transport = scripted({"m-top": [
         {"whenToolMsgs": 0, "toolCalls": [{"name": "task", "args": {"agent": "broken", "prompt": "x"}}]},
         {"whenToolMsgs": ">=1", "text": "top saw: <last tool msg content>"},
     ]})  # no script for the child's model: its LLM call fails
     defs = [AgentDef("top", "top", "", "m-top", task_targets=["broken"]), AgentDef("broken", "fails", "", "m-missing")]
     rt = make_runtime(defs, transport)
+    exits.push_async_callback(rt.close, rt.root)
     top = rt.spawn(rt.root, "top")
     rt.wake(top, "go")
     result = await rt.wait(top)
@@ -248,7 +249,6 @@ async def test_a_failed_child_run_is_an_error_result_never_an_exception():
     child = top.children[0]
     assert child.last_result.status == "error" and child.last_result.is_error
     assert any(line.startswith(f"{child.id}: running→idle (error: ") for line in rt.trace)
-    await rt.close(rt.root)
 
 
 async def test_cancelling_a_resume_caller_aborts_the_replay_and_propagates():
@@ -267,7 +267,7 @@ async def test_cancelling_a_resume_caller_aborts_the_replay_and_propagates():
         await rt.close(rt.root, force=True)
 
 
-async def test_a_store_that_fails_to_rewind_still_settles_the_turn_loudly():
+async def test_a_store_that_fails_to_rewind_still_settles_the_turn_loudly(exits):
     from support.agent_kit import secret_tool
     from toolnexus.client import InMemoryConversationStore
 
@@ -282,13 +282,13 @@ async def test_a_store_that_fails_to_rewind_still_settles_the_turn_loudly():
 
     transport = scripted({"m-ask": [{"always": True, "toolCalls": [{"name": "check_secret", "args": {}}]}]})
     rt = make_runtime([AgentDef("ask", "asks", "", "m-ask", tools=[secret_tool()])], transport, store=FailingRewind())
+    exits.push_async_callback(rt.close, rt.root)
     h = rt.spawn(rt.root, "ask")
     rt.wake(h, "go")
     result = await rt.wait(h)
     assert (result.status, result.text) == ("error", "disk full")
     assert h.state == "idle" and rt.root.running_children == 0
     assert (h.turns_total, h.usage_total) == (1, 40)  # counted once
-    await rt.close(rt.root)
 
 
 async def test_interrupting_a_delegating_parent_closes_the_child_it_was_waiting_for():

@@ -39,8 +39,9 @@ async def start(rt, name: str, prompt: str = "go"):
     return h, await rt.wait(h)
 
 
-async def test_three_level_team_suspends_at_the_leaf_and_resumes_without_duplicates():
+async def test_three_level_team_suspends_at_the_leaf_and_resumes_without_duplicates(exits):
     rt, _ = three_level()
+    exits.push_async_callback(rt.close, rt.root)
     top, first = await start(rt, "top")
     mid = top.children[0]
     leaf = mid.children[0]
@@ -67,11 +68,11 @@ async def test_three_level_team_suspends_at_the_leaf_and_resumes_without_duplica
     assert sum("REATTACH" in line for line in rt.trace) == 2
     assert f"{top.id}: cascade resume (replay reattaches by task key)" in rt.trace
     assert f"{leaf.id}: resume with Answer(ok=true) at checkpoint (turns so far: 1)" in rt.trace
-    await rt.close(rt.root)
 
 
-async def test_durable_trace_shape():
+async def test_durable_trace_shape(exits):
     rt, _ = three_level()
+    exits.push_async_callback(rt.close, rt.root)
     top, first = await start(rt, "top")
     leaf = top.children[0].children[0]
     await rt.resume(Answer(id=first.pending.id, ok=True))
@@ -84,10 +85,9 @@ async def test_durable_trace_shape():
     start_at = lines.index(shape[0])
     assert lines[start_at:start_at + 4] == [shape[0], lines[start_at + 1], shape[1], shape[2]]
     assert lines[start_at + 1].startswith(f"{leaf.id}: resume with Answer(ok=true)")
-    await rt.close(rt.root)
 
 
-async def test_two_children_suspending_in_parallel_are_answered_one_at_a_time():
+async def test_two_children_suspending_in_parallel_are_answered_one_at_a_time(exits):
     transport = scripted({
         "m-par": [
             {"whenToolMsgs": 0, "toolCalls": calls(("task", {"agent": "asker", "prompt": "first"}),
@@ -99,6 +99,7 @@ async def test_two_children_suspending_in_parallel_are_answered_one_at_a_time():
     defs = [AgentDef("par", "parent", "", "m-par", task_targets=["asker"]),
             AgentDef("asker", "asks", "", "m-asker", tools=[secret_tool()])]
     rt = make_runtime(defs, transport)
+    exits.push_async_callback(rt.close, rt.root)
     par, first = await start(rt, "par")
     a, b = par.children
     assert first.status == "pending"
@@ -116,11 +117,11 @@ async def test_two_children_suspending_in_parallel_are_answered_one_at_a_time():
     assert final.text == "par: leaf: secret-token + leaf: secret-token"
     assert [c.id for c in par.children] == [a.id, b.id]
     assert a.turns_total == 3 and b.turns_total == 3
-    await rt.close(rt.root)
 
 
-async def test_resume_rejects_an_answer_whose_id_matches_no_pending_request():
+async def test_resume_rejects_an_answer_whose_id_matches_no_pending_request(exits):
     rt, _ = three_level()
+    exits.push_async_callback(rt.close, rt.root)
     top, first = await start(rt, "top")
     trace_before = list(rt.trace)
     with pytest.raises(ResumeError) as info:
@@ -129,7 +130,6 @@ async def test_resume_rejects_an_answer_whose_id_matches_no_pending_request():
     assert "'pnd-wrong'" in message and repr(first.pending.id) in message and "root/top.1/mid.1/leaf.1" in message
     assert rt.trace == trace_before
     assert top.state == "suspended"
-    await rt.close(rt.root)
 
 
 async def test_resume_with_nothing_suspended_raises_runtime_error():
@@ -138,8 +138,9 @@ async def test_resume_with_nothing_suspended_raises_runtime_error():
         await rt.resume(Answer(id="x", ok=True))
 
 
-async def test_a_second_resume_with_the_same_answer_changes_nothing():
+async def test_a_second_resume_with_the_same_answer_changes_nothing(exits):
     rt, _ = three_level()
+    exits.push_async_callback(rt.close, rt.root)
     top, first = await start(rt, "top")
     answer = Answer(id=first.pending.id, ok=True)
     final = await rt.resume(answer)
@@ -148,21 +149,21 @@ async def test_a_second_resume_with_the_same_answer_changes_nothing():
     assert again == final
     assert rt.trace == trace
     assert [(v.id, v.state, v.tokens) for v in rt.list()] == counters
-    await rt.close(rt.root)
 
 
-async def test_resume_accepts_an_answer_rebuilt_from_json():
+async def test_resume_accepts_an_answer_rebuilt_from_json(exits):
     rt, _ = three_level()
+    exits.push_async_callback(rt.close, rt.root)
     _, first = await start(rt, "top")
     wire = json.loads(json.dumps({"id": first.pending.id, "ok": True, "data": None, "reason": None}))
     final = await rt.resume(wire)
     assert final.status == "done"
-    await rt.close(rt.root)
 
 
-async def test_two_independent_pending_subtrees_are_each_answered_by_id():
+async def test_two_independent_pending_subtrees_are_each_answered_by_id(exits):
     transport = scripted({"m-leaf": LEAF_SCRIPT})
     rt = make_runtime([AgentDef("leaf", "asks", "", "m-leaf", tools=[secret_tool()])], transport)
+    exits.push_async_callback(rt.close, rt.root)
     a, ra = await start(rt, "leaf")
     b, rb = await start(rt, "leaf")
     assert ra.status == rb.status == "pending"
@@ -172,10 +173,9 @@ async def test_two_independent_pending_subtrees_are_each_answered_by_id():
     assert b.state == "idle" and a.state == "suspended"
     done_a = await rt.resume(Answer(id=ra.pending.id, ok=True))
     assert done_a.status == "done" and a.state == "idle"
-    await rt.close(rt.root)
 
 
-async def test_the_answer_binds_only_to_the_halted_call():
+async def test_the_answer_binds_only_to_the_halted_call(exits):
     log: list[Any] = []
     replies = iter([
         {"tool_calls": [{"id": "c1", "name": "gate", "arguments": {"x": 1}}]},
@@ -184,6 +184,7 @@ async def test_the_answer_binds_only_to_the_halted_call():
                         {"id": "c3", "name": "gate", "arguments": {"x": 2}}]},
     ])
     rt = make_runtime([AgentDef("g", "gated", "", "m", tools=[gate_tool(log)])], in_process=lambda req: next(replies))
+    exits.push_async_callback(rt.close, rt.root)
     h, first = await start(rt, "g")
     assert first.pending.prompt == "approve 1?"
     second = await rt.resume(Answer(id=first.pending.id, ok=True))
@@ -192,11 +193,11 @@ async def test_the_answer_binds_only_to_the_halted_call():
     assert second.pending.id != first.pending.id
     approved = [x for x, answer_id in log if answer_id == first.pending.id]
     assert approved == [1]  # x=2 never ran with the x=1 approval
-    await rt.close(rt.root)
 
 
-async def test_interrupting_a_suspended_parent_cancels_the_whole_pending_subtree():
+async def test_interrupting_a_suspended_parent_cancels_the_whole_pending_subtree(exits):
     rt, _ = three_level()
+    exits.push_async_callback(rt.close, rt.root)
     top, first = await start(rt, "top")
     mid = top.children[0]
     leaf = mid.children[0]
@@ -207,10 +208,9 @@ async def test_interrupting_a_suspended_parent_cancels_the_whole_pending_subtree
     assert (await rt.wait(top)).status == "interrupted"
     with pytest.raises(RuntimeError, match="no suspended handle"):
         await rt.resume(Answer(id=first.pending.id, ok=True))
-    await rt.close(rt.root)
 
 
-async def test_inline_escalation_answered_by_an_ancestor_never_reaches_the_host():
+async def test_inline_escalation_answered_by_an_ancestor_never_reaches_the_host(exits):
     seen: list[str] = []
 
     def approve(request):
@@ -218,9 +218,9 @@ async def test_inline_escalation_answered_by_an_ancestor_never_reaches_the_host(
         return Answer(id=request.id, ok=True)
 
     rt, transport = three_level()
+    exits.push_async_callback(rt.close, rt.root)
     rt.registry["top"].wait_for = approve
     top, result = await start(rt, "top")
     assert result.status == "done" and result.text == "top: mid: leaf: secret-token"
     assert seen == ["approve secret access?"]
     assert 'root/top.1/mid.1/leaf.1: escalate → root/top.1 answers ("nearest interpreter")' in rt.trace
-    await rt.close(rt.root)

@@ -96,14 +96,16 @@ async def busy_tree(rt: AgentRuntime):
     return boss, first
 
 
-async def test_a_snapshot_round_trips_list_and_every_counter():
+async def test_a_snapshot_round_trips_list_and_every_counter(exits):
     rt = runtime(registry([]))
+    exits.push_async_callback(rt.close, rt.root)
     boss, first = await busy_tree(rt)
     leaf = boss.children[0]
     assert first.status == "pending" and boss.drained and leaf.state == "suspended"
 
     rt2 = await AgentRuntime.from_snapshot(await through_json(rt), registry=registry([]), transport=scripted(SCRIPTS),
                                            clock=VirtualClock())
+    exits.push_async_callback(rt2.close, rt2.root)
 
     assert rt2.list() == rt.list()
     assert [durable(h) for h in handles(rt2)] == [durable(h) for h in handles(rt)]
@@ -128,18 +130,18 @@ async def test_a_snapshot_round_trips_list_and_every_counter():
     for h in handles(rt)[1:]:
         assert await rt2.conversation_store.get(h.id) == await rt.conversation_store.get(h.id)
     assert rt2.inspect(rt2.root.children[1]).inbox == 2 and rt2.root.children[1].inbox[1].ticks == 2
-    await rt.close(rt.root)
-    await rt2.close(rt2.root)
 
 
-async def test_a_suspended_tree_resumes_in_a_fresh_runtime_exactly_like_the_original():
+async def test_a_suspended_tree_resumes_in_a_fresh_runtime_exactly_like_the_original(exits):
     original_runs, restored_runs = [], []
     rt = runtime(registry(original_runs))
+    exits.push_async_callback(rt.close, rt.root)
     boss, first = await busy_tree(rt)
     snap = await through_json(rt)
     transport2 = scripted(SCRIPTS)
     rt2 = await AgentRuntime.from_snapshot(snap, registry=registry(restored_runs), transport=transport2,
                                            clock=VirtualClock())
+    exits.push_async_callback(rt2.close, rt2.root)
 
     answer = Answer(id=first.pending.id, ok=True)
     expected = await rt.resume(answer)
@@ -151,11 +153,9 @@ async def test_a_suspended_tree_resumes_in_a_fresh_runtime_exactly_like_the_orig
     assert rt2.list() == rt.list() and rt2.trace == rt.trace
     assert len(restored_runs) == 1 and len(transport2.calls_for("m-boss")) == 2  # only the post-restart calls
     assert boss2.turns_total == boss.turns_total and boss2.usage_total == boss.usage_total
-    await rt.close(rt.root)
-    await rt2.close(rt2.root)
 
 
-async def test_a_continued_suspension_survives_a_restore_into_a_fresh_store():
+async def test_a_continued_suspension_survives_a_restore_into_a_fresh_store(exits):
     runs: list = []
     rt = runtime(registry(runs, leaf_mode="continue"))
     leaf = rt.spawn(rt.root, "leaf")
@@ -167,17 +167,18 @@ async def test_a_continued_suspension_survives_a_restore_into_a_fresh_store():
     transport2 = scripted(SCRIPTS)
     rt2 = await AgentRuntime.from_snapshot(snap, registry=registry(runs, leaf_mode="continue"), transport=transport2,
                                            clock=VirtualClock())
+    exits.push_async_callback(rt2.close, rt2.root)
     assert isinstance(rt2.conversation_store, InMemoryConversationStore)
     final = await rt2.resume(Answer(id=first.pending.id, ok=True))
 
     assert (final.status, final.text, final.turns) == ("done", "leaf done: gated 1 ok", 3)
     assert len(runs) == 1 and len(transport2.calls_for("m-leaf")) == 1
-    await rt2.close(rt2.root)
 
 
-async def test_without_conversations_the_host_passes_the_same_store():
+async def test_without_conversations_the_host_passes_the_same_store(exits):
     store = InMemoryConversationStore()
     rt = runtime(registry([], leaf_mode="continue"), store=store)
+    exits.push_async_callback(rt.close, rt.root)
     leaf = rt.spawn(rt.root, "leaf")
     rt.wake(leaf, "go")
     first = await rt.wait(leaf)
@@ -186,31 +187,32 @@ async def test_without_conversations_the_host_passes_the_same_store():
 
     rt2 = await AgentRuntime.from_snapshot(snap, registry=registry([], leaf_mode="continue"), store=store,
                                            transport=scripted(SCRIPTS), clock=VirtualClock())
+    exits.push_async_callback(rt2.close, rt2.root)
     assert (await rt2.resume(Answer(id=first.pending.id, ok=True))).status == "done"
-    await rt.close(rt.root)
-    await rt2.close(rt2.root)
 
 
-async def test_an_answer_applied_before_the_snapshot_is_not_applied_again():
+async def test_an_answer_applied_before_the_snapshot_is_not_applied_again(exits):
     rt = runtime(registry([]))
+    exits.push_async_callback(rt.close, rt.root)
     boss, first = await busy_tree(rt)
     answer = Answer(id=first.pending.id, ok=True)
     done = await rt.resume(answer)
     transport2 = scripted(SCRIPTS)
     rt2 = await AgentRuntime.from_snapshot(await through_json(rt), registry=registry([]), transport=transport2,
                                            clock=VirtualClock())
+    exits.push_async_callback(rt2.close, rt2.root)
 
     assert await rt2.resume(answer) == done
     assert transport2.requests == [] and rt2.trace == rt.trace
-    await rt.close(rt.root)
-    await rt2.close(rt2.root)
 
 
-async def test_a_running_handle_comes_back_idle_interrupted_by_restart_and_queued_wakes_can_be_dispatched():
+async def test_a_running_handle_comes_back_idle_interrupted_by_restart_and_queued_wakes_can_be_dispatched(exits):
     transport = scripted(SCRIPTS)
     reg = registry([])
     reg["lane"] = AgentDef("lane", "one child at a time", "", "m-quiet", budget=Budget(max_concurrent=1))
     rt = runtime(reg, transport)
+    exits.push_async_callback(rt.close, rt.root, force=True)  # the restart below closes it; this is for a failure
+    exits.callback(transport.release)
     lane = rt.spawn(rt.root, "lane")
     slow, next_up = rt.spawn(lane, "slow"), rt.spawn(lane, "quiet")
     rt.post(slow, InboxItem("external", "chat", "keep me"))
@@ -222,6 +224,7 @@ async def test_a_running_handle_comes_back_idle_interrupted_by_restart_and_queue
     snap = await through_json(rt)
     reg2 = dict(reg)
     rt2 = await AgentRuntime.from_snapshot(snap, registry=reg2, transport=scripted(SCRIPTS), clock=VirtualClock())
+    exits.push_async_callback(rt2.close, rt2.root)
     transport.release()
     await rt.close(rt.root, force=True)
 
@@ -232,11 +235,11 @@ async def test_a_running_handle_comes_back_idle_interrupted_by_restart_and_queue
     assert lane2.running_children == 0 and next2.wake_queue == ["queued"]
     assert rt2.dispatch_queued() == 1
     assert (await rt2.wait(next2)).text == "quiet done"
-    await rt2.close(rt2.root)
 
 
-async def test_a_registry_that_differs_from_the_snapshot_fails_loudly():
+async def test_a_registry_that_differs_from_the_snapshot_fails_loudly(exits):
     rt = runtime(registry([]))
+    exits.push_async_callback(rt.close, rt.root)
     rt.spawn(rt.root, "quiet")
     snap = await through_json(rt)
     with pytest.raises(SnapshotError, match=r"changed: quiet"):
@@ -245,11 +248,11 @@ async def test_a_registry_that_differs_from_the_snapshot_fails_loudly():
     smaller = {k: v for k, v in registry([]).items() if k != "slow"}
     with pytest.raises(ValueError, match=r"missing: slow"):
         await AgentRuntime.from_snapshot(snap, registry=smaller, transport=scripted(SCRIPTS))
-    await rt.close(rt.root)
 
 
-async def test_a_malformed_snapshot_names_what_is_wrong():
+async def test_a_malformed_snapshot_names_what_is_wrong(exits):
     rt = runtime(registry([]))
+    exits.push_async_callback(rt.close, rt.root)
     rt.spawn(rt.root, "quiet")
     snap = await through_json(rt)
     with pytest.raises(SnapshotError, match="expected format"):
@@ -263,22 +266,21 @@ async def test_a_malformed_snapshot_names_what_is_wrong():
     with pytest.raises(SnapshotError, match="names parent 'root/nobody.9'"):
         await AgentRuntime.from_snapshot(orphan, registry=registry([]), transport=scripted(SCRIPTS))
     assert snap["format"] == SNAPSHOT_FORMAT
-    await rt.close(rt.root)
 
 
-async def test_infinite_budgets_are_strict_json_and_wall_clock_age_is_kept():
+async def test_infinite_budgets_are_strict_json_and_wall_clock_age_is_kept(exits):
     clock = VirtualClock(start=100.0)
     reg = registry([])
     reg["timed"] = AgentDef("timed", "", "", "m-quiet", budget=Budget(max_tokens=math.inf, max_wall_ms=120_000))
     rt = runtime(reg, clock=clock)
+    exits.push_async_callback(rt.close, rt.root)
     rt.spawn(rt.root, "timed")
     await clock.advance(60)
     snap = await through_json(rt)  # allow_nan=False: no Infinity in the text
 
     clock2 = VirtualClock(start=5.0)
     rt2 = await AgentRuntime.from_snapshot(snap, registry=reg, transport=scripted(SCRIPTS), clock=clock2)
+    exits.push_async_callback(rt2.close, rt2.root)
     h2 = rt2.root.children[0]
     assert h2.budget.max_tokens == math.inf and h2.eff["max_tokens"] == math.inf
     assert 60 <= clock2.now() - h2.spawned_at < 61  # its age, plus the (tiny) real downtime
-    await rt.close(rt.root)
-    await rt2.close(rt2.root)

@@ -78,10 +78,11 @@ async def test_asyncio_clock_uses_real_time():
     assert clock.now() >= start
 
 
-async def test_handle_records_round_trip_through_json():
+async def test_handle_records_round_trip_through_json(exits):
     transport = scripted({"m-leaf": [{"always": True, "toolCalls": [{"name": "check_secret", "args": {}}]}]})
     defs = [AgentDef("leaf", "asks", "", "m-leaf", tools=[secret_tool()], budget=Budget(max_tokens=500))]
     rt = make_runtime(defs, transport)
+    exits.push_async_callback(rt.close, rt.root)
     h = rt.spawn(rt.root, "leaf")
     rt.post(h, InboxItem("external", "external", "note"))
     rt.wake(h, "go")
@@ -97,7 +98,6 @@ async def test_handle_records_round_trip_through_json():
     assert h2.drained[0].text == "note" and h2.inbox[0].channel == "timer"
     assert root2.pool.tokens == math.inf and h2.pool.tokens == 500 - 40
     assert h2.last_result == h.last_result and h2.last_result.status == "pending"
-    await rt.close(rt.root)
 
 
 async def test_turn_gate_for_an_async_transport_never_leaks_a_slot_on_cancel():
@@ -118,7 +118,7 @@ async def test_turn_gate_for_an_async_transport_never_leaks_a_slot_on_cancel():
     gate.release()
 
 
-async def test_async_transports_are_gated_too():
+async def test_async_transports_are_gated_too(exits):
     class AsyncScripted:
         def __init__(self):
             self.inner = scripted({"m": text("async ok")})
@@ -127,8 +127,8 @@ async def test_async_transports_are_gated_too():
             return await asyncio.to_thread(self.inner.post, url, headers, payload, timeout)
 
     rt = make_runtime([AgentDef("a", "a", "", "m")], AsyncScripted(), max_concurrent_turns=1)
+    exits.push_async_callback(rt.close, rt.root)
     h = rt.spawn(rt.root, "a")
     rt.wake(h, "go")
     r = await rt.wait(h)
     assert (r.text, r.total_tokens, rt.max_observed_concurrent_turns, rt.concurrent_turns) == ("async ok", 40, 1, 0)
-    await rt.close(rt.root)

@@ -198,13 +198,14 @@ def team_runtime(scripts, **defs_opts):
     return make_runtime(defs, transport), transport
 
 
-async def test_task_tool_description_lists_registered_team_members_and_refuses_outsiders():
+async def test_task_tool_description_lists_registered_team_members_and_refuses_outsiders(exits):
     rt, transport = team_runtime({
         "m-coord": [
             {"whenToolMsgs": 0, "toolCalls": calls(("task", {"agent": "stranger", "prompt": "p"}))},
             {"whenToolMsgs": ">=1", "text": "got: <last tool msg content>"},
         ],
     })
+    exits.push_async_callback(rt.close, rt.root)
     h = rt.spawn(rt.root, "coordinator")
     rt.wake(h, "go")
     r = await rt.wait(h)
@@ -216,10 +217,9 @@ async def test_task_tool_description_lists_registered_team_members_and_refuses_o
     assert tools[0]["function"]["parameters"] == {
         "type": "object", "properties": {"agent": {"type": "string"}, "prompt": {"type": "string"}},
         "required": ["agent", "prompt"]}
-    await rt.close(rt.root)
 
 
-async def test_a_new_wake_reruns_a_task_instead_of_reattaching_to_a_stale_child():
+async def test_a_new_wake_reruns_a_task_instead_of_reattaching_to_a_stale_child(exits):
     task_call = {"tool_calls": [{"id": "t1", "name": "task", "arguments": {"agent": "explore", "prompt": "find A"}}]}
     coordinator = iter([task_call, {"content": "first"}, task_call, {"content": "second"}])
     explored = iter(["explore run 1", "explore run 2"])
@@ -230,6 +230,7 @@ async def test_a_new_wake_reruns_a_task_instead_of_reattaching_to_a_stale_child(
     defs = [AgentDef("coordinator", "splits work", "", "m-coord", task_targets=["explore"]),
             AgentDef("explore", "read-only research", "", "m-explore")]
     rt = make_runtime(defs, in_process=generate)
+    exits.push_async_callback(rt.close, rt.root)
     h = rt.spawn(rt.root, "coordinator")
     for expected in ("first", "second"):
         rt.wake(h, "go")
@@ -237,13 +238,12 @@ async def test_a_new_wake_reruns_a_task_instead_of_reattaching_to_a_stale_child(
     assert [c.id for c in h.children] == ["root/coordinator.1/explore.1", "root/coordinator.1/explore.2"]
     assert [c.last_result.text for c in h.children] == ["explore run 1", "explore run 2"]
     assert not any("REATTACH" in line for line in rt.trace)
-    await rt.close(rt.root)
 
 
-async def test_children_without_a_team_get_no_task_tool():
+async def test_children_without_a_team_get_no_task_tool(exits):
     rt, transport = team_runtime({"m-explore": text("plain")})
+    exits.push_async_callback(rt.close, rt.root)
     h = rt.spawn(rt.root, "explore")
     rt.wake(h, "go")
     await rt.wait(h)
     assert [t["function"]["name"] for t in transport.requests[0]["tools"]] == ["lookup"]
-    await rt.close(rt.root)

@@ -38,14 +38,14 @@ def test_the_ring_keeps_only_the_newest_lines_and_still_behaves_like_a_list():
     assert TraceRing(math.inf).limit is None and TraceRing(0, ["x"]) == []
 
 
-async def test_the_runtime_trace_is_bounded_by_trace_limit():
+async def test_the_runtime_trace_is_bounded_by_trace_limit(exits):
     rt = quiet_runtime(trace_limit=4)
+    exits.push_async_callback(rt.close, rt.root)
     spawned = [rt.spawn(rt.root, "quiet") for _ in range(6)]
     assert rt.trace == [f"{h.id}: spawned (depth 1, tokens inf)" for h in spawned[2:]]
     assert rt.trace.dropped == 2
     assert quiet_runtime().trace.limit == DEFAULT_TRACE_LIMIT
     assert quiet_runtime(trace_limit=None).trace.limit is None
-    await rt.close(rt.root)
 
 
 async def test_every_transition_is_a_structured_event_that_mirrors_its_trace_line():
@@ -63,16 +63,16 @@ async def test_every_transition_is_a_structured_event_that_mirrors_its_trace_lin
     assert transitions == [f"{e['handle']}: {e['from']}→{e['to']} {e['detail']}" for e in rt.events]
 
 
-async def test_events_are_bounded_like_the_trace():
+async def test_events_are_bounded_like_the_trace(exits):
     rt = quiet_runtime(trace_limit=2)
+    exits.push_async_callback(rt.close, rt.root)
     for _ in range(3):
         await run_once(rt)
     assert len(rt.events) == 2 and rt.events.dropped == 4
     assert [e["to"] for e in rt.events] == ["running", "idle"]
-    await rt.close(rt.root)
 
 
-async def test_on_transition_is_def_over_runtime_and_its_failures_are_isolated(caplog):
+async def test_on_transition_is_def_over_runtime_and_its_failures_are_isolated(caplog, exits):
     seen_by_runtime, seen_by_def = [], []
 
     def broken(event):
@@ -81,6 +81,7 @@ async def test_on_transition_is_def_over_runtime_and_its_failures_are_isolated(c
     defs = [AgentDef("quiet", "answers", "", "m-quiet", on_transition=seen_by_def.append),
             AgentDef("other", "answers", "", "m-quiet", on_transition=broken)]
     rt = make_runtime(defs, scripted({"m-quiet": text("quiet done")}), on_transition=seen_by_runtime.append)
+    exits.push_async_callback(rt.close, rt.root)  # the close below is under test; this is for a failure before it
     await run_once(rt, "quiet")
     with caplog.at_level(logging.WARNING, logger="toolnexus"):
         other, result = await run_once(rt, "other")
@@ -94,7 +95,7 @@ async def test_on_transition_is_def_over_runtime_and_its_failures_are_isolated(c
     assert [e["handle"] for e in seen_by_runtime] == ["root"]  # root's close: the runtime's callback
 
 
-async def test_trace_options_reach_the_level_one_surface_and_are_validated():
+async def test_trace_options_reach_the_level_one_surface_and_are_validated(exits):
     seen = []
     a = agent("quiet", does="answers", model="m-quiet")
     r = await a.run("hi", transport=scripted({"m-quiet": text("quiet done")}), trace_limit=2, on_transition=seen.append)
@@ -103,8 +104,8 @@ async def test_trace_options_reach_the_level_one_surface_and_are_validated():
     unbounded = await a.run("hi", transport=scripted({"m-quiet": text("quiet done")}), trace_limit=math.inf)
     assert unbounded.runtime.trace.limit is None
     started = start_agent(a, transport=scripted({"m-quiet": text("quiet done")}), trace_limit=7, resume_mode="continue")
+    exits.push_async_callback(started.stop)
     assert (started.rt.trace.limit, started.rt.resume_mode) == (7, "continue")
-    await started.stop()
     tool = a.as_tool(transport=scripted({"m-quiet": text("quiet done")}), trace_limit=3, on_transition=seen.append)
     assert (await tool.execute({"prompt": "hi"})).output == "quiet done"
     for bad in (-1, "10", 2.5, True):

@@ -101,13 +101,13 @@ def _answer(decision: str, request_id: str, **extra: Any) -> Answer:
 
 
 @pytest.mark.parametrize("decision", DECISIONS)
-async def test_runtime_resume(decision: str) -> None:
+async def test_runtime_resume(decision: str, exits) -> None:
     r = await DEPLOYER.run("ship it", transport=EchoModel(), llm=LLM)
+    exits.push_async_callback(r.runtime.close, r.runtime.root)
     assert r.status == "pending" and RAN == []
     a = approval_of(r.pending)
     assert a["agent_path"] == ["root", "deployer.1"] and r.pending.data["path"] == ["root", "deployer.1"]
     final = await r.runtime.resume(_answer(decision, r.pending.id))
-    await r.runtime.close(r.runtime.root)
     if decision == "approve":
         assert (final.status, final.text, RAN) == ("done", "saw: billing deployed", ["billing"])
     else:
@@ -253,17 +253,17 @@ async def hand_written(service: str, ctx: Any = None) -> Any:
     return f"{service} deployed"
 
 
-async def test_without_a_store_a_tool_that_asks_runs_twice_and_a_gated_tool_once() -> None:
+async def test_without_a_store_a_tool_that_asks_runs_twice_and_a_gated_tool_once(exits) -> None:
     asker = agent("deployer", does="deploys", uses={"tools": [define_tool(hand_written, name="deploy")]})
     r = await asker.run("ship it", transport=EchoModel(), llm=LLM)
+    exits.push_async_callback(r.runtime.close, r.runtime.root)
     final = await r.runtime.resume(Answer(id=r.pending.id, ok=True))
-    await r.runtime.close(r.runtime.root)
     assert final.text == "saw: billing deployed"
     assert BODY_RUNS == [None, True]  # asked, then ran with the answer: twice (the replay does not ask again)
 
     r = await DEPLOYER.run("ship it", transport=EchoModel(), llm=LLM)
+    exits.push_async_callback(r.runtime.close, r.runtime.root)
     await r.runtime.resume(Answer(id=r.pending.id, ok=True))
-    await r.runtime.close(r.runtime.root)
     assert RAN == ["billing"]  # the gate asked; the body ran once, after the approval
 
 

@@ -176,11 +176,11 @@ def test_require_approval_in_an_mcp_server_entry() -> None:
         server_spec("s", {**base, "requireApproval": {"w": "sometimes"}})
 
 
-async def test_a_policy_name_matching_no_tool_is_a_warning_naming_it(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_policy_name_matching_no_tool_is_a_warning_naming_it(caplog: pytest.LogCaptureFixture, exits) -> None:
     caplog.set_level(logging.WARNING, "toolnexus")
     tk = await create_toolkit(builtins=False, extra_tools=[_tool("deploy")], approvals={"deploy": True,
                                                                                        "deplyo": True})
+    exits.push_async_callback(tk.close)
     assert is_gated(tk.get("deploy"))
     assert '[toolnexus] approvals name "deplyo" matched no tool' in [r.getMessage() for r in caplog.records]
     assert tk.get("deploy") is tk.get("deploy") and tk.tools()[0] is tk.get("deploy")  # one gated copy
-    await tk.close()

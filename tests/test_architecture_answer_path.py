@@ -4,6 +4,7 @@ resolves, and every function it names runs when a parked three-level team is ans
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import re
@@ -54,10 +55,10 @@ def test_every_name_in_the_answer_path_resolves():
 
 async def test_every_function_the_answer_path_names_runs_on_a_real_resume(tmp_path):
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    async with open_store(url) as store:
+    async with open_store(url) as store, contextlib.AsyncExitStack() as stack:
         r = await TOP.run("go", transport=team_model(), llm=LLM, store=store, run_id="three")
+        stack.push_async_callback(r.runtime.aclose)  # parked: the fresh handle below resumes it
         assert r.status == "pending"
-        await r.runtime.aclose()
 
     expected: dict[str, Any] = {}  # dotted name -> code object, or a method name on a protocol
     for dotted in _names():

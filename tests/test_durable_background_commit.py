@@ -3,6 +3,7 @@ background commit is already on its way is written by that same task, and `aclos
 lease up even when the last turn is still tearing down."""
 
 import asyncio
+import contextlib
 
 from support.stores import sqlite_records
 from toolnexus.agents._durable import DurableRun
@@ -11,8 +12,9 @@ from toolnexus.stores import open_store
 
 
 async def test_a_change_staged_during_a_background_commit_is_committed_after_it():
-    async with open_store("memory:") as store:
+    async with open_store("memory:") as store, contextlib.AsyncExitStack() as stack:
         durable = DurableRun(store, "run-1", clock=AsyncioClock())
+        stack.push_async_callback(durable.close)
         await durable.flush(hold=True)  # creates the run and holds its lease
 
         real_commit, entered, gate = store.commit, asyncio.Event(), asyncio.Event()
@@ -32,7 +34,6 @@ async def test_a_change_staged_during_a_background_commit_is_committed_after_it(
         await durable.scheduler.task
 
         assert (await store.load("run-1")).state == {"first": 1, "second": 2}
-        await durable.close()
 
 
 async def test_aclose_right_after_a_run_waits_for_its_turn_teardown_and_gives_the_lease_up(monkeypatch):
@@ -50,15 +51,16 @@ async def test_aclose_right_after_a_run_waits_for_its_turn_teardown_and_gives_th
         await real_close(self)
 
     monkeypatch.setattr(Toolkit, "close", slow_close)
-    async with open_store("memory:") as store:
+    async with open_store("memory:") as store, contextlib.AsyncExitStack() as stack:
         r = await WORKER.run("do the gated thing", transport=SeedModel(), llm=LLM, store=store, run_id="slow")
+        stack.push_async_callback(r.runtime.aclose)  # for a failure before the aclose under test (then a no-op)
         assert r.status == "pending"
         asyncio.get_running_loop().call_soon(torn_down.set)
         await r.runtime.aclose()
 
         rt = await AgentRuntime.restore(store, "slow", agents=[WORKER], transport=SeedModel(), llm=LLM)
+        stack.push_async_callback(rt.aclose)
         assert [p.run_id for p in await store.pending()] == ["slow"]
-        await rt.aclose()
 
 
 async def test_the_entry_agent_and_its_prompt_are_stored_before_its_first_model_call(tmp_path):
@@ -82,7 +84,7 @@ async def test_the_entry_agent_and_its_prompt_are_stored_before_its_first_model_
                     conn.close()
             return super().post(url, headers, payload, timeout)
 
-    async with open_store(f"sqlite:///{path}") as store:
+    async with open_store(f"sqlite:///{path}") as store, contextlib.AsyncExitStack() as stack:
         assert isinstance(store, SqliteStore)
         real_commit = store.commit
 
@@ -93,6 +95,6 @@ async def test_the_entry_agent_and_its_prompt_are_stored_before_its_first_model_
 
         store.commit = slow_commit
         r = await WORKER.run("do the gated thing", transport=Watching(), llm=LLM, store=store, run_id="slow-store")
+        stack.push_async_callback(r.runtime.aclose)
         assert r.status == "pending", r.text
-        await r.runtime.aclose()
     assert seen_at_first_call == [["root", "root/worker.1"]]

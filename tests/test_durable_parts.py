@@ -9,6 +9,7 @@ from real ones; the lease renews on a virtual clock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, Optional
 
 import pytest
@@ -321,9 +322,10 @@ async def test_a_failed_background_commit_is_reported_and_the_next_request_commi
     assert commits.count == 2 and len(commits.failures) == 1
 
 
-async def test_a_commit_that_took_everything_pushes_a_scheduled_one_back() -> None:
+async def test_a_commit_that_took_everything_pushes_a_scheduled_one_back(exits) -> None:
     commits = Commits()
     scheduler = commits.scheduler(delay=3600.0)
+    exits.push_async_callback(scheduler.close)  # the close below is under test; this is for a failure before it
     scheduler.schedule(0.0)
     scheduler.restart_wait()  # an awaited commit just took what was staged
     for _ in range(5):
@@ -373,11 +375,12 @@ class Renewals:
 async def test_the_lease_is_renewed_every_third_of_its_time_to_live(shared_store_url):
     clock = VirtualClock()
     me = Holder.here()
-    async with open_store(shared_store_url) as store:
+    async with open_store(shared_store_url) as store, contextlib.AsyncExitStack() as stack:
         await new_run(store, "r1", me, lease_ttl=1.0)
         before = (await store.load("r1")).lease_expires
         renewals = Renewals(store)
         lease = Lease(store, "r1", ttl=TTL, holder=me, timer=clock)
+        stack.push_async_callback(lease.close)
         lease.taken()
         await until(lambda: clock.pending_timers == 1)  # the renewer waits on the clock
         await clock.advance(TTL / 3 - 0.1)
@@ -395,16 +398,16 @@ async def test_the_lease_is_renewed_every_third_of_its_time_to_live(shared_store
         assert not lease.held
         await clock.advance(TTL)
         assert renewals.started == 2 and clock.pending_timers == 0
-        await lease.close()
 
 
 async def test_a_lease_taken_over_by_another_holder_ends_here(shared_store_url):
     clock = VirtualClock()
     me, other = Holder.here(), Holder.here()
-    async with open_store(shared_store_url) as store:
+    async with open_store(shared_store_url) as store, contextlib.AsyncExitStack() as stack:
         await new_run(store, "r1", me)
         renewals = Renewals(store)
         lease = Lease(store, "r1", ttl=TTL, holder=me, timer=clock)
+        stack.push_async_callback(lease.close)
         lease.taken()
         await until(lambda: clock.pending_timers == 1)
         await store.acquire("r1", other, lease_ttl=TTL, takeover=True)
@@ -414,13 +417,12 @@ async def test_a_lease_taken_over_by_another_holder_ends_here(shared_store_url):
         assert not lease.held
         await clock.advance(TTL)
         assert renewals.started == 1  # it stopped trying
-        await lease.close()
 
 
 async def test_a_store_that_is_down_does_not_end_the_lease(shared_store_url):
     clock = VirtualClock()
     me = Holder.here()
-    async with open_store(shared_store_url) as store:
+    async with open_store(shared_store_url) as store, contextlib.AsyncExitStack() as stack:
         await new_run(store, "r1", me)
         renewals = Renewals(store)
         real = renewals.real
@@ -430,6 +432,7 @@ async def test_a_store_that_is_down_does_not_end_the_lease(shared_store_url):
 
         renewals.real = down
         lease = Lease(store, "r1", ttl=TTL, holder=me, timer=clock)
+        stack.push_async_callback(lease.close)
         lease.taken()
         await until(lambda: clock.pending_timers == 1)
         await clock.advance(TTL / 3)
@@ -458,8 +461,9 @@ async def stored_calls(store: RunStore, run_id: str, hid: str) -> dict[str, Any]
 
 
 async def test_the_journal_puts_a_calls_start_on_disk_before_the_call_runs(shared_store_url):
-    async with open_store(shared_store_url) as store:
+    async with open_store(shared_store_url) as store, contextlib.AsyncExitStack() as stack:
         durable = DurableRun(store, "r1", clock=AsyncioClock())
+        stack.push_async_callback(durable.close)
         await durable.start("a")
         h = handle()
         journal = TurnJournal(durable, h, on_checkpoint=lambda: durable.touch(h))
@@ -482,12 +486,12 @@ async def test_the_journal_puts_a_calls_start_on_disk_before_the_call_runs(share
         await durable.flush()
         assert await stored_calls(store, "r1", "h1") == {}
         assert (await store.load("r1")).conversations["h1"] == messages + [msg("result")]
-        await durable.close()
 
 
 async def test_an_idempotent_calls_start_is_not_waited_for(shared_store_url):
-    async with open_store(shared_store_url) as store:
+    async with open_store(shared_store_url) as store, contextlib.AsyncExitStack() as stack:
         durable = DurableRun(store, "r1", clock=AsyncioClock())
+        stack.push_async_callback(durable.close)
         await durable.start("a")
         h = handle()
         written: list[Changes] = []
@@ -504,7 +508,6 @@ async def test_an_idempotent_calls_start_is_not_waited_for(shared_store_url):
         assert durable.scheduler.task is not None
         await asyncio.wait_for(durable.scheduler.task, WAIT)
         assert (await stored_calls(store, "r1", "h1"))["c1"]["status"] == STARTED
-        await durable.close()
 
 
 async def test_without_a_store_the_journal_still_names_the_call_a_suspension_came_from() -> None:
@@ -587,8 +590,9 @@ class Host:
 
 
 async def test_a_durable_run_is_attached_once_and_commits_its_hosts_state(shared_store_url):
-    async with open_store(shared_store_url) as store:
+    async with open_store(shared_store_url) as store, contextlib.AsyncExitStack() as stack:
         durable = DurableRun(store, "r1", clock=AsyncioClock())
+        stack.push_async_callback(durable.close)
         host = Host(status="pending")
         durable.attach(host)
         with pytest.raises(ToolnexusRuntimeError):
@@ -602,12 +606,12 @@ async def test_a_durable_run_is_attached_once_and_commits_its_hosts_state(shared
         assert set(loaded.handles) == {"root", "a-1"}
         assert loaded.state is not None and loaded.state["registry"]["names"] == ["a"]
         assert [p.request.id for p in host.told] == ["req-1"]  # told once the store holds it
-        await durable.close()
 
 
 async def test_a_parked_run_gives_its_lease_up_and_takes_it_again_only_to_keep_it_while_busy(shared_store_url):
-    async with open_store(shared_store_url) as store:
+    async with open_store(shared_store_url) as store, contextlib.AsyncExitStack() as stack:
         durable = DurableRun(store, "r1", clock=AsyncioClock())
+        stack.push_async_callback(durable.close)
         host = Host()
         durable.attach(host)
         await durable.flush()
@@ -625,13 +629,12 @@ async def test_a_parked_run_gives_its_lease_up_and_takes_it_again_only_to_keep_i
         durable.touch(host.root)
         await durable.flush()
         assert durable.held and (await store.load("r1")).lease is not None
-        await durable.close()
 
 
 async def test_an_unattached_run_commits_as_running(shared_store_url):
-    async with open_store(shared_store_url) as store:
+    async with open_store(shared_store_url) as store, contextlib.AsyncExitStack() as stack:
         durable = DurableRun(store, "r1", clock=AsyncioClock())
+        stack.push_async_callback(durable.close)
         await durable.start("a")
         loaded = await store.load("r1")
         assert (loaded.status, loaded.entry_agent) == ("running", "a")
-        await durable.close()

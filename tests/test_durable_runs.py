@@ -6,6 +6,7 @@ TOOLNEXUS_TEST_POSTGRES). The model is scripted behind the transport seam; the s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from datetime import UTC, datetime, timedelta
@@ -58,9 +59,10 @@ def gated(log: list[Any], *, schema: dict[str, Any] | None = None, expires: str 
 
 
 async def test_a_parked_run_is_listed_and_answered_exactly_once_from_the_store(store_url):
-    async with open_store(store_url) as store:
+    async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         model = Counting(SeedModel())
         r = await WORKER.run("do the gated thing", transport=model, llm=LLM, store=store, run_id="r-1")
+        stack.push_async_callback(r.runtime.aclose)  # for a failure before the aclose below (a second one is a no-op)
         assert (r.status, r.run_id, r.runtime.run_id) == ("pending", "r-1", "r-1")
         await r.runtime.aclose()
         [waiting] = await store.pending()
@@ -99,15 +101,15 @@ async def test_replay_mode_with_a_store_keeps_the_founding_examples_numbers(stor
 async def test_the_live_runtime_resumes_in_place_and_a_second_answer_is_refused(store_url):
     log: list[Any] = []
     worker = gated(log)
-    async with open_store(store_url) as store:
+    async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         r = await worker.run("go", transport=SeedModel(), llm=LLM, store=store)
+        stack.push_async_callback(r.runtime.close, r.runtime.root)
         answer = Answer(id=r.pending.id, ok=True, data={"n": 1})
         final = await r.runtime.resume(answer)
         assert final.status == "done" and [a.data if a else None for a in log] == [None, {"n": 1}]
         with pytest.raises(AnswerAlreadyApplied):
             await r.runtime.resume(answer)
         assert len(log) == 2  # the tool ran once with the answer
-        await r.runtime.close(r.runtime.root)
 
 
 async def test_a_used_run_id_is_refused_before_any_model_call(store_url):
@@ -141,7 +143,7 @@ def test_a_run_id_needs_a_durable_store():
 
 
 async def test_restore_names_a_missing_definition(store_url):
-    async with open_store(store_url) as store:
+    async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         r = await TOP.run("go", transport=team_model(), llm=LLM, store=store, run_id="team")
         await r.runtime.aclose()
         with pytest.raises(RestoreError, match=r"needs the agent definition\(s\) 'leaf', 'mid'"):
@@ -149,29 +151,31 @@ async def test_restore_names_a_missing_definition(store_url):
                                        transport=team_model(), llm=LLM)
         # the refused restore gave the lease back: a correct one works
         rt = await AgentRuntime.restore(store, "team", agents=[TOP], transport=team_model(), llm=LLM)
-        await rt.aclose()
+        stack.push_async_callback(rt.aclose)
 
 
 async def test_a_live_holder_keeps_others_out_until_it_parks(store_url):
-    async with open_store(store_url) as store:
+    async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         rt = AgentRuntime(registry=WORKER.registry(), transport=SeedModel(), llm=LLM, store=store, run_id="held")
+        stack.push_async_callback(rt.aclose)
         await rt.run_state.durable.start("worker")  # created and leased, nothing parked yet
         with pytest.raises(RunInProgress, match="is being run by process"):
             await AgentRuntime.restore(store, "held", agents=[WORKER], transport=SeedModel(), llm=LLM)
         other = await AgentRuntime.restore(store, "held", agents=[WORKER], transport=SeedModel(), llm=LLM,
                                            takeover=True)
-        await other.aclose()
-        await rt.aclose()
+        stack.push_async_callback(other.aclose)
 
 
 async def test_three_levels_park_at_the_leaf_and_resume_from_a_restored_runtime(store_url):
-    async with open_store(store_url) as store:
+    async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         r = await TOP.run("go", transport=team_model(), llm=LLM, store=store, run_id="three")
+        stack.push_async_callback(r.runtime.aclose)  # for a failure before the aclose below (a second one is a no-op)
         assert r.status == "pending" and r.pending.data["path"] == ["root", "top.1"]
         before = {h.id: (h.turns_total, h.usage_total) for h in _tree(r.runtime)}
         await r.runtime.aclose()
 
         rt = await AgentRuntime.restore(store, "three", agents=[TOP], transport=team_model(), llm=LLM)
+        stack.push_async_callback(rt.close, rt.root)
         assert [h.id for h in _tree(rt)] == list(before) and all(h.state == "suspended" for h in _tree(rt))
         assert {h.id: (h.turns_total, h.usage_total) for h in _tree(rt)} == before
         final = await rt.resume(Answer(id=r.pending.id, ok=True))
@@ -179,11 +183,10 @@ async def test_three_levels_park_at_the_leaf_and_resume_from_a_restored_runtime(
         assert [h.id for h in _tree(rt)] == list(before)  # no duplicate child
         for h in _tree(rt):
             assert h.turns_total > before[h.id][0] and h.usage_total > before[h.id][1]
-        await rt.close(rt.root)
 
 
 async def test_two_parallel_pending_children_are_answered_one_at_a_time(store_url):
-    async with open_store(store_url) as store:
+    async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         r = await FAN.run("go", transport=team_model(), llm=LLM, store=store, run_id="fan")
         await r.runtime.aclose()
         ids = [p.request.id for p in await store.pending()]
@@ -195,16 +198,16 @@ async def test_two_parallel_pending_children_are_answered_one_at_a_time(store_ur
         assert final.status == "done"
         assert final.text == "fan: child: through the gate + child: through the gate"
         rt = await AgentRuntime.restore(store, "fan", agents=[FAN], transport=team_model(), llm=LLM)
+        stack.push_async_callback(rt.aclose)
         assert [h.id for h in _tree(rt)] == ["root/fan.1", "root/fan.1/left.1", "root/fan.1/right.2"]
-        await rt.aclose()
 
 
-async def test_an_expired_request_never_runs_its_tool_on_any_path(store_url):
+async def test_an_expired_request_never_runs_its_tool_on_any_path(store_url, exits):
     past = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
     for mode in ("continue", "replay"):
         log: list[Any] = []
         worker = gated(log, expires=past)
-        async with open_store(store_url) as store:
+        async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
             r = await worker.run("go", transport=SeedModel(), llm=LLM, store=store, resume_mode=mode)
             await r.runtime.aclose()
             final = await resume(store, Answer(id=r.pending.id, ok=True), agents=[worker], transport=SeedModel(),
@@ -214,20 +217,20 @@ async def test_an_expired_request_never_runs_its_tool_on_any_path(store_url):
             assert (await store.find_request(r.pending.id)).status == "applied"
             # in process too
             r2 = await worker.run("go", transport=SeedModel(), llm=LLM, store=store, resume_mode=mode)
+            stack.push_async_callback(r2.runtime.close, r2.runtime.root)
             log.clear()
             await r2.runtime.resume(Answer(id=r2.pending.id, ok=True))
             assert all(a is None for a in log), (mode, log)
-            await r2.runtime.close(r2.runtime.root)
     # and without a store (replay, the founding page's default path)
     log = []
     worker = gated(log, expires=past)
     r3 = await worker.run("go", transport=SeedModel(), llm=LLM)
+    exits.push_async_callback(r3.runtime.close, r3.runtime.root)
     await r3.runtime.resume(Answer(id=r3.pending.id, ok=True))
     assert all(a is None for a in log)
-    await r3.runtime.close(r3.runtime.root)
 
 
-async def test_an_answer_that_violates_the_requests_schema_is_refused_on_every_path(store_url):
+async def test_an_answer_that_violates_the_requests_schema_is_refused_on_every_path(store_url, exits):
     schema = {"type": "object", "properties": {"amount": {"type": "number"}}, "required": ["amount"]}
     bad, good = {"amount": "lots"}, {"amount": 40}
     for mode in ("continue", "replay"):
@@ -254,25 +257,25 @@ async def test_an_answer_that_violates_the_requests_schema_is_refused_on_every_p
     log = []
     worker = gated(log, schema=schema)
     r3 = await worker.run("go", transport=SeedModel(), llm=LLM)  # no store: the replay path
+    exits.push_async_callback(r3.runtime.close, r3.runtime.root)
     with pytest.raises(ResumeError, match="does not match the request's schema"):
         await r3.runtime.resume(Answer(id=r3.pending.id, ok=True, data=bad))
     assert all(a is None for a in log)
-    await r3.runtime.close(r3.runtime.root)
 
 
 async def test_an_interrupted_parked_handle_withdraws_its_request(store_url):
-    async with open_store(store_url) as store:
+    async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         r = await WORKER.run("go", transport=SeedModel(), llm=LLM, store=store)
         rt = r.runtime
+        stack.push_async_callback(rt.close, rt.root)
         rt.interrupt(rt.entry)
         await rt.flush()
         assert await store.pending() == []
         with pytest.raises(RequestWithdrawn, match="withdrawn"):
             await resume(store, Answer(id=r.pending.id, ok=True), agents=[WORKER], transport=SeedModel(), llm=LLM)
-        await rt.close(rt.root)
 
 
-async def test_transcripts_are_written_append_only():
+async def test_transcripts_are_written_append_only(exits):
     """Every commit of a many-turn run writes only the new messages of each transcript."""
     store = open_store("memory:")
     seen: list[tuple[str, int, int]] = []
@@ -298,13 +301,13 @@ async def test_transcripts_are_written_append_only():
 
     looker = agent("looker", does="looks", model="m", uses={"tools": [lookup_tool()]}, budget=Budget(max_turns=20))
     r = await looker.run("go", transport=scripted({"m": script}), llm=LLM, store=store)
+    exits.push_async_callback(r.runtime.aclose)
     assert r.status == "done" and r.turns == 9
     length = 0
     for _conv, start, appended in seen:
         assert start == length, seen  # never rewrites what is stored
         length = start + appended
     assert length == len(await r.runtime.conversation_store.get("root/looker.1"))
-    await r.runtime.aclose()
 
 
 async def test_an_unreachable_store_is_a_clear_error_before_any_model_call():
@@ -351,13 +354,14 @@ async def test_a_store_failing_mid_run_loses_nothing_committed(tmp_path):
 
     worker = agent("worker", does="gated",
                    uses={"tools": [define_tool(gate, name="gate", description="g", idempotent=True)]})
-    async with open_store(f"sqlite:///{path}?timeout=0.2") as store:
+    async with open_store(f"sqlite:///{path}?timeout=0.2") as store, contextlib.AsyncExitStack() as stack:
         with pytest.raises(StoreUnavailable, match="holds a write lock"):
             await worker.run("go", transport=SeedModel(), llm=LLM, store=store, run_id="locked")
         blocker.unlock()
         assert {s.run_id: s.status for s in await store.runs()} == {"locked": "running"}  # nothing parked yet
         rt = await AgentRuntime.restore(store, "locked", agents=[worker], transport=SeedModel(), llm=LLM,
                                         takeover=True)
+        stack.push_async_callback(rt.aclose)  # for a failure before the aclose below (a second one is a no-op)
         result = await rt.wait(rt.entry)
         assert result.status == "pending" and result.pending.kind == "approval"
         await rt.aclose()
@@ -379,12 +383,13 @@ async def test_a_run_whose_final_commit_fails_raises_instead_of_reporting_an_uns
 
     worker = agent("worker", does="gated",
                    uses={"tools": [define_tool(gate, name="gate", description="g", idempotent=True)]})
-    async with open_store(f"sqlite:///{path}?timeout=0.2") as store:
+    async with open_store(f"sqlite:///{path}?timeout=0.2") as store, contextlib.AsyncExitStack() as stack:
         with pytest.raises(StoreUnavailable, match="holds a write lock"):
             await worker.run("go", transport=SeedModel(), llm=LLM, store=store, run_id="late")
         blocker.unlock()
         assert {s.run_id: s.status for s in await store.runs()} == {"late": "running"}
         rt = await AgentRuntime.restore(store, "late", agents=[worker], transport=SeedModel(), llm=LLM, takeover=True)
+        stack.push_async_callback(rt.close, rt.root)  # the close below is a step: this is for a failure before it
         result = await rt.wait(rt.entry)
         await rt.close(rt.root)
         assert (result.status, result.text) == ("done", "done.")

@@ -11,6 +11,7 @@ injectable clock; nothing sleeps to wait for something.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, Iterator
@@ -215,8 +216,9 @@ async def test_a_tool_s_timer_fires_and_calls_it_again(fleet_url, tmp_path, monk
 async def test_a_run_whose_holder_died_is_taken_over_from_its_last_commit(fleet_url):
     release, inside = asyncio.Event(), asyncio.Queue()
     team = _blocking_agents(release, inside)
-    async with open_store(fleet_url) as store:
+    async with open_store(fleet_url) as store, contextlib.AsyncExitStack() as stack:
         rt = AgentRuntime(registry=team[0].registry(), store=store, run_id="crash", llm=LLM, transport=MODEL)
+        stack.push_async_callback(rt.aclose)  # for a failure before the aclose below (a second one is a no-op)
         rt.wake(rt.spawn(rt.root, "alpha"), "crash")
         assert await inside.get() == ("alpha", "crash")
         await rt.flush()
@@ -339,14 +341,16 @@ async def test_the_poll_finds_new_work_when_nothing_notifies(fleet_url):
         w = worker(store, clock=clock, listen=False, poll_interval=5.0,
                    on_event=lambda line: took.set() if line.startswith("worker: took run") else None)
         serving = asyncio.ensure_future(w.run())
-        while clock.pending_timers == 0:  # idle: waiting for the poll (and nothing else can wake it)
-            await asyncio.sleep(0)
-        await store.submit_run("alpha", "polled", run_id="polled")
-        assert not took.is_set()
-        await clock.advance(5.0)
-        await asyncio.wait_for(took.wait(), 30)
-        w.stop()
-        await serving
+        try:
+            while clock.pending_timers == 0:  # idle: waiting for the poll (and nothing else can wake it)
+                await asyncio.sleep(0)
+            await store.submit_run("alpha", "polled", run_id="polled")
+            assert not took.is_set()
+            await clock.advance(5.0)
+            await asyncio.wait_for(took.wait(), 30)
+        finally:
+            w.stop()
+            await serving
 
 
 async def test_listen_notify_wakes_a_postgres_worker_at_once(postgres_url):
@@ -362,22 +366,26 @@ async def test_listen_notify_wakes_a_postgres_worker_at_once(postgres_url):
         clock = VirtualClock()  # the poll never comes: only a notification can wake it
         w = worker(store, clock=clock, poll_interval=3600.0, on_event=seen)
         serving = asyncio.ensure_future(w.run())
-        while clock.pending_timers == 0:
-            await asyncio.sleep(0)
-        assert "listening" in events[0]
-        await store.submit_run("alpha", "notified", run_id="notified")
-        await asyncio.wait_for(took.wait(), 30)
-        w.stop()
-        await serving
+        try:
+            while clock.pending_timers == 0:
+                await asyncio.sleep(0)
+            assert "listening" in events[0]
+            await store.submit_run("alpha", "notified", run_id="notified")
+            await asyncio.wait_for(took.wait(), 30)
+        finally:
+            w.stop()
+            await serving
 
 
 async def test_a_restored_run_waited_on_from_root_gives_the_entry_result(fleet_url):
     async with open_store(fleet_url) as store:
         await park(store, GATEKEEPER, "root", "root")
         rt = await AgentRuntime.restore(store, "root", agents=AGENTS, llm=LLM, transport=MODEL)
-        result = await rt.wait(rt.root)
-        assert result.status == "pending" and result.pending is not None  # never "root never runs a turn"
-        await rt.aclose()
+        try:
+            result = await rt.wait(rt.root)
+            assert result.status == "pending" and result.pending is not None  # never "root never runs a turn"
+        finally:
+            await rt.aclose()
 
 
 async def test_each_item_is_a_span_the_run_nests_under_and_metrics_render(tmp_path):
@@ -435,17 +443,19 @@ async def test_an_answer_for_a_run_held_elsewhere_goes_back_to_the_queue_with_it
         r = await park(store, GATEKEEPER, "held", "held")
         # a live host has the run
         holder = await AgentRuntime.restore(store, "held", agents=AGENTS, llm=LLM, transport=MODEL)
-        await store.submit_answer(Answer(id=r.pending.id, ok=True))
-        w = worker(store)
-        await w.start()
-        assert await w.step() == 1
-        await w.wait_idle()
-        [waiting] = await store.pending()
-        assert waiting.status == "queued"  # still the queue's: no other answer can get in meanwhile
-        with pytest.raises(AnswerAlreadyApplied):
-            await store.submit_answer(Answer(id=r.pending.id, ok=False))
-        assert w.metrics_registry.value("toolnexus_fleet_jobs_total", kind="answer", outcome="held") == 1
-        await holder.aclose()
+        try:
+            await store.submit_answer(Answer(id=r.pending.id, ok=True))
+            w = worker(store)
+            await w.start()
+            assert await w.step() == 1
+            await w.wait_idle()
+            [waiting] = await store.pending()
+            assert waiting.status == "queued"  # still the queue's: no other answer can get in meanwhile
+            with pytest.raises(AnswerAlreadyApplied):
+                await store.submit_answer(Answer(id=r.pending.id, ok=False))
+            assert w.metrics_registry.value("toolnexus_fleet_jobs_total", kind="answer", outcome="held") == 1
+        finally:
+            await holder.aclose()
         await w.drain()
 
 

@@ -17,6 +17,7 @@ Real processes (the resume runs in a fresh `support.durable_app` process) and re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
@@ -96,8 +97,9 @@ async def test_an_applied_answer_is_reported_applied_when_a_later_commit_fails(
 
 async def test_rt_resume_returns_with_its_last_commit_written(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
-    async with open_store(f"sqlite:///{path}") as store:
+    async with open_store(f"sqlite:///{path}") as store, contextlib.AsyncExitStack() as stack:
         r = await GATED.run("go", store=store, transport=SeedModel(), llm=LLM, run_id="gate-2")
+        stack.push_async_callback(r.runtime.close, r.runtime.root)
         BREAK["db"] = ""  # the store stays healthy here
         final = await r.runtime.resume(Answer(id=r.pending.id, ok=True))
         # Read with another connection before this loop runs anything else: what resume() promised is on disk.
@@ -108,14 +110,14 @@ async def test_rt_resume_returns_with_its_last_commit_written(tmp_path: Path) ->
         finally:
             conn.close()
         assert (final.status, stored, ledger) == ("done", "done", "applied")  # before: "pending", "claimed"
-        await r.runtime.close(r.runtime.root)
 
 
 async def test_close_of_a_handle_returns_with_its_commit_written(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
-    async with open_store(f"sqlite:///{path}") as store:
+    async with open_store(f"sqlite:///{path}") as store, contextlib.AsyncExitStack() as stack:
         rt = AgentRuntime(registry={"w": AgentDef("w", "worker", "", "stub-model")}, store=store, run_id="close-1",
                           transport=SeedModel(), llm=LLM)
+        stack.push_async_callback(rt.close, rt.root)
         child = rt.spawn(rt.root, "w")
         await rt.flush()
         await rt.close(child)
@@ -125,7 +127,6 @@ async def test_close_of_a_handle_returns_with_its_commit_written(tmp_path: Path)
         finally:
             conn.close()
         assert records[child.id]["state"] == "closed"  # before: "idle", the close only scheduled
-        await rt.close(rt.root)
 
 
 def test_sync_verbs_with_no_running_loop_refuse_instead_of_skipping_their_commit(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ Real loopback HTTP model server, real stores (SQLite, PostgreSQL, file), real `t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -63,8 +64,9 @@ async def test_lone_surrogates_from_the_model_finish_on_every_store_and_restore_
     llm.add(Json(openai_calls(("c1", "echo", '{"text": "a\\ud800b"}'), content="thinking \ud83d")),
             Json(openai_calls(("c2", "echo", {"text": "plain"}))),
             Json(openai_text("done \ud800 \udfff")))
-    async with open_store(store_url) as store:
+    async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         r = await WRITER.run("go", llm=_llm(llm), store=store)
+        stack.push_async_callback(r.runtime.aclose)  # for a failure before the aclose below (a second one is a no-op)
         assert (r.status, r.text) == ("done", "done \ud800 \udfff"), r.text  # before: error on every real store
         before = await r.runtime.conversation_store.get("root/writer.1")
         await r.runtime.aclose()
@@ -75,10 +77,10 @@ async def test_lone_surrogates_from_the_model_finish_on_every_store_and_restore_
         assert "thinking \ufffd" in json.dumps(bodies[1]["messages"], ensure_ascii=False)
 
         rt = await AgentRuntime.restore(store, r.run_id, agents=[WRITER], llm=_llm(llm))
+        stack.push_async_callback(rt.close, rt.root)
         again = await rt.wait(rt.entry)
         assert (again.status, again.text) == ("done", "done \ud800 \udfff")
         assert await rt.conversation_store.get("root/writer.1") == before  # kept losslessly
-        await rt.close(rt.root)
 
 
 async def gate(note: str, ctx: Any = None) -> ToolResult:

@@ -113,13 +113,14 @@ async def test_a_caller_that_gives_up_cancels_the_call_at_the_server(scripted):
     assert notice["params"] == {"requestId": 2, "reason": "caller cancelled"}
 
 
-async def test_a_dead_server_fails_waiting_and_later_requests_as_connection_closed(tmp_path):
+async def test_a_dead_server_fails_waiting_and_later_requests_as_connection_closed(tmp_path, exits):
     proc = await asyncio.create_subprocess_exec(sys.executable, SCRIPTED, str(tmp_path / "log"),
                                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     closed: list[Any] = []
     session = StdioSession(proc.stdout, proc.stdin, name="s", timeout=10, max_line=1 << 20, on_closed=closed.append)
     session.start()
+    exits.push_async_callback(session.aclose)
     await session.initialize()
     waiting = asyncio.ensure_future(session.call_tool("slow", {}))
     proc.kill()
@@ -129,7 +130,6 @@ async def test_a_dead_server_fails_waiting_and_later_requests_as_connection_clos
     assert caught.value.code == -32000 and session.is_lost(caught.value) and closed == [None]
     with pytest.raises(McpRequestError, match="Connection closed"):
         await session.call_tool("echo", {"text": "x"})
-    await session.aclose()
 
 
 async def test_elicitations_reach_wait_for_and_a_server_that_gives_up_stops_the_wait(tmp_path):

@@ -11,6 +11,7 @@ resuming on this wire, in memory and through a durable SQLite store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -253,8 +254,9 @@ async def test_a_durable_run_parks_in_sqlite_and_resumes_on_this_wire(server, tm
     log: list[Any] = []
     worker = gated(log)
     server.add(step("responses/gate_call.json"), step("responses/text.json"))
-    async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+    async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store, contextlib.AsyncExitStack() as stack:
         r = await worker.run("go", llm=llm_of(server), store=store, run_id="resp-1")
+        stack.push_async_callback(r.runtime.aclose)  # for a failure before the aclose below (a second one is a no-op)
         assert r.status == "pending"
         await r.runtime.aclose()
         [waiting] = await store.pending()

@@ -4,6 +4,7 @@ a page, and SQLite's durability switch (the commits exactly-once rests on are fs
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from datetime import timedelta
 from typing import Any
@@ -86,16 +87,16 @@ async def test_cancel_withdraws_a_parked_run_s_requests(store_url):
 
 
 async def test_cancel_of_a_run_a_live_process_holds(store_url):
-    async with open_store(store_url) as store:
+    async with open_store(store_url) as store, contextlib.AsyncExitStack() as stack:
         r = await park(store, GATEKEEPER, "held", "held")
         rt = await AgentRuntime.restore(store, "held", agents=AGENTS, llm=LLM, transport=MODEL)
+        stack.push_async_callback(rt.aclose)
         if store_url.startswith(("memory", "file")):
             with pytest.raises(RunInProgress):  # no worker to deliver it: refused, saying who holds it
                 await store.cancel_run("held")
         else:
             assert await store.cancel_run("held") == "requested"
         assert await store.cancel_run("held", force=True) == "cancelled"
-        await rt.aclose()
         del r
 
 

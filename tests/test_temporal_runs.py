@@ -331,14 +331,14 @@ async def test_an_oversized_llm_request_fails_the_turn_with_a_clear_error(tempor
         assert "payload limit" in result.text and "ExternalPayloadCodec" in result.text
 
 
-async def test_budgets_and_spawn_errors_hold_in_a_workflow(temporal_server):
+async def test_budgets_and_spawn_errors_hold_in_a_workflow(temporal_server, exits):
     async with worker(temporal_server, agents=[TOP], llm=LLM, transport=team_model()) as host:
         unknown = await host.start("nobody", "go", run_id=run_id("unknown"), wait=True)
         assert unknown.status == "error" and 'unknown agent "nobody"' in unknown.text
         capped = await host.start("top", "go", run_id=run_id("capped"), budget=Budget(max_tokens=10), wait=True)
         expected_rt = AgentRuntime(registry=TOP.registry(), transport=team_model(), llm=LLM, resume_mode="continue")
+        exits.push_async_callback(expected_rt.close, expected_rt.root)
         h = expected_rt.spawn(expected_rt.root, "top", Budget(max_tokens=10))
         expected_rt.wake(h, "go")
         expected = await expected_rt.wait(h)
-        await expected_rt.close(expected_rt.root)
         assert (capped.status, capped.text, capped.limit) == (expected.status, expected.text, expected.limit)
