@@ -23,6 +23,7 @@ import pytest
 from mcp.client.client import Client as McpClient
 
 from support.serve_kit import rpc, wait_state
+from support.stores import shared_store_url  # noqa: F401 - fixture: file, SQLite and PostgreSQL
 from support.temporal_server import run_id, temporal_server, worker  # noqa: F401 - fixture
 from toolnexus import Answer, ApprovalRule, Escalate, create_in_process_client, create_toolkit, define_tool, pending
 from toolnexus.agents import agent, resume
@@ -270,7 +271,7 @@ async def test_without_a_store_a_tool_that_asks_runs_twice_and_a_gated_tool_once
 # -- sticky decisions survive a restore --------------------------------------------------------------------
 
 
-async def test_a_restored_run_keeps_its_sticky_decision(tmp_path: Path) -> None:
+async def test_a_restored_run_keeps_its_sticky_decision(shared_store_url: str) -> None:
     """`always` on deploy, then a park on another tool; the run restored from the store approves
     the next deploy from its memory, without asking."""
     other: list[str] = []
@@ -293,7 +294,7 @@ async def test_a_restored_run_keeps_its_sticky_decision(tmp_path: Path) -> None:
                     "name": name, "arguments": json.dumps(args)}}]})
             return _reply({"content": "all done"})
 
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    url = shared_store_url
     async with open_store(url) as store:
         r = await steady.run("go", transport=Model(), llm=LLM, store=store, run_id="sticky-1")
         await r.runtime.aclose()
@@ -307,7 +308,7 @@ async def test_a_restored_run_keeps_its_sticky_decision(tmp_path: Path) -> None:
     assert (final.status, RAN, other) == ("done", ["a", "b", "c"], ["n"])
 
 
-# -- N-of-M and escalation, as store state ---------------------------------------------------------------
+# -- N-of-M and escalation, as store state (the file store, SQLite and PostgreSQL) -------------------------
 
 
 def release(service: str) -> str:
@@ -323,8 +324,8 @@ ESCALATING = agent("releaser", does="releases", uses={"tools": [
                                                      on_expiry=Escalate("oncall", expires_in=60)))]})
 
 
-async def test_two_approvals_from_distinct_people_survive_a_restart(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+async def test_two_approvals_from_distinct_people_survive_a_restart(shared_store_url: str) -> None:
+    url = shared_store_url
     model = EchoModel("release", {"service": "api"})
     async with open_store(url) as store:
         r = await TWO_PERSON.run("release", transport=model, llm=LLM, store=store, run_id="two-1")
@@ -347,8 +348,8 @@ async def test_two_approvals_from_distinct_people_survive_a_restart(tmp_path: Pa
     assert (final.status, final.text, RAN) == ("done", "saw: api released", ["api"])
 
 
-async def test_an_expired_request_escalates_to_another_group_then_declines(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+async def test_an_expired_request_escalates_to_another_group_then_declines(shared_store_url: str) -> None:
+    url = shared_store_url
     model = EchoModel("release", {"service": "api"})
     async with open_store(url) as store:
         r = await ESCALATING.run("release", transport=model, llm=LLM, store=store, run_id="esc-1")
