@@ -5,6 +5,7 @@
 - the examples' README cites nothing a user does not have;
 - the judgments page's examples call no remote service unless the user names one;
 - the site says how to serve it so that search works;
+- long code lines and signatures wrap or scroll instead of being cut (the site's stylesheet);
 - a skipped PostgreSQL test names the variable to set, not a CI script.
 """
 
@@ -14,6 +15,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 from support.doc_blocks import blocks_of
 from support.stores import POSTGRES_ENV, SKIP_PG
@@ -80,6 +83,37 @@ def test_the_site_says_how_to_serve_it_so_search_works():
     for page in (DOCS / "index.md", DOCS / "contributing-docs.md", ROOT / "README.md"):
         text = page.read_text(encoding="utf-8")
         assert "python -m http.server" in text and "mkdocs serve" in text, page.name
+
+
+def _css_rules(css: str) -> dict[str, dict[str, str]]:
+    """`selector -> {property: value}` of a stylesheet, `@media print` rules keyed `print: selector`."""
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.DOTALL)
+    rules: dict[str, dict[str, str]] = {}
+    for media, inner in re.findall(r"@media\s+([^{]+)\{((?:[^{}]*\{[^{}]*\})*)\s*\}", css):
+        for selector, body in re.findall(r"([^{}]+)\{([^{}]*)\}", inner):
+            rules[f"{media.strip()}: {selector.strip()}"] = _declarations(body)
+    css = re.sub(r"@media[^{]+\{(?:[^{}]*\{[^{}]*\})*\s*\}", "", css)
+    for selector, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
+        rules[selector.strip()] = _declarations(body)
+    return rules
+
+
+def _declarations(body: str) -> dict[str, str]:
+    pairs = (d.split(":", 1) for d in body.split(";") if ":" in d)
+    return {name.strip(): value.strip() for name, value in pairs}
+
+
+def test_long_code_lines_wrap_or_scroll_instead_of_being_cut():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert "stylesheets/extra.css" in config.get("extra_css", [])
+    rules = _css_rules((DOCS / "stylesheets" / "extra.css").read_text(encoding="utf-8"))
+    wraps = {"white-space": "pre-wrap", "overflow-wrap": "anywhere"}.items()
+    # code blocks keep their lines (they are copied and run) and scroll sideways, the bar always shown
+    code = rules.get(".md-typeset pre > code", {})
+    assert code.get("overflow-x") in ("auto", "scroll") and code.get("scrollbar-width") != "none", code
+    # API signatures wrap inside their box; printed pages cannot scroll, so code wraps there
+    assert rules.get(".md-typeset .doc-signature code", {}).items() >= wraps
+    assert rules.get("print: .md-typeset pre > code", {}).items() >= wraps
 
 
 def test_a_skipped_postgres_test_names_the_variable_to_set():

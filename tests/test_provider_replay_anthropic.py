@@ -5,9 +5,10 @@ Checked on both paths, streamed and not: a reply cut at `max_tokens` (inside a `
 refused is `incomplete` and its calls never run; `pause_turn` is sent back and continued within
 the run; an `event: error` after the 200 raises `ProviderError` and is retried as its status;
 server tool use, web search results, citations, thinking, redacted thinking and signatures go back
-unchanged; `prompt_tokens` counts cache reads and writes; a spend-limit 429 fails at once;
+unchanged, streamed or not; `prompt_tokens` counts cache reads and writes; a spend-limit 429 fails at once;
 `max_tokens` stays 4096 unless `request_params` (client or agent `llm`) raises it; translate
-carries thinking blocks and tells pause and refusal from stop.
+carries thinking blocks and tells pause, refusal and a reply cut inside a `tool_use` (`length`)
+from stop and from a call to run.
 """
 
 from __future__ import annotations
@@ -100,10 +101,18 @@ async def test_parallel_tool_use_runs_every_call(server):
     assert ran == ["San Francisco, CA", "New York, NY"] and result.status == "done"
 
 
-async def test_thinking_and_redacted_thinking_go_back_with_the_tool_result(server):
-    await run(server, step("anthropic/thinking_tool_use.json"), step("anthropic/text.json"), toolkit=kit())
+@pytest.mark.parametrize("stream", [False, True])
+async def test_thinking_and_redacted_thinking_go_back_with_the_tool_result(server, stream):
+    first = step("anthropic/stream_redacted_thinking.sse") if stream else step("anthropic/thinking_tool_use.json")
+    then = step("anthropic/stream_web_search.sse") if stream else step("anthropic/text.json")
+    await run(server, first, then, stream=stream, toolkit=kit())
+    assert ran == ["Paris, France"]
     sent = server.requests[1].json["messages"][1]
-    assert sent == {"role": "assistant", "content": load("anthropic/thinking_tool_use.json").json["content"]}
+    # thinking with its signature and the redacted block's data, exactly as sent (streamed: as assembled)
+    assert sent == {"role": "assistant", "content": [
+        *load("anthropic/thinking_tool_use.json").json["content"][:2],
+        {"type": "tool_use", "id": "toolu_01R3dact3d" if stream else "toolu_01Th1nk9x", "name": "get_weather",
+         "input": {"location": "Paris, France"}}]}
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -248,7 +257,8 @@ async def test_translate_carries_thinking_blocks_into_the_follow_up(server):
 
 @pytest.mark.parametrize(("name", "finish", "native"), [
     ("anthropic/pause_turn.json", "pause", "pause_turn"), ("anthropic/refusal.json", "refusal", "refusal"),
-    ("anthropic/max_tokens_in_tool_use.json", "tool_calls", "max_tokens"), ("anthropic/text.json", "stop", "end_turn"),
+    ("anthropic/max_tokens_in_tool_use.json", "length", "max_tokens"), ("anthropic/text.json", "stop", "end_turn"),
+    ("anthropic/thinking_tool_use.json", "tool_calls", "tool_use"),
 ])
 async def test_translate_tells_every_finish_apart(server, name, finish, native):
     server.add(step(name))
@@ -258,6 +268,9 @@ async def test_translate_tells_every_finish_apart(server, name, finish, native):
     finally:
         await client.aclose()
     assert (result.finish_reason, result.provider_finish_reason) == (finish, native)
+    # calls as the provider sent them, a cut one included; only `tool_calls` says they may be run
+    sent = [b["id"] for b in load(name).json["content"] if b["type"] == "tool_use"]
+    assert [c.id for c in result.tool_calls] == sent
 
 
 # -- usage on metrics and spans -------------------------------------------------------------------------

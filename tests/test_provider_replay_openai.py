@@ -6,7 +6,8 @@ client's DEFAULT transport; streams are cut at awkward byte boundaries. The rule
 never says `done` when the provider did not finish (refusal, length, content filter — streamed or
 not, and a cut tool call is never run), errors inside a 200 stream raise `ProviderError` and are
 retried like the same status, quota 429s fail at once, provider fields go back unchanged, usage
-details are exposed, and translate joins a versioned base URL as the SDKs do.
+details reach results, metrics and spans, and translate tells every finish apart (a call cut at
+the output limit is `length`, never `tool_calls`) and joins a versioned base URL as the SDKs do.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import json
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from support.llm_server import LlmServer
 from support.provider_replay import client_for, load, step
-from toolnexus import define_tool
+from toolnexus import define_tool, otel
 from toolnexus.client import ProviderError
 from toolnexus.client._wire.openai import OpenAIWire
 from toolnexus.toolkit import Toolkit
@@ -148,9 +152,14 @@ async def test_a_tool_call_cut_at_the_output_limit_is_never_run(server, stream):
     assert len(server.requests) == 1
 
 
-async def test_content_filter_is_incomplete(server):
-    result, _ = await run(server, step("openai/content_filter.json"))
-    assert (result.status, result.limit, result.finish_reason) == ("incomplete", "contentFilter", "content_filter")
+@pytest.mark.parametrize("stream", [False, True])
+async def test_content_filter_is_incomplete(server, stream):
+    name = "openai/stream_content_filter.sse" if stream else "openai/content_filter.json"
+    result, events = await run(server, step(name), stream=stream)
+    assert (result.status, result.limit, result.finish_reason, result.provider_finish_reason) == (
+        "incomplete", "contentFilter", "content_filter", "content_filter")
+    if stream:
+        assert result.text == texts(events) == "Here is how "  # what arrived before the filter, kept
 
 
 # -- usage -------------------------------------------------------------------------------------------------
@@ -158,11 +167,33 @@ async def test_content_filter_is_incomplete(server):
 
 async def test_cached_and_reasoning_tokens_are_exposed(server):
     events: list[dict] = []
-    result, _ = await run(server, step("openai/cached_reasoning_usage.json"), on_metric=events.append)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    otel.instrument(tracer_provider=provider)
+    server.add(step("openai/cached_reasoning_usage.json"))
+    client = client_for(server, "openai", on_metric=events.append)
+    try:
+        result = await client.run("q")
+        rendered = client.metrics()
+    finally:
+        await client.aclose()
+        otel.uninstrument()
+        provider.shutdown()
     assert result.usage == {"prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
                             "cached_tokens": 1920, "reasoning_tokens": 256}
     llm = next(e for e in events if e["event"] == "llm")
     assert (llm["prompt_tokens"], llm["cached_tokens"], llm["reasoning_tokens"]) == (2006, 1920, 256)
+    assert 'toolnexus_llm_tokens_total{type="prompt"} 2006' in rendered
+    assert 'toolnexus_llm_tokens_total{type="cache_read"} 1920' in rendered
+    assert 'toolnexus_llm_tokens_total{type="reasoning"} 256' in rendered
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    chat = spans["chat replay-model"].attributes
+    assert (chat["gen_ai.usage.input_tokens"], chat["gen_ai.usage.output_tokens"],
+            chat["gen_ai.usage.cache_read.input_tokens"], chat["gen_ai.usage.reasoning.output_tokens"]) == (
+        2006, 300, 1920, 256)
+    run_span = spans["invoke_agent"].attributes
+    assert run_span["gen_ai.usage.reasoning.output_tokens"] == 256
 
 
 # -- errors ------------------------------------------------------------------------------------------------
@@ -265,6 +296,7 @@ def test_translate_url_rule(base, url):
 @pytest.mark.parametrize(("name", "finish", "text"), [
     ("openai/refusal.json", "refusal", "I'm sorry, I cannot assist with that request."),
     ("openai/length.json", "length", None),
+    ("openai/length_in_call.json", "length", ""),
     ("openai/content_filter.json", "content_filter", ""),
     ("openai/parallel_calls.json", "tool_calls", ""),
 ])
@@ -279,6 +311,8 @@ async def test_translate_distinguishes_every_finish(server, name, finish, text):
     assert result.provider_finish_reason == load(name).json["choices"][0]["finish_reason"]
     if text is not None:
         assert result.text == text
+    sent = load(name).json["choices"][0]["message"].get("tool_calls") or []
+    assert result.tool_calls_json() == sent  # calls as the provider sent them; only `tool_calls` says run them
 
 
 def test_every_fixture_says_where_its_shape_comes_from():

@@ -4,8 +4,9 @@ DEFAULT transport, streams cut at awkward bytes.
 
 Checked: function tools and parallel calls, streaming events, reasoning items kept and sent back
 (with `encrypted_content`; server ids dropped under `store: false`), usage details, incomplete and
-refused replies never `done`, errors (`error` event, `response.failed`) raised and retried by
-status, `previous_response_id` chaining, translate — and the agent runtime suspending and
+refused or filtered replies never `done` (a call cut by the output limit never run), streamed or
+not, errors (`error` event, `response.failed`) raised and retried by status, a quota 429 failing
+at once, `previous_response_id` chaining, translate — and the agent runtime suspending and
 resuming on this wire, in memory and through a durable SQLite store.
 """
 
@@ -51,9 +52,16 @@ def get_weather(location: str) -> str:
     return f"sunny in {location}"
 
 
-def kit() -> Toolkit:
+@define_tool
+def write_file(path: str, content: str) -> str:
+    """Write a file."""
+    ran.append(path)
+    return "written"
+
+
+def kit(*more: Any) -> Toolkit:
     ran.clear()
-    return Toolkit(None, None, [], [], [get_weather])
+    return Toolkit(None, None, [], [], [get_weather, *more])
 
 
 async def run(server: LlmServer, *steps: Any, stream: bool = False, toolkit: Any = None, **options: Any) -> Any:
@@ -120,17 +128,27 @@ async def test_an_incomplete_response_is_incomplete(server, stream):
         assert texts(events) == result.text
 
 
-async def test_a_call_cut_by_the_output_limit_is_never_run(server):
-    result, _ = await run(server, step("responses/stream_incomplete_in_call.sse"), stream=True, toolkit=kit())
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_cut_by_the_output_limit_is_never_run(server, stream):
+    name = "responses/stream_incomplete_in_call.sse" if stream else "responses/incomplete_in_call.json"
+    result, _ = await run(server, step(name), stream=stream, toolkit=kit(write_file))
     assert ran == [] and (result.status, result.limit, result.tool_call_count) == ("incomplete", "maxOutputTokens", 0)
+    assert (result.finish_reason, result.provider_finish_reason) == ("length", "max_output_tokens")
     cut, note = result.messages[-2]["content"][0], result.messages[-1]
-    assert cut["type"] == "function_call" and cut["status"] == "incomplete"
-    assert note["tool_call_id"] == "call_cutResp01" and "was not run" in note["content"]
+    assert cut["type"] == "function_call" and cut["status"] == "incomplete"  # kept as sent
+    assert note["tool_call_id"] == cut["call_id"] == ("call_cutResp01" if stream else "call_cutResp02")
+    assert "was not run" in note["content"] and "output limit" in note["content"]
+    assert len(server.requests) == 1
 
 
-async def test_content_filter_is_incomplete(server):
-    result, _ = await run(server, step("responses/content_filter.json"))
-    assert (result.status, result.limit, result.finish_reason) == ("incomplete", "contentFilter", "content_filter")
+@pytest.mark.parametrize("stream", [False, True])
+async def test_content_filter_is_incomplete(server, stream):
+    name = "responses/stream_content_filter.sse" if stream else "responses/content_filter.json"
+    result, events = await run(server, step(name), stream=stream)
+    assert (result.status, result.limit, result.finish_reason, result.provider_finish_reason) == (
+        "incomplete", "contentFilter", "content_filter", "content_filter")
+    if stream:
+        assert result.text == texts(events) == "Here is how "  # what arrived before the filter, kept
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -152,6 +170,17 @@ async def test_a_failed_response_is_a_provider_error_retried_by_status(server):
         await run(server, step("responses/failed.json"), retries=0)
     assert (info.value.status, info.value.error_type) == (500, "server_error")
     assert "The model failed to generate a response." in str(info.value)
+
+
+async def test_an_exhausted_quota_fails_at_once_saying_what_to_do(server):
+    seen: list[dict] = []
+    with pytest.raises(ProviderError) as info:
+        await run(server, step("responses/quota_429.json"), step("responses/text.json"),
+                  on_error=lambda i: seen.append(dict(i)) or ("retry" if i["retryable"] else "fail"))
+    e = info.value
+    assert len(server.requests) == 1 and (e.status, e.error_type, e.quota) == (429, "insufficient_quota", True)
+    assert "retrying will not help" in str(e) and "billing" in str(e)
+    assert seen == [{"status": 429, "attempt": 0, "retryable": False, "error_type": "insufficient_quota"}]
 
 
 @pytest.mark.parametrize("name", ["responses/stream_error.sse", "responses/stream_failed.sse"])
@@ -206,6 +235,18 @@ async def test_translate_on_the_responses_wire(server):
     assert result.finish_reason == "tool_calls" and [c.name for c in result.tool_calls] == ["get_weather"] * 2
     assert result.thinking_blocks[0]["id"] == REASONING_ID
     assert result.assistant_message()["thinking_blocks"] == result.thinking_blocks
+
+
+async def test_translate_says_a_call_cut_by_the_output_limit_is_length(server):
+    server.add(step("responses/incomplete_in_call.json"))
+    client = client_for(server, "responses")
+    try:
+        result = await client.translate([{"role": "user", "content": "Write the report."}])
+    finally:
+        await client.aclose()
+    assert (result.finish_reason, result.provider_finish_reason) == ("length", "max_output_tokens")
+    assert [(c.id, c.arguments) for c in result.tool_calls] == [
+        ("call_cutResp02", '{"path":"/tmp/report.txt","content":"Quarterly summ')]  # as sent, not to be run
 
 
 # -- the agent runtime on this wire ------------------------------------------------------------------

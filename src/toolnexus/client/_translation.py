@@ -21,11 +21,15 @@ Choices of ours (a careful caller's expectations):
   The client's `on_unsupported_part`/`max_part_bytes` policy governs the run loop only.
 - `before_llm` sees (and may replace) the wire-shaped messages and tools of the request, i.e.
   Anthropic-shaped ones for the anthropic style, exactly as in the run loop.
-- `finish_reason` is the neutral vocabulary the run loop uses — `stop`, `tool_calls` (any call
-  wins), `length`, `refusal`, `content_filter`, `pause` — on every wire, and
+- `finish_reason` is the neutral vocabulary the run loop uses — `stop`, `tool_calls`, `length`,
+  `refusal`, `content_filter`, `pause` — on every wire, read by the run loop's rule, and
   `provider_finish_reason` is the provider's own value (an unknown openai value still passes
-  through as `finish_reason`, as in 0.21). A refusal's text is `text`. The pinned helper
-  `finish_reason_for` keeps its older mapping (refusal ⇒ `content_filter`) for callers using it.
+  through as `finish_reason`, as in 0.21). `tool_calls` means the calls are complete and may be
+  run: a reply that ends `stop` (or mislabelled) with calls is `tool_calls`, but one cut at the
+  output limit while writing a call is `length` (filtered: `content_filter`) on every wire, its
+  cut call left in `tool_calls` as the provider sent it (as OpenAI itself does), never to be run.
+  A refusal's text is `text`. The pinned helper `finish_reason_for` keeps its older mapping (any
+  call ⇒ `tool_calls`, refusal ⇒ `content_filter`) for callers using it.
 - openai: a `content` that is a parts list is flattened with `content_text`.
 - Thinking across a translate round trip: the reply's thinking (Anthropic `thinking` /
   `redacted_thinking` blocks, Responses reasoning items) is `thinking_blocks`, verbatim;

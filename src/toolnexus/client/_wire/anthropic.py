@@ -13,8 +13,9 @@ Translate on this wire: OpenAI-shaped messages, tools and `tool_choice` are
 converted (`openai_messages_to_anthropic`, `openai_tools_to_anthropic`,
 `openai_tool_choice_to_anthropic`; public through `toolnexus.translate`), the system text is the
 `system` argument, else the client's `system_prompt`, else the hoisted system messages (key omitted
-when empty), and the reply's `stop_reason` is read into the neutral finish vocabulary (`refusal`
-and `pause` kept apart from `stop`; the pinned `finish_reason_for` helper keeps its older,
+when empty), and the reply's `stop_reason` is read into the neutral finish vocabulary by the run loop's rule
+(`refusal` and `pause` kept apart from `stop`, `max_tokens` is `length` even when the cut reply
+holds a `tool_use`, which stays as sent; the pinned `finish_reason_for` helper keeps its older,
 OpenAI-only mapping for callers that use it). Thinking survives a translate round trip: the
 reply's `thinking` / `redacted_thinking` blocks come back verbatim as `thinking_blocks`, and an
 assistant message carrying `thinking_blocks` (the key LiteLLM and others use) is converted with
@@ -225,8 +226,8 @@ class AnthropicWire(DialectBase):
         ]
         stop = data.get("stop_reason")
         thinking = [b for b in blocks if b.get("type") in THINKING_TYPES]
-        finish = reply_finish(stop, bool(calls))
-        return TranslateReply(reply_text(blocks), calls, "tool_calls" if calls else finish,
+        finish = reply_finish(stop, bool(calls))  # a cut `tool_use` is `length`, as in the run loop
+        return TranslateReply(reply_text(blocks), calls, finish,
                               reply_usage(data.get("usage")),
                               provider_finish_reason=stop if isinstance(stop, str) else None,
                               thinking_blocks=thinking or None)

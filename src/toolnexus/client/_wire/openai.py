@@ -26,7 +26,8 @@ Translate on this wire: its own URL rule (`/v1` added unless the base already na
 messages as given except that canonical part dicts in them are encoded exactly as the run loop
 does (so a part the provider rejects is never forwarded), the system text prepended only when no
 `system`/`developer` message exists, and a lenient reply reader (no choices ⇒ empty result; the
-finish in the neutral vocabulary, the provider's own value beside it). The OpenAI-shaped readers
+finish in the neutral vocabulary by the run loop's rule — `length` or `content_filter` even when
+the cut reply holds calls, which stay as sent — the provider's own value beside it). The OpenAI-shaped readers
 translate's input needs on every wire live here too: `content_text`, `args_string`,
 `has_system_message`, `message_calls` and `canonical_part` (an OpenAI-native part as a canonical
 one, the inverse of this wire's part mapping).
@@ -385,7 +386,7 @@ class OpenAIWire(DialectBase):
         refusal = message.get("refusal")
         refused = isinstance(refusal, str) and bool(refusal)
         text = content_text(message.get("content")) or (str(refusal) if refused else "")
-        finish = FINISH_TOOL_CALLS if calls else finish_for(native, False, refused)
+        finish = finish_for(native, bool(calls), refused)  # a cut call is `length`, as in the run loop
         if native is not None and native not in FINISHES and finish == FINISH_STOP:
             finish = native  # an unknown provider value passes through, as it always has
         return TranslateReply(text, calls, finish, usage, provider_finish_reason=native)
