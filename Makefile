@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: demo test docs fuzz venv clean bench conformance conformance-mcp test-fleet test-browser
+.PHONY: demo test docs fuzz venv clean bench conformance conformance-mcp conformance-record test-fleet test-browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -70,7 +70,18 @@ conformance: conformance-mcp
 
 conformance-mcp: $(STAMP) $(CONF_NODE)
 	$(PY) conformance/mcp_server.py
-	$(PY) conformance/mcp_client.py
+	$(PY) conformance/mcp_client.py $(if $(MCP_REFERENCE_CLIENT),--reference $(MCP_REFERENCE_CLIENT))
+
+# A full run (the Python SDK's conformance client beside ours) whose summaries are then copied to
+# docs/conformance-runs/, which is committed: docs/conformance.md links it and quotes its figures.
+# CI never runs this, so it never dirties the tree; update the date and figures in the docs after.
+RECORDED := mcp_server.md mcp_server.json mcp_client.md mcp_client.json a2a_tck.md
+conformance-record:
+	@test -n "$(MCP_REFERENCE_CLIENT)" || { echo "conformance-record: set MCP_REFERENCE_CLIENT to the Python SDK's .github/actions/conformance/client.py (from a fetched copy)" >&2; exit 2; }
+	$(MAKE) conformance MCP_REFERENCE_CLIENT=$(MCP_REFERENCE_CLIENT)
+	mkdir -p docs/conformance-runs
+	cp $(addprefix conformance/results/,$(RECORDED)) docs/conformance-runs/
+	@echo "recorded in docs/conformance-runs/: now update the date and figures in docs/conformance.md"
 
 clean:
 	rm -rf $(VENV) build site src/*.egg-info .pytest_cache

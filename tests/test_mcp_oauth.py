@@ -8,15 +8,20 @@ person (`sign_in`: open the authorization URL, take the redirect).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from support import oauth_agent_app
 from support.oauth_server import authority
-from toolnexus import Answer, ToolContext, create_toolkit, pending_of
+from toolnexus import Answer, ToolContext, create_toolkit, otel, pending_of
 from toolnexus.mcp_auth import LoopbackCallback, OAuthOptions, ServerAuth, TokenVault, new_token_key
 from toolnexus.mcp_source import McpOptions, load_mcp_with_context
 from toolnexus.stores import open_store
@@ -295,3 +300,64 @@ async def test_an_authorization_server_answer_is_read_to_a_bound():
     await source.close()
     assert source.status == {"flood": "failed"}
     assert "authorization failed" in source.reasons["flood"] and "more than 1048576 bytes" in source.reasons["flood"]
+
+
+def issued(app) -> set[str]:
+    """Every token and client secret the authorization server holds now (used refresh tokens and
+    codes are gone from it, so the test collects as it goes)."""
+    return {*app.access, *app.refresh, *(c["secret"] for c in app.clients.values())}
+
+
+def leaks(text: str, secrets: set[str]) -> list[str]:
+    return [f"{s[:4]}… in {text[:200]!r}" for s in secrets if s in text]
+
+
+async def test_no_token_code_or_client_secret_reaches_a_log_record_or_a_span(server, tmp_path, monkeypatch, caplog):
+    """The process test's flow in this process — a run parks on the sign-in, another toolkit
+    resumes it with the redirect, a later run refreshes the expired token — with every logger at
+    DEBUG (httpx and httpcore included) and every span recorded."""
+    app, clock_file = server
+    monkeypatch.setenv("OAUTH_TEST_KEY", new_token_key())
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    common = {"store": f"sqlite:///{tmp_path / 'runs.db'}", "mcp": f"{app.base}/mcp", "clock_file": str(clock_file)}
+
+    async def step(command: str, **args: str) -> dict:
+        return await oauth_agent_app.main(argparse.Namespace(command=command, **{"run_id": None, "id": None,
+                                                                                  "url": None, **args}, **common))
+
+    before = len(grants(app))
+    secrets: set[str] = set()
+    caplog.set_level(logging.DEBUG)  # the root logger: every library's records propagate to it
+    otel.instrument(tracer_provider=provider)
+    try:
+        first = await step("start", run_id="r1")
+        request = first["pending"]
+        with caplog.at_level(logging.WARNING):  # the person's browser is this test: its records are not ours
+            landed = await sign_in(request["url"])
+        final = await step("answer", id=request["id"], url=landed)
+        secrets |= issued(app)
+        clock_file.write_text("3600")  # the access token has expired, on both sides
+        again = await step("again", run_id="r2")
+        secrets |= issued(app)
+    finally:
+        clock_file.write_text("0")
+        otel.uninstrument()
+        provider.shutdown()
+    assert (first["status"], final["status"], again["status"]) == ("pending", "done", "done")
+    assert grants(app)[before:] == ["authorization_code", "refresh_token"]
+    secrets.add(parse_qs(urlsplit(landed).query)["code"][0])
+    assert len(secrets) >= 6  # two access and two refresh tokens, the client's secret, the code
+
+    records = caplog.records
+    assert any(r.name.startswith("httpx") for r in records) and any(r.name.startswith("httpcore") for r in records)
+    found = [leak for r in records for leak in leaks(f"{r.getMessage()} {r.args!r} {r.exc_text or ''}", secrets)]
+    found += leaks(caplog.text, secrets)
+    spans = exporter.get_finished_spans()
+    assert any(s.attributes.get("toolnexus.run.resumed") for s in spans)  # the resume was traced
+    for span in spans:
+        texts = [span.name, span.status.description or "", *map(str, span.attributes.values())]
+        texts += [f"{e.name} {dict(e.attributes or {})}" for e in span.events]
+        found += [leak for text in texts for leak in leaks(text, secrets)]
+    assert found == []

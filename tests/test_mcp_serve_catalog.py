@@ -2,9 +2,9 @@
 tour through the official client is `test_mcp_serve_surface.py`).
 
 Covers what the tour does not: definitions that are refused with a clear error, skills' files
-served and confined, resource subscriptions and `Resource.changed()`, the `ToolContext` methods
-outside a served request, sessions' limits and shutdown, guards in front of sessions, the
-bounded event store and the new profile keys.
+served and confined, a toolkit source's own resources and prompts, resource subscriptions and
+`Resource.changed()`, the `ToolContext` methods outside a served request, sessions' limits and
+shutdown, guards in front of sessions, the bounded event store and the new profile keys.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from toolnexus import ToolContext, create_toolkit, prompt, resource, tool
 from toolnexus.errors import UnsupportedOperation
 from toolnexus.mcp_serve import build_mcp_server
 from toolnexus.mcp_serve._events import SessionEvents
-from toolnexus.resources import PromptError, ResourceError
+from toolnexus.resources import Prompt, PromptError, Resource, ResourceError
+from toolnexus.tool_source import ToolList
+from toolnexus.toolkit import Toolkit
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}, "clientInfo": {"name": "t", "version": "1"}}
 
@@ -176,6 +178,59 @@ async def test_skill_files_follow_the_skill_tool_and_can_be_switched_off(tmp_pat
         async with served(kit, mcp=profile) as h, mcp_session(h.url + "/mcp") as s:
             listed = [] if s.initialize_result.capabilities.resources is None else (await s.list_resources()).resources
         assert listed == []
+
+
+# ---------------------------------------------------------------------------------------- toolkit sources
+
+
+class Handbook:
+    """A toolkit source with resources and prompts of its own (a `ResourceCatalog`), as one that
+    proxies a server's would be: what it lists can change between two requests."""
+
+    kind = "handbook"
+    shadows: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self.pages = {"intro": "Start here.", "faq": "Ask away."}
+
+    def list_tools(self) -> list:
+        return []
+
+    async def refresh(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def served_resources(self) -> list[Resource]:
+        pages = [Resource(f"handbook://{name}", lambda text=text: text, name=name, mime_type="text/markdown")
+                 for name, text in self.pages.items()]
+        return [*pages, Resource("handbook://logo.png", lambda: b"\x89PNG", name="logo", mime_type="image/png")]
+
+    def served_prompts(self) -> list[Prompt]:
+        return [prompt(name="look_up")(lambda topic: f"Look {topic} up in the handbook.")]
+
+
+async def test_a_toolkit_source_that_is_a_resource_catalog_is_served_read_on_every_request() -> None:
+    handbook = Handbook()
+    kit = Toolkit.from_sources([ToolList("extra", make_toolkit(Recorder()).tools()[:1]), handbook])
+    async with served(kit, mcp={}) as h, mcp_session(h.url + "/mcp") as s:
+        listed = [(r.uri, r.name, r.mime_type) for r in (await s.list_resources()).resources]
+        intro = (await s.read_resource("handbook://intro")).contents[0]
+        logo = (await s.read_resource("handbook://logo.png")).contents[0]
+        prompts = [p.name for p in (await s.list_prompts()).prompts]
+        asked = (await s.get_prompt("look_up", {"topic": "leave"})).messages[0].content
+        handbook.pages["howto"] = "Do it so."
+        relisted = [r.uri for r in (await s.list_resources()).resources]
+        howto = (await s.read_resource("handbook://howto")).contents[0]
+    assert listed == [("handbook://intro", "intro", "text/markdown"), ("handbook://faq", "faq", "text/markdown"),
+                      ("handbook://logo.png", "logo", "image/png")]
+    assert isinstance(intro, mtypes.TextResourceContents) and intro.text == "Start here."
+    assert isinstance(logo, mtypes.BlobResourceContents) and (logo.blob, logo.mime_type) == ("iVBORw==", "image/png")
+    assert prompts == ["look_up"]
+    assert isinstance(asked, mtypes.TextContent) and asked.text == "Look leave up in the handbook."
+    assert relisted == ["handbook://intro", "handbook://faq", "handbook://howto", "handbook://logo.png"]
+    assert isinstance(howto, mtypes.TextResourceContents) and howto.text == "Do it so."
 
 
 # ---------------------------------------------------------------------------------------- subscriptions
