@@ -4,8 +4,10 @@ Safe by default: a model's `bash` call does not run under `toolnexus run --once`
 human. On a terminal the question is asked right there (`approve? [y/N/e(dit)/a(lways)]`);
 without one the run stops `pending` (exit 3), and with `--store` it is parked where `toolnexus
 pending` lists it (tool, arguments, agent) and `toolnexus answer ID --approve | --reject
---message TEXT` resumes it in another process. A two-person rule takes two different people,
-each in a process of their own.
+--message TEXT | --edit JSON [--always]` resumes it in another process (an `--always` holds for
+the answers later processes give that run). `--approve TOOL` asks about more tools. A two-person
+rule takes two different people, each in a process of their own. The reject session docs/cli.md
+shows is performed here, command by command.
 """
 
 from __future__ import annotations
