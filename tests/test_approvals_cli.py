@@ -4,22 +4,27 @@ Safe by default: a model's `bash` call does not run under `toolnexus run --once`
 human. On a terminal the question is asked right there (`approve? [y/N/e(dit)/a(lways)]`);
 without one the run stops `pending` (exit 3), and with `--store` it is parked where `toolnexus
 pending` lists it (tool, arguments, agent) and `toolnexus answer ID --approve | --reject
---message TEXT` resumes it in another process. A two-person rule takes two different people,
-each in a process of their own.
+--message TEXT | --edit JSON [--always]` resumes it in another process (an `--always` holds for
+the answers later processes give that run). `--approve TOOL` asks about more tools. A two-person
+rule takes two different people, each in a process of their own. The reject session docs/cli.md
+shows is performed here, command by command.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+import shlex
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from support.cli_agents import RELEASER
 from support.cli_run import SUPPORT, TOOLNEXUS, cli_env, run_cli
+from support.doc_blocks import blocks_of, expected_matches
 from support.llm_server import Json, LlmServer, openai_calls, openai_text
 from test_cli_run import Terminal
 from toolnexus.cli import main
@@ -152,6 +157,33 @@ def test_the_interactive_prompt(reply: str, llm: LlmServer, tmp_path: Path) -> N
     assert KEY not in term.seen
 
 
+
+@pytest.mark.parametrize("reply", ["y", "a"])
+def test_the_interactive_prompt_approves_once_or_always(reply: str, llm: LlmServer, tmp_path: Path) -> None:
+    """Two bash calls in one session: `y` approves the one asked about (the next is asked again),
+    `a` approves it and every later bash call of the session without asking."""
+    one, two = tmp_path / "one.txt", tmp_path / "two.txt"
+    llm.add(Json(openai_calls(("c1", "bash", {"command": f"echo one > {one}"}))),
+            Json(openai_calls(("c2", "bash", {"command": f"echo two > {two}"}))), Json(openai_text("all done")))
+    question = "approve? [y/N/e(dit)/a(lways)] "
+    term = Terminal([TOOLNEXUS, "run", *_model(llm), "--api-key", KEY, "--once", "go"])
+    try:
+        term.expect(question)
+        assert not one.exists()
+        term.send(reply)
+        if reply == "y":
+            term.expect(f'arguments: {{"command": "echo two > {two}"}}')
+            term.expect(question)
+            assert one.read_text() == "one\n" and not two.exists()
+            term.send("y")
+        term.expect("all done")
+    finally:
+        code = term.close()
+    assert code == 0 and (one.read_text(), two.read_text()) == ("one\n", "two\n")
+    assert term.seen.count(question) == (2 if reply == "y" else 1)
+    assert [m["content"] for m in llm.requests[-1].json["messages"] if m["role"] == "tool"] == ["", ""]
+    assert KEY not in term.seen
+
 def test_two_approvals_take_two_people_each_in_their_own_process(llm: LlmServer, tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,3 +233,149 @@ def test_the_answer_flags_make_the_answer() -> None:
     assert (rejected.ok, rejected.reason, rejected.message) == (False, "declined", "too much") and rejected.by
     legacy = answer("--id", "pnd-3", "--ok", "--data", '{"amount": 40}')
     assert (legacy.ok, legacy.data, legacy.arguments) == (True, {"amount": 40}, None)
+
+
+# -- --approve TOOL: more tools asked about -------------------------------------------------------------------
+
+RECORDERS = ("--no-builtins", "--tools-from", "cli_tools:RECORDERS")  # `note` and `stamp`: not asked by default
+
+
+def _effects(path: Path) -> list[Any]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_approve_asks_about_a_tool_that_is_not_asked_about_by_default(llm: LlmServer, tmp_path: Path) -> None:
+    effects = tmp_path / "effects.jsonl"
+    env = cli_env(OPENAI_API_KEY=KEY, CLI_EFFECTS=str(effects))
+
+    def once(tool: str, text: str, *flags: str, runs: bool) -> Any:
+        llm.add(Json(openai_calls(("c1", tool, {"text": text}))))
+        if runs:
+            llm.add(Json(openai_text("all done")))
+        return run_cli("run", *_model(llm), *RECORDERS, *flags, "--once", "go", env=env)
+
+    ran = once("note", "one", runs=True)  # not asked by default: it runs
+    assert (ran.returncode, ran.stdout) == (0, "all done\n") and _effects(effects) == [{"note": "one"}]
+
+    asked = once("note", "two", "--approve", "note", runs=False)
+    assert (asked.returncode, asked.stderr) == (3, "status: pending\n")
+    assert asked.stdout.startswith('Approve note {"text": "two"}? (native) Write a note down')
+    other = once("stamp", "three", "--approve", "note", runs=True)  # only the tool named is asked about
+    assert other.returncode == 0 and _effects(effects) == [{"note": "one"}, {"stamp": "three"}]
+
+    for tool in ("note", "stamp"):  # repeated, each flag counts
+        parked = once(tool, "four", "--approve", "note", "--approve", "stamp", runs=False)
+        assert parked.returncode == 3 and parked.stdout.startswith(f'Approve {tool} {{"text": "four"}}? (native)')
+    assert _effects(effects) == [{"note": "one"}, {"stamp": "three"}]
+
+
+# -- toolnexus answer --always, --edit: end to end --------------------------------------------------------------
+
+
+def _park(llm: LlmServer, env: dict[str, str], command: str) -> dict[str, Any]:
+    """`run --once` in a process of its own, the model's bash call parked in the store: what
+    `toolnexus pending --json` lists for it."""
+    llm.add(Json(openai_calls(("c1", "bash", {"command": command}))))
+    parked = run_cli("run", *_model(llm), "--once", "go", env=env)
+    assert parked.returncode == 3, parked.stderr
+    [item] = json.loads(run_cli("pending", "--json", env=env).stdout)
+    assert item["arguments"] == {"command": command}
+    return dict(item)
+
+
+def _stored(env: dict[str, str], run_id: str) -> dict[str, Any]:
+    """The run's requests and their stored answers, by request id (`toolnexus show --json`)."""
+    shown = run_cli("show", run_id, "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    return {r["id"]: r for r in json.loads(shown.stdout)["requests"]}
+
+
+def test_answer_always_from_another_process_covers_the_rest_of_the_run(llm: LlmServer, tmp_path: Path) -> None:
+    one, two, three, file = (tmp_path / name for name in ("one.txt", "two.txt", "three.txt", "w.txt"))
+    env = cli_env(OPENAI_API_KEY=KEY, TOOLNEXUS_STORE=f"sqlite:///{tmp_path / 'runs.db'}")
+    item = _park(llm, env, f"echo one > {one}")
+    assert not one.exists()
+
+    # answered `always` in a second process: the next bash call of this run is not asked about
+    llm.add(Json(openai_calls(("c2", "bash", {"command": f"echo two > {two}"}))),
+            Json(openai_calls(("c3", "write", {"path": str(file), "content": "w"}))))
+    first = run_cli("answer", item["id"], "--approve", "--always", "--by", "ann", env=env)
+    assert first.returncode == 3 and first.stdout.startswith("Approve write ")  # another tool is still asked
+    assert (one.read_text(), two.read_text(), file.exists()) == ("one\n", "two\n", False)
+    [waiting] = json.loads(run_cli("pending", "--json", env=env).stdout)
+    stored = _stored(env, item["run_id"])[item["id"]]
+    assert (stored["status"], stored["answer"]["ok"], stored["answer"]["always"], stored["answer"]["by"]) == (
+        "applied", True, True, "ann")
+
+    # a third process answers the write; the run's bash calls are still decided
+    llm.add(Json(openai_calls(("c4", "bash", {"command": f"echo three > {three}"}))), Json(openai_text("all done")))
+    done = run_cli("answer", waiting["id"], "--approve", env=env)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "all done\n", "")
+    assert (file.read_text(), three.read_text()) == ("w", "three\n")
+    assert json.loads(run_cli("pending", "--json", env=env).stdout) == []
+    assert sorted(_stored(env, item["run_id"])) == sorted([item["id"], waiting["id"]])  # asked twice, no more
+
+
+def test_answer_edit_from_another_process_runs_the_edited_call(llm: LlmServer, tmp_path: Path) -> None:
+    target, edited = tmp_path / "pwned.txt", tmp_path / "edited.txt"
+    env = cli_env(OPENAI_API_KEY=KEY, TOOLNEXUS_STORE=f"sqlite:///{tmp_path / 'runs.db'}")
+    item = _park(llm, env, f"echo pwned > {target}")
+    llm.add(Json(openai_text("all done")))
+    new = {"command": f"echo edited > {edited}"}
+    done = run_cli("answer", item["id"], "--edit", json.dumps(new), "--by", "ann", env=env)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "all done\n", "")
+    assert not target.exists() and edited.read_text() == "edited\n"
+    assert _sent_back(llm).startswith("note: a human changed this call's arguments before approving it; it ran with ")
+    assert json.dumps(new) in _sent_back(llm)
+    stored = _stored(env, item["run_id"])[item["id"]]
+    assert (stored["status"], stored["answer"]["ok"], stored["answer"]["arguments"], stored["answer"]["by"]) == (
+        "applied", True, new, "ann")
+
+
+# -- the reject transcript of docs/cli.md, performed ------------------------------------------------------------
+
+CLI_DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+DOC_ID = "pnd-18f3a2b4c1d-7"  # the request id the page shows
+
+
+def _session(code: str) -> list[tuple[str, str]]:
+    """(command, what it prints: stdout then stderr) per `$ ` line of a shown terminal session."""
+    out: list[tuple[str, list[str]]] = []
+    for line in code.splitlines():
+        if line.startswith("$ "):
+            out.append((line[2:], []))
+        else:
+            out[-1][1].append(line)
+    return [(command, "\n".join(shown)) for command, shown in out]
+
+
+def test_the_reject_transcript_in_the_cli_docs_is_what_happens(llm: LlmServer, tmp_path: Path) -> None:
+    """The page's `run --once --store` then `answer --reject --message` session, command by
+    command, in its folder (a `build/` with a `tmp/` in it), against a model that does what the
+    page shows: it wants `rm -rf build`, and told why not, asks to delete `build/tmp` instead."""
+    [block] = [b for b in blocks_of(CLI_DOC) if b.lang == "text" and "--reject --message" in b.code]
+    [(run, run_shown), (answer, answer_shown)] = _session(block.code)
+    (tmp_path / "build" / "tmp").mkdir(parents=True)
+    env = cli_env(OPENAI_API_KEY=KEY)
+
+    def perform(command: str) -> tuple[int, str]:
+        argv = shlex.split(command.replace("--base-url ... --model ...", " ".join(_model(llm))))
+        assert argv[0] == "toolnexus", command
+        done = run_cli(*argv[1:], env=env, cwd=tmp_path)
+        return done.returncode, done.stdout + done.stderr
+
+    llm.add(Json(openai_calls(("c1", "bash", {"command": "rm -rf build"}))))
+    code, printed = perform(run)
+    assert code == 3 and llm.requests[-1].json["messages"][-1] == {"role": "user", "content": "clean up the build"}
+    found = re.search(r"toolnexus answer (\S+) --approve", printed)
+    assert found is not None, printed
+    assert expected_matches(run_shown.replace(DOC_ID, found.group(1)), printed), printed
+    assert (tmp_path / "build" / "tmp").is_dir()
+
+    llm.add(Json(openai_calls(("c2", "bash", {"command": "rm -rf build/tmp"}))))
+    code, printed = perform(answer.replace(DOC_ID, found.group(1)))
+    assert code == 3 and expected_matches(answer_shown, printed), printed
+    sent = llm.requests[-1].json["messages"][-1]["content"]  # what the model was told: the prompt, then why
+    assert sent.startswith("declined/expired: Approve bash {\"command\": \"rm -rf build\"}? (builtin) ")
+    assert sent.split("\n")[1].startswith("message from ") and sent.endswith(": keep build/, delete build/tmp only")
+    assert (tmp_path / "build" / "tmp").is_dir()  # asked again, nothing deleted

@@ -271,10 +271,12 @@ async def test_without_a_store_a_tool_that_asks_runs_twice_and_a_gated_tool_once
 # -- sticky decisions survive a restore --------------------------------------------------------------------
 
 
-async def test_a_restored_run_keeps_its_sticky_decision(shared_store_url: str) -> None:
-    """`always` on deploy, then a park on another tool; the run restored from the store approves
-    the next deploy from its memory, without asking."""
+@pytest.mark.parametrize("sticky", [True, False], ids=["approve", "reject"])
+async def test_a_restored_run_keeps_its_sticky_decision(sticky: bool, shared_store_url: str) -> None:
+    """`always` (approve, or reject with a message) on deploy, then a park on another tool; the run
+    restored from the store decides the next deploy from its memory, without asking."""
     other: list[str] = []
+    sent: list[list[str]] = []  # the tool results the model had been sent, per model call
 
     def audit(note: str) -> str:
         """Write an audit note."""
@@ -287,6 +289,7 @@ async def test_a_restored_run_keeps_its_sticky_decision(shared_store_url: str) -
 
     class Model(EchoModel):
         def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> dict:
+            sent.append([m["content"] for m in payload["messages"] if m.get("role") == "tool"])
             made = sum(len(m.get("tool_calls") or []) for m in payload["messages"] if m.get("role") == "assistant")
             if made < len(calls):
                 name, args = calls[made]
@@ -299,13 +302,22 @@ async def test_a_restored_run_keeps_its_sticky_decision(shared_store_url: str) -
         r = await steady.run("go", transport=Model(), llm=LLM, store=store, run_id="sticky-1")
         await r.runtime.aclose()
         assert approval_of(r.pending)["tool"] == "deploy"
-        nxt = await resume(store, Answer(id=r.pending.id, ok=True, always=True), agents=[steady], llm=LLM,
-                           transport=Model())
-    assert nxt.status == "pending" and approval_of(nxt.pending)["tool"] == "audit" and RAN == ["a", "b"]
+        decided = Answer(id=r.pending.id, ok=sticky, always=True, by="ann", **({} if sticky else {
+            "reason": "declined", "message": "frozen until Monday"}))
+        nxt = await resume(store, decided, agents=[steady], llm=LLM, transport=Model())
+    assert nxt.status == "pending" and approval_of(nxt.pending)["tool"] == "audit"
+    assert RAN == (["a", "b"] if sticky else [])
     async with open_store(url) as store:  # restored from the store alone
         final = await resume(store, Answer(id=nxt.pending.id, ok=True), agents=[steady], llm=LLM, transport=Model())
         assert await store.pending() == []
-    assert (final.status, RAN, other) == ("done", ["a", "b", "c"], ["n"])
+    assert (final.status, RAN, other) == ("done", ["a", "b", "c"] if sticky else [], ["n"])
+    deploys = [sent[-1][i] for i in (0, 1, 3)]  # what the model was told of each deploy call
+    if sticky:
+        assert deploys == ["a deployed", "b deployed", "c deployed"]
+    else:
+        shown = json.dumps({"service": "a"})  # the first deploy's arguments, in its prompt
+        prompts = [r.pending.prompt.replace(shown, json.dumps({"service": s})) for s in "abc"]
+        assert deploys == [f"declined/expired: {p}\nmessage from ann: frozen until Monday" for p in prompts]
 
 
 # -- N-of-M and escalation, as store state (the file store, SQLite and PostgreSQL) -------------------------

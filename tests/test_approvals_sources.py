@@ -2,10 +2,10 @@
 servers), a built-in, an HTTP endpoint (loopback), a remote A2A agent (loopback peer) and a
 sub-agent's `task` tool.
 
-For each kind one toolkit (or agent team) and five decisions, each checked on the tool's side
+For each kind one toolkit (or agent team) and six decisions, each checked on the tool's side
 effect and on what the model received next: approve, approve with edited arguments, an edit
-the tool's schema refuses, reject with a message, and `always` (the second call is not asked).
-In every case the body has not run when the human is asked.
+the tool's schema refuses, reject with a message, and approve or reject `always` (the second call
+is not asked: it runs, or is refused with the same message). In every case the body has not run when the human is asked.
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ async def kind(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
             loop_server.__exit__(None, None, None)
 
 
-# -- the five decisions, per kind -------------------------------------------------------------------------
+# -- the six decisions, per kind -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", KINDS, indirect=True)
@@ -271,6 +271,16 @@ async def test_every_decision_on_every_source_kind(kind: Kind) -> None:
     assert len(human.asked) == 1
     assert kind.effects()[len(before):] == [effect(first), effect(second)]
     assert len(seen) == 2 and not any(s.startswith(("declined", "invalid")) for s in seen)
+
+    # reject always: the second call of the tool is refused without asking, and neither body runs
+    before = list(kind.effects())
+    human, seen = await run_client(kind, [first, second], lambda r: Answer(id=r.id, ok=False, always=True,
+                                                                           message="not this week", by="bob"))
+    assert len(human.asked) == 1 and kind.effects() == before
+    prompt = human.asked[0].prompt
+    again = prompt.replace(*(json.dumps(a, ensure_ascii=False, sort_keys=True) for a in (first, second)))
+    assert again != prompt  # the second call's own prompt: its arguments
+    assert seen == [f"declined/expired: {p}\nmessage from bob: not this week" for p in (prompt, again)]
 
 
 # -- a sub-agent's task ---------------------------------------------------------------------------------
@@ -336,3 +346,9 @@ async def test_every_decision_on_a_sub_agents_task() -> None:
 
     model, asked = await _team([first, second], lambda r: Answer(id=r.id, ok=True, always=True))
     assert len(asked) == 1 and model.child_prompts == ["first job", "second job"]
+
+    model, asked = await _team([first, second], lambda r: Answer(id=r.id, ok=False, always=True, message="no"))
+    prompt = asked[0][0].prompt
+    again = prompt.replace(*(json.dumps(a, ensure_ascii=False, sort_keys=True) for a in (first, second)))
+    assert len(asked) == 1 and model.child_prompts == [] and again != prompt
+    assert model.parent_saw == [f"declined/expired: {p}\nmessage: no" for p in (prompt, again)]

@@ -229,6 +229,7 @@ class Terminal:
             return self.proc.wait(timeout=30)
         finally:
             self.proc.kill()
+            self.proc.wait(timeout=30)  # reaped, even when a failed test left it waiting for input
             os.close(self.master)
 
 

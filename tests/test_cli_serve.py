@@ -193,3 +193,20 @@ def test_an_input_required_task_survives_a_server_restart_with_a_sqlite_store(ll
     sent = [r.json["messages"] for r in llm.requests if r.method == "POST"]
     assert len(sent) == 2 and sent[1][-2]["tool_calls"][0]["function"]["name"] == "approve"
     assert sent[1][-1] == {"role": "tool", "tool_call_id": "c1", "content": "deployed"}
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-approve", "*")], ids=["default", "no-approve"])
+def test_served_bash_asks_first_unless_told_otherwise(flags: tuple[str, ...], tmp_path) -> None:
+    """Over MCP, a caller that cannot be asked (a plain `tools/call`, no elicitation) gets the
+    approval's prompt as an error and nothing runs; `--no-approve '*'` (the documented way out)
+    serves bash as it is."""
+    target = tmp_path / "pwned.txt"
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    with ServeProcess("--mcp", *ADDR, "--auth-token", TOKEN, *flags) as served:
+        reply = _mcp_call(served.url, "bash", {"command": f"echo pwned > {target}"}, **auth).json()["result"]
+    assert served.returncode == 0
+    if not flags:
+        assert reply["isError"] is True and not target.exists()
+        assert reply["content"][0]["text"].startswith(f'Approve bash {{"command": "echo pwned > {target}"}}? (builtin)')
+    else:
+        assert reply.get("isError") is not True and target.read_text() == "pwned\n"

@@ -7,7 +7,7 @@ judge the call without reading code:
 ```text
 {"approval": {
    "tool": "bash", "source": "builtin", "origin": null,       # what would run
-   "description": "Execute a shell command ...",
+   "description": "Run a shell command ...",
    "arguments": {"command": "rm -rf build"},                  # as the model sent them, secrets redacted
    "input_schema": {...},                                     # what an edit must satisfy
    "agent_path": ["root", "coder.1"], "call_id": "call_7",    # who asked, which call
@@ -17,7 +17,7 @@ judge the call without reading code:
 ```
 
 The prompt says the same in one line: `Approve bash {"command": "rm -rf build"}? (builtin, agent
-root/coder.1) Execute a shell command.`, with `[1 of 2 approvals: alice]` or `[escalated to
+root/coder.1) Run a shell command ...`, with `[1 of 2 approvals: alice]` or `[escalated to
 oncall]` when they apply. Arguments are redacted by the rules every other place uses: a value
 whose key looks like a credential (`toolnexus._redact.is_credential_header`: `token`,
 `password`, `api_key`, ...) is shown as `«redacted»`; an edit that leaves it so keeps the

@@ -38,7 +38,7 @@ import dataclasses
 import json
 from typing import Any, Optional
 
-from ._approvals import RUN_RECORD, RUN_RECORD_KEYS, answerer, cli_policy
+from ._approvals import RUN_RECORD, RUN_RECORD_KEYS, STICKY_KEY, answerer, cli_policy, sticky_decisions
 from ._common import (
     CliExit,
     Console,
@@ -153,20 +153,25 @@ def _run_flags(record: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
 
 async def _conversation(opts: dict[str, Any], console: Console, store: Any, row: Any, answer: Any) -> Any:
     """Resume a run `toolnexus run --once` parked: its toolkit and client, rebuilt from its flags."""
+    from ..approvals import ApprovalScope
     from ..durable._model import CONVERSATION_PREFIX
     from ..types import Request
 
     conversation = str(row.run_id)[len(CONVERSATION_PREFIX):]
-    flags = _run_flags(await store.get_record(RUN_RECORD, conversation) or {}, opts)
+    record = await store.get_record(RUN_RECORD, conversation) or {}
+    flags = _run_flags(record, opts)
     require_model(flags)
     require_key(flags, console)
     toolkit = await build_toolkit(flags, approvals=cli_policy(flags))
-    client = make_client(flags, store=store)
+    memory, changed = sticky_decisions(record)
+    client = make_client(flags, store=store, approvals=ApprovalScope(memory))
     try:
         result = await client.ask_with_answer(toolkit, conversation, Request.from_dict(row.request), answer)
     finally:
         await client.aclose()
         await toolkit.close()
+    if changed:  # an `always` answered here holds for the answers other processes give this run later
+        await store.put_record(RUN_RECORD, conversation, {**record, STICKY_KEY: memory.to_record()})
     return dataclasses.replace(result, messages=[]), row.run_id
 
 

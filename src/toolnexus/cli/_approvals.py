@@ -15,7 +15,9 @@ tool's schema: an invalid edit is refused and asked again), anything else reject
 
 A `run --once` that parks in a durable store writes a record of the flags it ran with (never the
 key; namespace `RUN_RECORD`, keyed by its conversation id), so `toolnexus answer ID --approve`
-can rebuild the same toolkit and client without repeating them.
+can rebuild the same toolkit and client without repeating them. The run's sticky decisions
+(`--always`) are kept in that record too (`STICKY_KEY`), so an answer given in a later process
+still knows them: the client keeps a conversation's decisions only while it lives.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import getpass
 import json
 from typing import Any, Optional
 
-from ..approvals import DEFAULT_APPROVAL_TOOLS, ApprovalPolicy, answer_problem, approval_of
+from ..approvals import DEFAULT_APPROVAL_TOOLS, ApprovalMemory, ApprovalPolicy, answer_problem, approval_of
 from ..types import Answer, Request
 from ._common import CliExit, Console
 from ._flags import Flag
@@ -40,6 +42,7 @@ RUN_RECORD = "toolnexus.cli.run"  # not a module path: a store namespace, kept a
 # the flags a parked `run --once` keeps for `toolnexus answer` (never the key)
 RUN_RECORD_KEYS = ("config", "skills", "no_builtins", "disable_tool", "tools_from", "base_url", "style", "model",
                    "system", "approve", "no_approve")
+STICKY_KEY = "approval_memory"  # beside the flags: the run's sticky decisions, as `ApprovalMemory.to_record()`
 
 
 def cli_policy(opts: dict[str, Any]) -> ApprovalPolicy:
@@ -55,6 +58,14 @@ def cli_policy(opts: dict[str, Any]) -> ApprovalPolicy:
     rules.update({name: True for name in defaults})
     rules.update({name: True for name in approve})
     return ApprovalPolicy(rules, quiet=defaults)
+
+
+def sticky_decisions(record: dict[str, Any]) -> tuple[ApprovalMemory, list[bool]]:
+    """The sticky decisions a parked run's record holds, and a list that gets an entry when they change."""
+    changed: list[bool] = []
+    memory = ApprovalMemory.from_record(record.get(STICKY_KEY))
+    memory.on_change = lambda: changed.append(True)
+    return memory, changed
 
 
 def answerer() -> str:
