@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from .._diag import warn
 from ..agents._restore import registry_of
-from ..agents.clock import AsyncioClock, Clock
+from ..agents.clock import AsyncioClock, Clock, wall_now
 from ..client import _tracing as tracing
 from ..durable import DEFAULT_LEASE_TTL, RunStore
 from ..durable._model import Holder, epoch
@@ -283,7 +283,8 @@ class Worker:
         self.info = replace(self.info, seen_at=epoch(), info=self._info())
         try:
             await self._fleet.beat(self.info)
-            self.metrics_registry.store(await self._fleet.stats(worker_ttl=self.lease_ttl))
+            self.metrics_registry.store(await self._fleet.stats(worker_ttl=self.lease_ttl,
+                                                                now=wall_now(self.clock).timestamp()))
         except Exception as exc:
             warn(f"[toolnexus] fleet: the heartbeat to {self.store.url} failed: {exc}")
 

@@ -330,8 +330,8 @@ class _SqlFleet:
     async def workers(self, *, worker_ttl: float) -> list[WorkerInfo]:
         return await self._store._run(workers_steps(worker_ttl), write=False)
 
-    async def stats(self, *, worker_ttl: float) -> QueueStats:
-        return await self._store._run(stats_steps(worker_ttl), write=False)
+    async def stats(self, *, worker_ttl: float, now: Optional[float] = None) -> QueueStats:
+        return await self._store._run(stats_steps(worker_ttl, now), write=False)
 
     async def cancels(self, run_ids: Collection[str]) -> list[str]:
         return await self._store._run(cancels_steps(run_ids), write=False)
