@@ -61,6 +61,45 @@ async def test_pending_lists_the_inbox_in_lines_and_json(llm: LlmServer, tmp_pat
     assert item["request"]["data"]["schema"]["required"] == ["amount"] and item["expires_at"] is None
 
 
+async def test_pending_pages_by_default_says_how_to_go_on_and_all_prints_every_page(tmp_path: Path) -> None:
+    """51 waiting requests: a page of 50 by default with the `more:` hint on stderr, `--after`
+    the next page, `--limit N` pages of N, `--all` every one (and no hint)."""
+    from support.fleet_agents import GATEKEEPER, LLM, MODEL
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with open_store(url) as store:
+        for i in range(51):
+            r = await GATEKEEPER.run(f"g{i}", store=store, run_id=f"g{i:02d}", llm=LLM, transport=MODEL)
+            await r.runtime.aclose()
+        oldest_first = [p.run_id for p in await store.pending()]
+    assert sorted(oldest_first) == [f"g{i:02d}" for i in range(51)]
+
+    def listed(*args: str) -> tuple[list[str], str]:
+        done = run_cli("pending", "--store", url, *args)
+        assert done.returncode == 0, done.stderr
+        return [line.split("\t")[1] for line in done.stdout.splitlines()], done.stderr
+
+    def cursor(hint: str) -> str:
+        assert hint.startswith("more: toolnexus pending ... --after "), hint
+        return hint.split()[-1]
+
+    first, hint = listed()
+    assert first == oldest_first[:50]
+    rest, last_hint = listed("--after", cursor(hint))
+    assert (rest, last_hint) == (oldest_first[50:], "")
+    small, hint = listed("--limit", "20")
+    assert small == oldest_first[:20]
+    second, _ = listed("--limit", "20", "--after", cursor(hint))
+    assert second == oldest_first[20:40]
+    assert listed("--all", "--limit", "20") == (oldest_first, "")
+    assert listed("--all") == (oldest_first, "")
+    as_json = run_cli("pending", "--store", url, "--json", "--limit", "3")
+    assert [item["run_id"] for item in json.loads(as_json.stdout)] == oldest_first[:3]
+    assert as_json.stderr.startswith("more: toolnexus pending ... --after ")
+    bad = run_cli("pending", "--store", url, "--limit", "0")
+    assert bad.returncode == 2 and "--limit takes a whole number >= 1" in bad.stderr
+
+
 async def test_answer_resumes_the_run_once_and_a_second_answer_is_exit_4(llm: LlmServer, tmp_path: Path) -> None:
     url, effects = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "effects.jsonl"
     llm.add(Json(openai_calls(("c1", "refund", {"order": "A-17"}))), Json(openai_text("refund issued")))

@@ -1,9 +1,11 @@
 """The fleet with real processes on SQLite and PostgreSQL: `toolnexus worker --store` processes,
 killed with SIGKILL and stopped with SIGTERM mid-run, another worker finishing the run with no
 call made by the test; an expiry fired while no process but a worker is alive; three workers
-draining queued runs with no run executed twice and the per-agent limits held; and the run
+draining queued runs with no run executed twice and the per-agent limits held; the run
 lifecycle through the installed CLI (`runs`, `show`, `answer` interrupted by Ctrl-C, `resume`,
-`cancel`, `prune`).
+`cancel`, `prune`); a worker's `--metrics` endpoint scraped; and the two wake-ups on PostgreSQL:
+a worker whose poll would take an hour picks up a submitted run at once (`LISTEN/NOTIFY`), and
+one with `--no-listen` picks it up by its poll.
 
 The test only writes to the store what a front-end would (`submit_run`, a parked run); it waits
 on the workers' own stderr lines and the tools' stdout markers, never on time.
@@ -17,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -283,3 +287,107 @@ async def test_the_run_lifecycle_through_the_cli(fleet_url, tmp_path):
     assert sorted(r["run_id"] for r in left["runs"]) == ["c0", "c2"]
     workers_out = run_cli("workers", "--store", fleet_url, env=env)
     assert workers_out.returncode == 0 and workers_out.stdout == ""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _get(port: int, path: str) -> tuple[str, dict[str, str], str]:
+    """One HTTP/1.1 GET over loopback: the status line, the headers, the body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        raw = (await asyncio.wait_for(reader.read(), 30)).decode()
+    finally:
+        writer.close()
+    head, _, body = raw.partition("\r\n\r\n")
+    status, *lines = head.split("\r\n")
+    return status, {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}, body
+
+
+async def test_a_worker_process_serves_its_metrics_at_the_address_it_was_given(fleet_url):
+    async with open_store(fleet_url) as store:
+        for i in range(2):
+            r = await GATEKEEPER.run(f"m{i}", store=store, run_id=f"m{i}", llm=LLM, transport=MODEL)
+            await r.runtime.aclose()
+    port = _free_port()
+    scraped = await worker(fleet_url, "scraped", "--metrics", f"127.0.0.1:{port}")
+    try:
+        await scraped.until(lambda line: line == f"worker: metrics at http://127.0.0.1:{port}/metrics")
+        status, headers, body = await _get(port, "/metrics")
+        assert status == "HTTP/1.1 200 OK" and headers["content-type"].startswith("text/plain; version=0.0.4")
+        assert int(headers["content-length"]) == len(body.encode())
+        assert "\ntoolnexus_fleet_waiting_requests 2\n" in body and "\ntoolnexus_fleet_workers_alive 1\n" in body
+        oldest = re.search(r"\ntoolnexus_fleet_oldest_pending_seconds (\S+)\n", body)
+        assert oldest is not None and float(oldest.group(1)) > 0, body
+        assert 'toolnexus_fleet_jobs_total{kind="run"' not in body
+        async with open_store(fleet_url) as store:
+            await store.submit_run("alpha", "counted", run_id="counted")
+        await scraped.until(lambda line: line == "worker: run counted done")
+        _, _, body = await _get(port, "/metrics")
+        assert '\ntoolnexus_fleet_jobs_total{kind="run",outcome="done"} 1\n' in body, body
+        missing, _, _ = await _get(port, "/other")
+        assert missing == "HTTP/1.1 404 Not Found"
+    finally:
+        await scraped.stop()
+    assert scraped.proc.returncode == 0
+
+
+@pytest.fixture
+def pg_url(tmp_path: Path) -> Iterator[str]:
+    yield from _url("postgres", tmp_path)
+
+
+PG_WORKER = ("--agents", "fleet_agents:AGENTS", "--transport", "fleet_agents:MODEL")
+
+
+async def _listening(url: str) -> None:
+    """Until the server shows a connection listening on the store's channel (another process's
+    state: polled, bounded)."""
+    import psycopg
+
+    statement = f'LISTEN "{open_store(url).channel}"'  # type: ignore[attr-defined]
+    async with await psycopg.AsyncConnection.connect(url.split("?")[0], autocommit=True) as conn:
+        for _ in range(600):
+            cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query = %s", (statement,))
+            row = await cur.fetchone()
+            if row and row[0]:
+                return
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"no connection ran {statement} within 30 s")
+
+
+async def test_notify_wakes_a_worker_process_whose_poll_and_beat_never_come(pg_url):
+    """An hour's poll and a 20-minute heartbeat: nothing but a notification can wake this worker
+    in the test's time, and a run submitted once it listens is taken at once."""
+    listener = await start("listener", "worker", "--store", pg_url, *PG_WORKER, "--poll", "3600", "--lease-ttl",
+                           "3600", "--name", "listener")
+    try:
+        serving = await listener.until(lambda line: line.startswith("worker listener: serving"))
+        assert serving.endswith("; listening)"), serving
+        await _listening(pg_url)
+        async with open_store(pg_url) as store:
+            await store.submit_run("alpha", "woken", run_id="woken")
+        await listener.until(lambda line: line == "worker: took run woken", timeout=30)
+        await listener.until(lambda line: line == "worker: run woken done", timeout=30)
+    finally:
+        await listener.stop()
+    assert listener.proc.returncode == 0
+
+
+async def test_a_worker_process_with_no_listen_finds_the_run_by_its_poll(pg_url):
+    poller = await start("poller", "worker", "--store", pg_url, *PG_WORKER, "--poll", "0.2", "--no-listen", "--name",
+                         "poller")
+    try:
+        serving = await poller.until(lambda line: line.startswith("worker poller: serving"))
+        assert serving.endswith("; polling)"), serving
+        async with open_store(pg_url) as store:
+            await store.submit_run("alpha", "polled", run_id="polled")
+        await poller.until(lambda line: line == "worker: run polled done", timeout=30)
+    finally:
+        await poller.stop()
+    assert poller.proc.returncode == 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any, Iterator
 
@@ -469,3 +470,67 @@ async def test_a_worker_with_retention_prunes_ended_runs_only(fleet_url):
         await w.step()
         assert [s.run_id for s in await store.runs()] == ["kept"]
         await w.drain()
+
+
+async def test_a_worker_without_a_retention_of_its_own_prunes_by_the_store_s(fleet_url, exits):
+    """`?retention=` in the store's URL is what a worker prunes by when it is given no
+    `retention=`; a worker's own wins."""
+    store = open_store(fleet_url + ("&" if "?" in fleet_url else "?") + "retention=0.000001")
+    await store.open()
+    exits.push_async_callback(store.aclose)
+    await park(store, GATEKEEPER, "kept", "kept")
+    r = await park(store, GATEKEEPER, "ended", "ended")
+    await resume(store, Answer(id=r.pending.id, ok=True), agents=AGENTS, llm=LLM, transport=MODEL)
+    own = worker(store, retention=3600)
+    assert own.retention == 3600
+    await own.start()
+    exits.push_async_callback(own.drain)
+    await own.step()
+    assert sorted(s.run_id for s in await store.runs()) == ["ended", "kept"]  # ended an instant ago, not an hour
+    by_store = worker(store)
+    assert by_store.retention == 1e-6
+    await by_store.start()
+    exits.push_async_callback(by_store.drain)
+    await by_store.step()
+    assert [s.run_id for s in await store.runs()] == ["kept"]
+
+
+class _WallAt(VirtualClock):
+    """Virtual time, and a wall clock the test sets: the gauges' ages are read against it."""
+
+    def __init__(self, wall: float) -> None:
+        super().__init__()
+        self.wall = wall
+
+    def utc_now(self) -> datetime:
+        return datetime.fromtimestamp(self.wall, UTC)
+
+
+async def test_the_inbox_gauges_count_what_waits_and_age_the_oldest_by_the_worker_s_clock(fleet_url, exits):
+    """`toolnexus_fleet_waiting_requests` and `toolnexus_fleet_oldest_pending_seconds` against a
+    known inbox: two parked requests, then one (the oldest answered); the age is read on the
+    worker's clock, set 125 s and then 40 s after the oldest waiting request was made."""
+    store = open_store(fleet_url)
+    await store.open()
+    exits.push_async_callback(store.aclose)
+    first = await park(store, GATEKEEPER, "p0", "p0")
+    await park(store, GATEKEEPER, "p1", "p1")
+    made = {p.run_id: p.created_at.timestamp() for p in await store.pending()}
+    clock = _WallAt(made["p0"] + 125)
+    w = worker(store, clock=clock)
+    await w.start()  # the first heartbeat reads the gauges
+    exits.push_async_callback(w.drain)
+    gauge = w.metrics_registry.value
+    assert gauge("toolnexus_fleet_waiting_requests") == 2
+    assert gauge("toolnexus_fleet_oldest_pending_seconds") == pytest.approx(125, abs=1e-3)
+    text = w.metrics()
+    assert "# TYPE toolnexus_fleet_waiting_requests gauge\ntoolnexus_fleet_waiting_requests 2\n" in text
+    rendered = re.search(r"# TYPE toolnexus_fleet_oldest_pending_seconds gauge\ntoolnexus_fleet_oldest_pending_seconds "
+                         r"(\S+)\n", text)
+    assert rendered is not None and float(rendered.group(1)) == pytest.approx(125, abs=1e-3), text
+    await resume(store, Answer(id=first.pending.id, ok=True), agents=AGENTS, llm=LLM, transport=MODEL)
+    clock.wall = made["p1"] + 40
+    await clock.advance(w.heartbeat)  # the next heartbeat is due: the next pass reads the gauges again
+    assert await w.step() == 0
+    assert gauge("toolnexus_fleet_waiting_requests") == 1
+    assert gauge("toolnexus_fleet_oldest_pending_seconds") == pytest.approx(40, abs=1e-3)

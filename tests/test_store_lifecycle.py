@@ -5,6 +5,7 @@ a page, and SQLite's durability switch (the commits exactly-once rests on are fs
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from datetime import timedelta
 from typing import Any
@@ -111,6 +112,82 @@ async def test_prune_deletes_only_ended_runs_older_than_asked(store_url):
         assert len(await store.pending()) == 1
         with pytest.raises(RunNotFound):
             await store.load("ended")
+
+
+def _with(url: str, query: str) -> str:
+    return url + ("&" if "?" in url else "?") + query
+
+
+async def test_a_store_s_retention_is_the_age_prune_uses_when_given_none(store_url):
+    """`?retention=` in a SQL store's URL: `prune()` with no `older_than` deletes runs that ended
+    longer ago; an explicit `older_than` wins; a store without one refuses to guess."""
+    if not store_url.startswith(("sqlite", "postgresql")):
+        pytest.skip("retention is a SQL store's URL option")
+    async with open_store(store_url) as store:
+        await park(store, GATEKEEPER, "parked", "parked")
+        r = await park(store, GATEKEEPER, "ended", "ended")
+        await resume(store, Answer(id=r.pending.id, ok=True), agents=AGENTS, llm=LLM, transport=MODEL)
+        assert store.retention is None
+        with pytest.raises(ToolnexusValueError, match=r"prune needs older_than= .* \?retention=30d"):
+            await store.prune()
+    async with open_store(_with(store_url, "retention=30d")) as kept:
+        assert kept.retention == 30 * 86400
+        assert await kept.prune() == 0  # ended just now: kept for 30 days
+    async with open_store(_with(store_url, "retention=0.000001")) as trim:
+        assert trim.retention == 1e-6
+        assert await trim.prune(older_than=timedelta(days=30)) == 0  # the caller's age wins over the store's
+        assert await trim.prune() == 1
+        assert [s.run_id for s in await trim.runs()] == ["parked"]
+    for bad in ("0", "soon", "-1d"):
+        with pytest.raises(ToolnexusValueError, match=f"retention='{bad}' .* must be a duration > 0"):
+            open_store(_with(store_url, f"retention={bad}"))
+
+
+async def test_runs_and_prune_through_the_cli_filter_by_agent_and_age(tmp_path):
+    """`toolnexus runs --agent` / `--older-than` and `toolnexus prune` by the store's retention,
+    through the installed console script: two runs made two days old in the database itself."""
+    from support.cli_run import run_cli
+
+    path = tmp_path / "runs.db"
+    url = f"sqlite:///{path}"
+    async with open_store(url) as store:
+        r = await park(store, GATEKEEPER, "g0", "g0")
+        await resume(store, Answer(id=r.pending.id, ok=True), agents=AGENTS, llm=LLM, transport=MODEL)
+        await park(store, GATEKEEPER, "g1", "g1")
+        await park(store, GATEKEEPER, "g2", "g2")
+        await park(store, SLEEPER, "s0", "s0")
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE tn_runs SET created_at = created_at - 172800, updated_at = updated_at - 172800 "
+                     "WHERE run_id IN ('g0', 'g1')")
+    conn.close()
+
+    def ids(*args: str) -> list[str]:
+        done = run_cli("runs", "--store", url, *args)
+        assert done.returncode == 0, done.stderr
+        return [line.split("\t")[0] for line in done.stdout.splitlines()]
+
+    assert ids() == ["s0", "g2", "g1", "g0"]
+    assert ids("--agent", "sleeper") == ["s0"]
+    assert ids("--agent", "gatekeeper") == ["g2", "g1", "g0"]
+    assert ids("--older-than", "1d") == ["g1", "g0"]
+    assert ids("--older-than", "3d") == []
+    assert ids("--agent", "sleeper", "--older-than", "1d") == []
+    listed = json.loads(run_cli("runs", "--store", url, "--agent", "gatekeeper", "--older-than", "36h", "--status",
+                                "done", "--json").stdout)
+    assert [(r["run_id"], r["status"], r["entry_agent"]) for r in listed["runs"]] == [("g0", "done", "gatekeeper")]
+    bad = run_cli("runs", "--store", url, "--older-than", "soon")
+    assert bad.returncode == 2 and "--older-than takes a duration" in bad.stderr
+
+    no_age = run_cli("prune", "--store", url)
+    assert no_age.returncode == 2 and "?retention=30d" in no_age.stderr
+    explicit = run_cli("prune", "--store", url + "?retention=1d", "--older-than", "3d")
+    assert (explicit.returncode, explicit.stdout) == (0, "pruned 0 run(s)\n")  # the flag wins over the store's
+    by_store = run_cli("prune", "--store", url + "?retention=1d")
+    assert (by_store.returncode, by_store.stdout) == (0, "pruned 1 run(s)\n")  # g0: ended two days ago
+    assert ids() == ["s0", "g2", "g1"]  # g1 is as old, but parked: never pruned
+    bad = run_cli("prune", "--store", url + "?retention=never")
+    assert bad.returncode == 2 and "retention='never'" in bad.stderr
 
 
 async def test_an_interrupted_answer_leaves_the_run_continuable(store_url):

@@ -13,7 +13,6 @@ seconds.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Any, Optional
 
@@ -30,18 +29,18 @@ RUN_MODEL_FLAGS = [
     *(f for f in MODEL_FLAGS if f.name == "api-key"),
     TRANSPORT_FLAG,
 ]
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 
 
 def duration(text: Any, flag: str) -> Optional[float]:
     """`--older-than 30d` → seconds; a bad value is a usage error (exit 2)."""
+    from ..durable._paging import parse_duration
+
     if text is None:
         return None
-    found = _DURATION.match(str(text).lower())
-    if found is None:
+    seconds = parse_duration(str(text))
+    if seconds is None:
         raise CliExit(2, f"error: --{flag} takes a duration such as 90s, 15m, 12h, 30d or 2w (got {text!r})")
-    return float(found.group(1)) * _UNITS[found.group(2) or "s"]
+    return seconds
 
 
 def load_agents(opts: dict[str, Any], command: str) -> list[Any]:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Iterable, Optional, Sequence, TypeVar, Union
@@ -71,6 +73,35 @@ def seconds_of(value: Optional[Age], name: str) -> Optional[float]:
         raise ToolnexusValueError(f"toolnexus: {name}= takes seconds or a timedelta, got {type(value).__name__}")
     if seconds < 0 or seconds != seconds:
         raise ToolnexusValueError(f"toolnexus: {name}= must be >= 0 seconds, got {value!r}")
+    return seconds
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+
+
+def parse_duration(text: str) -> Optional[float]:
+    """`90s`, `15m`, `12h`, `30d`, `2w` or plain seconds, as seconds; None for anything else. One
+    spelling of a duration for flags (`--older-than`) and store URLs (`?retention=`)."""
+    found = _DURATION.match(str(text).lower())
+    return None if found is None else float(found.group(1)) * _UNITS[found.group(2) or "s"]
+
+
+def retention_of(value: Any, where: str) -> Optional[float]:
+    """A store's `retention` — a duration text (`30d`), seconds or a `timedelta` — as seconds > 0
+    (None stays None); `where` names where it was given, for the error."""
+    if value is None:
+        return None
+    seconds: Optional[float] = None
+    if isinstance(value, str):
+        seconds = parse_duration(value)
+    elif isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    if seconds is None or not 0 < seconds < math.inf:
+        raise ToolnexusValueError(f"toolnexus: retention={value!r} {where} must be a duration > 0 such as 30d, 12h, "
+                                  "90m or 3600 (seconds)")
     return seconds
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Optional, Protocol, Sequence, Union
 
+from ..errors import ToolnexusValueError
 from ._model import Changes, DamagedRun, Holder, LoadedRun, PendingRow, PendingRun, RunSummary, epoch
 from ._paging import FINAL_STATUSES, Age, Page, seconds_of
 from .errors import StoreError
@@ -35,6 +36,10 @@ class RunStore(abc.ABC):
 
     #: a printable description of where the store is (never a password)
     url: str = ""
+    #: seconds: how long an ended run is kept. `prune()` called without `older_than` deletes runs
+    #: that ended longer ago than this, and a worker serving the store does so hourly unless given
+    #: a retention of its own. Set by a SQL store's URL (`?retention=30d`); None keeps every run.
+    retention: Optional[float] = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -105,19 +110,27 @@ class RunStore(abc.ABC):
         `force=True` takes the run from that process instead (it gets `LeaseLost`)."""
         raise StoreError(f"toolnexus: {type(self).__name__} cannot cancel runs")
 
-    async def prune(self, *, older_than: Age, statuses: Sequence[str] = FINAL_STATUSES) -> int:
+    async def prune(self, *, older_than: Optional[Age] = None, statuses: Sequence[str] = FINAL_STATUSES) -> int:
         """Delete runs in a final status whose last update is at least `older_than` (seconds or a
-        `timedelta`) old, with everything they hold; how many were deleted. A parked or running
-        run is never pruned."""
-        age = seconds_of(older_than, "older_than")
-        assert age is not None
-        cutoff = epoch() - age
+        `timedelta`; default the store's `retention`) old, with everything they hold; how many
+        were deleted. A parked or running run is never pruned."""
+        cutoff = epoch() - self._prune_age(older_than)
         deleted = 0
         for summary in await self.runs(list(statuses)):
             if summary.updated_at.timestamp() <= cutoff:
                 await self.delete_run(summary.run_id)
                 deleted += 1
         return deleted
+
+    def _prune_age(self, older_than: Optional[Age]) -> float:
+        """The age `prune` deletes from: `older_than` if given, else the store's `retention`."""
+        age = seconds_of(older_than, "older_than")
+        if age is None:
+            age = self.retention
+        if age is None:
+            raise ToolnexusValueError(f"toolnexus: prune needs older_than= — {self.url or type(self).__name__} has no "
+                                      "retention (a SQL store's URL sets one: ?retention=30d)")
+        return age
 
     @abc.abstractmethod
     async def delete_run(self, run_id: str) -> None:

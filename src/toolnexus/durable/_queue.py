@@ -132,8 +132,9 @@ class FleetBackend(Protocol):
     async def workers(self, *, worker_ttl: float) -> list[WorkerInfo]:
         """Every worker row, newest beat first, with `alive` judged now."""
 
-    async def stats(self, *, worker_ttl: float) -> QueueStats:
-        """The gauges the metrics report."""
+    async def stats(self, *, worker_ttl: float, now: Optional[float] = None) -> QueueStats:
+        """The gauges the metrics report; the ages as of `now` (wall-clock seconds; default the
+        machine's: a worker passes its clock's, so a test can pin them)."""
 
     async def cancels(self, run_ids: Collection[str]) -> list[str]:
         """Of `run_ids` (runs this worker holds), those someone asked to cancel."""

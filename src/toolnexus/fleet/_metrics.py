@@ -4,7 +4,8 @@
 each counted event also goes to the worker's `on_metric(event)` as a dict
 (`{"event": "fleet", "what": "job", "kind": ..., "outcome": ..., "ms": ...}`), as client metric
 events do. The gauges are the whole fleet's (read from the store on each heartbeat, so they are
-at most one beat old); the counters are this worker's since it started.
+at most one beat old; ages by the worker's clock, `wall_now(clock)`); the counters are this
+worker's since it started.
 
 | metric | type | what |
 |---|---|---|

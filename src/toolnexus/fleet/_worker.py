@@ -16,8 +16,9 @@ at one SQLite file on one machine — and between them, with no other process in
   where the cancel's notification wakes it);
 - write a heartbeat row (`toolnexus workers`), and report metrics (`metrics()`, `on_metric`,
   OpenTelemetry spans per item);
-- with `retention=` (seconds), delete runs that ended longer ago than that, hourly
-  (`store.prune`), so a fleet keeps its store trim with no cron job.
+- with `retention=` (seconds) — or, without it, the store's own (`?retention=30d` in its URL) —
+  delete runs that ended longer ago than that, hourly (`store.prune`), so a fleet keeps its
+  store trim with no cron job.
 
 Wake-ups: on PostgreSQL every transaction that queues work notifies (`LISTEN/NOTIFY`, per schema),
 so submitted work starts at once; the poll (`poll_interval`, default 1 s) is the fallback, and
@@ -42,7 +43,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from .._diag import warn
 from ..agents._restore import registry_of
-from ..agents.clock import AsyncioClock, Clock
+from ..agents.clock import AsyncioClock, Clock, wall_now
 from ..client import _tracing as tracing
 from ..durable import DEFAULT_LEASE_TTL, RunStore
 from ..durable._model import Holder, epoch
@@ -84,6 +85,8 @@ class Worker:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise ToolnexusValueError(f"toolnexus.fleet: the limit of {agent!r} must be an integer >= 1, "
                                           f"got {limit!r}")
+        if retention is None:  # the worker's own wins; else the store's (`?retention=` in its URL)
+            retention = getattr(store, "retention", None)
         if retention is not None and (isinstance(retention, bool) or not isinstance(retention, (int, float))
                                       or retention <= 0):
             raise ToolnexusValueError(f"toolnexus.fleet: retention must be a number of seconds > 0, got {retention!r}")
@@ -280,7 +283,8 @@ class Worker:
         self.info = replace(self.info, seen_at=epoch(), info=self._info())
         try:
             await self._fleet.beat(self.info)
-            self.metrics_registry.store(await self._fleet.stats(worker_ttl=self.lease_ttl))
+            self.metrics_registry.store(await self._fleet.stats(worker_ttl=self.lease_ttl,
+                                                                now=wall_now(self.clock).timestamp()))
         except Exception as exc:
             warn(f"[toolnexus] fleet: the heartbeat to {self.store.url} failed: {exc}")
 

@@ -36,7 +36,7 @@ from typing import Any, Collection, Mapping, Optional, Sequence, TypeVar, Union
 
 from ..durable import DEFAULT_LEASE_TTL, Holder, PendingRow, PendingRun, RunDamaged, RunNotFound, RunSummary
 from ..durable._model import CANCELLED, QUARANTINED, decoded, epoch
-from ..durable._paging import FINAL_STATUSES, Age, Page, PendingQuery, RunsQuery, seconds_of
+from ..durable._paging import FINAL_STATUSES, Age, Page, PendingQuery, RunsQuery
 from ..durable._queue import (
     CANCELLED_RUN,
     QUEUED_RUN,
@@ -330,8 +330,8 @@ class _SqlFleet:
     async def workers(self, *, worker_ttl: float) -> list[WorkerInfo]:
         return await self._store._run(workers_steps(worker_ttl), write=False)
 
-    async def stats(self, *, worker_ttl: float) -> QueueStats:
-        return await self._store._run(stats_steps(worker_ttl), write=False)
+    async def stats(self, *, worker_ttl: float, now: Optional[float] = None) -> QueueStats:
+        return await self._store._run(stats_steps(worker_ttl, now), write=False)
 
     async def cancels(self, run_ids: Collection[str]) -> list[str]:
         return await self._store._run(cancels_steps(run_ids), write=False)
@@ -423,11 +423,9 @@ class FleetSqlStore(SqlStore):
     async def cancel_run(self, run_id: str, *, force: bool = False) -> str:
         return await self._run_sync(cancel_steps(run_id, force, self.dialect, self.url, self.channel))
 
-    async def prune(self, *, older_than: Age, statuses: Sequence[str] = FINAL_STATUSES) -> int:
-        age = seconds_of(older_than, "older_than")
-        assert age is not None
+    async def prune(self, *, older_than: Optional[Age] = None, statuses: Sequence[str] = FINAL_STATUSES) -> int:
+        cutoff = epoch() - self._prune_age(older_than)
         statuses = tuple(statuses)
-        cutoff = epoch() - age
         deleted = 0
         while True:
             ids = await self._run(prune_select_steps(cutoff, statuses), write=False)

@@ -8,7 +8,9 @@ at REPEATABLE READ, so a restore sees one commit, not half of two.
 
 URL options (query string): `schema=NAME` puts the tables in that schema (created if missing),
 `pool=N` sizes the pool (default 4), `timeout=SECONDS` bounds waiting for a connection (default
-10). The password, if the URL has one, is never printed.
+10), `retention=30d` keeps ended runs that long (`RunStore.retention`: `prune()` without
+`older_than`, and every worker serving the store, hourly, delete older ones). The password, if
+the URL has one, is never printed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Optional, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..durable import StoreError, StoreUnavailable
+from ..durable._paging import retention_of
 from ..durable._queue import WorkListener
 from ..errors import ToolnexusValueError
 from ._damage import unstorable
@@ -55,6 +58,7 @@ class PostgresStore(SqlChecks, FleetSqlStore):
             )
         self.pool_size = int(options.pop("pool", 4))
         self.timeout = float(options.pop("timeout", 10))
+        self.retention = retention_of(options.pop("retention", None), "in the PostgreSQL store URL")
         self._conninfo = urlunsplit(parts._replace(query=urlencode(options)))
         self.url = redact_url(url)
         self.channel: str = channel_name(self.schema)

@@ -411,8 +411,11 @@ def _readable(text: Optional[str], shape: type) -> Any:
     return value if isinstance(value, shape) else shape()
 
 
-def stats_steps(worker_ttl: float) -> Steps[QueueStats]:
+def stats_steps(worker_ttl: float, at: Optional[float] = None) -> Steps[QueueStats]:
+    """The gauges; the queue's and the inbox's ages as of `at` (default now). Heartbeats are
+    judged by the machine's clock, as they were written."""
     now = epoch()
+    ages_at = now if at is None else at
     rows = yield Query("SELECT kind, status, count(*), min(created_at) FROM tn_queue GROUP BY kind, status", (), "all")
     queued: dict[str, int] = {}
     taken = failed = 0
@@ -429,8 +432,8 @@ def stats_steps(worker_ttl: float) -> Steps[QueueStats]:
                           "AND request IS NOT NULL", (), "one")
     running = yield Query("SELECT count(*) FROM tn_runs WHERE status = 'running'", (), "one")
     workers = yield Query("SELECT worker_id, host, pid, started, seen_at, status FROM tn_workers", (), "all")
-    return QueueStats(queued, taken, failed, None if oldest is None else max(0.0, now - oldest), int(waiting[0]),
-                      None if waiting[1] is None else max(0.0, now - waiting[1]), int(running[0]),
+    return QueueStats(queued, taken, failed, None if oldest is None else max(0.0, ages_at - oldest), int(waiting[0]),
+                      None if waiting[1] is None else max(0.0, ages_at - waiting[1]), int(running[0]),
                       sum(1 for w in workers if _alive(w, now, worker_ttl)))
 
 

@@ -28,6 +28,10 @@ tool runs — waits milliseconds for one. SQLite's automatic checkpoint stays on
 (`WAL_BOUND_PAGES`), as the bound should the background job fall behind; and the last connection
 to close a database checkpoints it, as always.
 
+Retention (`?retention=30d`, `SqliteStore(retention=...)`): how long an ended run is kept —
+`store.prune()` without `older_than`, and every worker serving the store, hourly, delete runs
+that ended longer ago (`RunStore.retention`).
+
 URLs: `sqlite:///runs.db` (relative to the working directory), `sqlite:////abs/runs.db`.
 """
 
@@ -40,10 +44,12 @@ import os
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional, TypeVar, cast
+from datetime import timedelta
+from typing import Any, Optional, TypeVar, Union, cast
 
 from .._diag import warn
 from ..durable import Changes, Holder, StoreError, StoreUnavailable
+from ..durable._paging import retention_of
 from ._damage import unstorable
 from ._fleet_sql import FleetSqlStore, fleet_statements
 from ._sql import FlatCommit, Keys, Query, Steps, schema_is_current, schema_statements, schema_steps
@@ -86,8 +92,10 @@ class SqliteStore(SqlChecks, FleetSqlStore):
     dialect = "sqlite"
     update_returning = False  # SQLite's RETURNING costs as much again as the update: a SELECT reads it back
 
-    def __init__(self, path: str, *, timeout: float = 10.0, synchronous: str = "critical") -> None:
+    def __init__(self, path: str, *, timeout: float = 10.0, synchronous: str = "critical",
+                 retention: Union[None, str, float, timedelta] = None) -> None:
         super().__init__()
+        self.retention = retention_of(retention, "for SqliteStore")
         if synchronous not in SYNCHRONOUS:
             from ..errors import ToolnexusValueError
 

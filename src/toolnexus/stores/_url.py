@@ -4,8 +4,12 @@
 |---|---|
 | `memory:` | `MemoryStore` — this process only |
 | `file:DIR` (also `file:///abs/dir`) | `FileStore` — a directory, several processes on one machine |
-| `sqlite:///runs.db`, `sqlite:////abs/runs.db` (`?timeout=S`, `?synchronous=...`) | `SqliteStore` — the default for one machine |
-| `postgresql://user@host[:port]/db[?schema=…&pool=…]` (also `postgres://`) | `PostgresStore` — many workers |
+| `sqlite:///runs.db`, `sqlite:////abs/runs.db` (`?timeout=S`, `?synchronous=...`, `?retention=30d`) | `SqliteStore` — the default for one machine |
+| `postgresql://user@host[:port]/db[?schema=…&pool=…&retention=30d]` (also `postgres://`) | `PostgresStore` — many workers |
+
+`retention=` (a SQL store's, a duration: `30d`, `12h`, or seconds) is how long an ended run is
+kept: `store.prune()` without `older_than`, and every worker serving the store (hourly), delete
+older ones — unless the worker or the `prune` call says an age of its own, which wins.
 
 Opening is lazy: `open_store` only parses; the first operation (or `async with`) connects and
 creates or checks the schema, so a mistyped URL fails here and an unreachable server fails at
@@ -17,6 +21,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlsplit
 
 from ..durable import RunStore
+from ..durable._paging import retention_of
 from ..errors import ToolnexusValueError
 
 
@@ -63,15 +68,16 @@ def open_store(url: str) -> RunStore:
         options = dict(parse_qsl(query))
         timeout = float(options.pop("timeout", 10))
         synchronous = options.pop("synchronous", "critical").lower()
+        retention = retention_of(options.pop("retention", None), f"in {url!r}")
         if options:
             raise ToolnexusValueError(f"toolnexus: unknown option(s) {', '.join(sorted(options))} in {url!r} (known: "
-                                      "timeout, synchronous)")
-        return SqliteStore(path, timeout=timeout, synchronous=synchronous)
+                                      "timeout, synchronous, retention)")
+        return SqliteStore(path, timeout=timeout, synchronous=synchronous, retention=retention)
     if scheme in ("postgresql", "postgres"):
         from ._postgres import PostgresStore
 
         parts = urlsplit(url)
-        known = {"schema", "pool", "timeout", "sslmode", "connect_timeout", "application_name"}
+        known = {"schema", "pool", "timeout", "retention", "sslmode", "connect_timeout", "application_name"}
         unknown = sorted(k for k, _ in parse_qsl(parts.query) if k not in known)
         if unknown:
             raise ToolnexusValueError(f"toolnexus: unknown option(s) {', '.join(unknown)} in the PostgreSQL store URL "
