@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from support.cli_agents import RELEASER
+from support.cli_agents import GROUP_RELEASER, RELEASER
 from support.cli_run import SUPPORT, TOOLNEXUS, cli_env, run_cli
 from support.doc_blocks import blocks_of, expected_matches
 from support.llm_server import Json, LlmServer, openai_calls, openai_text
@@ -217,6 +217,42 @@ def test_two_approvals_take_two_people_each_in_their_own_process(llm: LlmServer,
     assert code == 0 and "(by alice via cli at " in answered[first_id] and "(by bob via cli at " in answered[second_id]
     [alice, bob] = [r["answer"] for r in json.loads(_in_process(capsys, "show", "rel-1", "--json")[1])["requests"]]
     assert (alice["by"], alice["via"], bob["by"], bob["via"]) == ("alice", "cli", "bob", "cli")
+
+
+def test_a_groups_request_is_answered_only_by_a_member(llm: LlmServer, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    url, effects, groups = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "effects.jsonl", tmp_path / "groups.json"
+    groups.write_text(json.dumps({"releasers": ["fay"]}))
+    llm.add(Json(openai_calls(("c1", "release", {"service": "api"}))), Json(openai_text("released")))
+
+    async def park() -> str:
+        async with open_store(url) as store:
+            r = await GROUP_RELEASER.run("release api", llm={"base_url": llm.base_url + "/v1", "style": "openai",
+                                                             "model": "m-cli", "api_key": KEY}, store=store,
+                                         run_id="grp-1")
+            await r.runtime.aclose()
+            return r.pending.id
+
+    rid = asyncio.run(park())
+    monkeypatch.setenv("TOOLNEXUS_STORE", url)
+    monkeypatch.syspath_prepend(SUPPORT)
+    base = ("--agents", "cli_agents:GROUP_RELEASER", *_model(llm), "--api-key", KEY)
+    # nobody said who is in the group: nobody is, and the error says where to say it
+    code, _, err = _in_process(capsys, "answer", rid, "--approve", "--by", "fay", *base)
+    assert code == 2 and "is for the group 'releasers', and fay is not in it" in err
+    assert "(--groups-file FILE says who is in the group 'releasers')" in err
+    for decision in ("--approve", "--reject"):
+        code, _, err = _in_process(capsys, "answer", rid, decision, "--by", "mallory", "--groups-file", str(groups),
+                                   *base)
+        assert code == 2 and "is refused: this request is for the group 'releasers', and mallory is not in it" in err
+    assert _in_process(capsys, "pending")[1].split("\t")[0] == rid and not effects.exists()  # nothing applied
+    env = cli_env(OPENAI_API_KEY=KEY, TOOLNEXUS_STORE=url, CLI_EFFECTS=str(effects))
+    done = run_cli("answer", rid, "--approve", "--by", "fay", "--groups-file", str(groups), *base, env=env)
+    assert (done.returncode, done.stdout) == (0, "released\n"), done.stderr
+    assert [json.loads(x) for x in effects.read_text().splitlines()] == [{"released": "api"}]
+    code, shown, _ = _in_process(capsys, "show", "grp-1")
+    assert code == 0 and f"  {rid}  approval  applied" in shown and "→ ok (by fay via cli at " in shown
 
 
 def test_the_answer_flags_make_the_answer() -> None:

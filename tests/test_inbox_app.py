@@ -212,7 +212,7 @@ async def test_who_may_answer_a_groups_request_and_two_approvals_from_two_logins
     assert {s.run_id: s.status for s in await store.runs()} == {"run-group": "done", "run-two": "done"}
 
 
-async def test_a_signed_link_answers_once_and_never_by_get_nor_expired_nor_for_another_request(store):
+async def test_a_signed_link_answers_once_and_never_by_get_nor_expired_nor_for_another_request(store, capsys):
     a = await park(store, {"order": "L-1", "amount": 5}, "run-link-a")
     b = await park(store, {"order": "L-2", "amount": 5}, "run-link-b")
     links = LinkSigner(SECRET, "http://127.0.0.1")
@@ -238,6 +238,13 @@ async def test_a_signed_link_answers_once_and_never_by_get_nor_expired_nor_for_a
     row = await store.find_request(a.pending.id)
     assert row.status == "queued" and row.answer["by"] == "erin" and row.answer["via"] == "link"
     assert (await store.find_request(b.pending.id)).status == "open"
+    await apply_all(store)  # the run goes on, and `toolnexus show` says who answered it through the link
+    from toolnexus.cli import main
+
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["show", "run-link-a", "--store", store.url]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines() if x.startswith(f"  {a.pending.id}  ")]
+    assert re.search(r"applied .*→ ok \(by erin via link at \d{4}-\d\d-\d\dT", line), line
     limited = inbox(store, links=links, link_limit=RateLimit(per_minute=1, burst=2))
     async with client(limited, ip="10.9.9.9") as c:
         codes = [(await c.get(path)).status_code for _ in range(3)]

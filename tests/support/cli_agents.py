@@ -3,7 +3,8 @@
 `payer` refunds an order after a human approves it; the approval's data must carry a numeric
 `amount` (a schema), and the refund is recorded in the file `CLI_EFFECTS` names. `asker` asks
 twice: a name, then a confirmation. `releaser` releases a service under a two-person rule (two
-approvals from different people), recording it in `CLI_EFFECTS`.
+approvals from different people), recording it in `CLI_EFFECTS`; `GROUP_RELEASER` the same for
+one member of the group `releasers`.
 """
 
 from __future__ import annotations
@@ -50,3 +51,5 @@ def release(service: str) -> str:
 
 RELEASER = agent("releaser", does="releases services",
                  uses={"tools": [define_tool(release, needs_approval=ApprovalRule(approvals=2))]})
+GROUP_RELEASER = agent("releaser", does="releases services",
+                       uses={"tools": [define_tool(release, needs_approval=ApprovalRule(group="releasers"))]})

@@ -14,12 +14,13 @@ group; both are request state, so they survive a restart.
 - `_decisions.py`: `decide` (run / decline / reask / invalid), `answer_problem`, typed replies.
 - `_gate.py`: the gate that wraps a tool's `execute`.
 - `_memory.py`: sticky decisions (`ApprovalMemory`) and what a client knows (`ApprovalScope`).
-- `_answerers.py`: who may answer what (`Answerers`: the host's groups; `group_of(request)`).
+- `_answerers.py`: who may answer what (`Answerers`: the host's groups; `group_of(request)`;
+  `answerer_problem`: the rule every path applies).
 
 See docs/approvals.md for the whole picture and the comparison with other libraries.
 """
 
-from ._answerers import Answerers, group_of
+from ._answerers import Answerers, answerer_problem, group_of
 from ._decisions import DECLINE, INVALID, REASK, RUN, Decision, answer_from_text, answer_problem, decide, edited_note
 from ._gate import APPROVED_AS, Enforced, enforce, gate_tool, is_gated, suspended_on
 from ._memory import ApprovalMemory, ApprovalScope
@@ -63,6 +64,7 @@ __all__ = [
     "RUN",
     "answer_from_text",
     "answer_problem",
+    "answerer_problem",
     "approval_of",
     "approval_request",
     "decide",

@@ -6,12 +6,23 @@ an escalation re-asks another group (`Escalate("oncall")`). Any other request ma
 `data["group"]`. `Answerers` is the host's side: which identities are in which group
 (`Answerers({"finance": ["alice", "bob"], "oncall": ["carol"]})`, or a callable `identity ->
 groups` for a directory). Its `refusal(request, identity)` says why `identity` may not answer
-(None: they may) — the web inbox and its signed links ask it before anything is submitted; a host
-answering through its own API asks it the same way.
+(None: they may).
+
+`answerer_problem(request, answer, answerers)` is the rule every answer meets, on every path: a
+group's request is answered only by an answer that says who gives it (`Answer.by`) — whoever
+the path cannot name is refused, so a restricted request is never approved anonymously — and,
+where the path knows who is in which group (`answerers`), only by a member or an admin. The
+front-ends toolnexus ships ask it with their `Answerers` and the identity they authenticated
+(the web inbox and its links, `toolnexus answer --by`, a served A2A or MCP endpoint; one that was
+given none treats every group as empty, so only its admins answer a group's request); every resume
+path asks it without (`answer_problem`), which holds the `by` rule for answers that come from a
+host's own code (`rt.resume`, the client, Temporal), whose membership check is the host's:
+`answer_problem(request, answer, answerers)`.
 
 Choices: a request with no group may be answered by anyone the front-end let in; `admins` may
-answer every request. Identities and group names are compared exactly (no case folding: an
-identity provider's names are taken as they come).
+answer every request; an expiry (`reason="expired"`: the request's own clock, whoever reports it)
+is not a person's answer and is never refused. Identities and group names are compared exactly
+(no case folding: an identity provider's names are taken as they come).
 
 Pure functions over plain data; no I/O.
 """
@@ -22,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional, Union
 
 from ..errors import ToolnexusTypeError
-from ..types import Request
+from ..types import Answer, Request
 from ._requests import approval_of
 
 GroupsOf = Callable[[str], Iterable[str]]
@@ -81,3 +92,17 @@ class Answerers:
 
     def may_answer(self, request: Any, identity: Optional[str]) -> bool:
         return self.refusal(request, identity) is None
+
+
+def answerer_problem(request: Any, answer: Optional[Answer], answerers: Optional[Answerers] = None) -> Optional[str]:
+    """Why who gave `answer` may not answer `request`, or None (see the module docstring).
+
+    Without `answerers` only the `by` rule is checked (a group's request needs an answer that says
+    who gives it); with them, that `answer.by` is a member of the request's group or an admin."""
+    group = group_of(request)
+    if group is None or answer is None or (not answer.ok and answer.reason == "expired"):
+        return None
+    if not answer.by:
+        return (f"this request is for the group {group!r}: only its members may answer it, and this answer does not "
+                "say who gives it (Answer.by; --by NAME on the command line; a login in the inbox)")
+    return answerers.refusal(request, answer.by) if answerers is not None else None

@@ -12,9 +12,10 @@ outcome, on every path (in process, durable resume, agent replay, MCP, A2A, Temp
 | `ok`, enough approvals | `run`, with `answer.arguments` when the approver edited them |
 
 `answer_problem` is checked wherever an answer is accepted (before the store claims it, so a
-refused answer changes nothing): edited arguments must satisfy the tool's input schema; under a
-two-person rule (`required > 1`) every approval must name a different `by`, an edit is refused
-(each approver must approve the same call) and so is `always`.
+refused answer changes nothing): a group's request takes only an answer that says who gives it
+(`answerer_problem`; with `answerers`, only from a member); edited arguments must satisfy the
+tool's input schema; under a two-person rule (`required > 1`) every approval must name a
+different `by`, an edit is refused (each approver must approve the same call) and so is `always`.
 
 `answer_from_text` reads a reply typed by a person (an A2A follow-up message, a chat): `yes` /
 `approve`, `always`, `no: <message>` / `reject <message>`, `edit {json}`, or a JSON object with
@@ -32,6 +33,7 @@ from typing import Any, Optional
 from .._schema import schema_error
 from ..errors import ToolnexusValueError
 from ..types import Answer, Request, declined_text
+from ._answerers import Answerers, answerer_problem
 from ._requests import approval_of, iso, redact_arguments, reissued
 
 # one assignment each (the API reference reads module-level names assigned one by one)
@@ -55,8 +57,12 @@ def _approved(a: dict[str, Any]) -> list[dict[str, Any]]:
     return [x for x in a.get("approvals") or [] if isinstance(x, dict)]
 
 
-def answer_problem(request: Request, answer: Optional[Answer]) -> Optional[str]:
-    """Why an `ok` answer to an approval request cannot be accepted, or None."""
+def answer_problem(request: Request, answer: Optional[Answer], answerers: Optional[Answerers] = None) -> Optional[str]:
+    """Why `answer` to `request` cannot be accepted, or None: who gave it (a group's request, see
+    `answerer_problem`), then the rules for an `ok` answer to an approval request."""
+    refused = answerer_problem(request, answer, answerers)
+    if refused is not None:
+        return refused
     a = approval_of(request)
     if a is None or answer is None or not answer.ok:
         return None

@@ -4,7 +4,11 @@ answer one waiting request and let its run continue.
 The decision: `--approve` (the call runs), `--edit '{...}'` (it runs with these arguments instead,
 checked against the tool's input schema first), `--reject` (it does not run; `--message` tells
 the model why), `--always` (the same for this tool for the rest of the run). `--by NAME` says who
-answers (default: the login name; a two-person rule needs two different ones). The older
+answers (default: the login name; a two-person rule needs two different ones). A request made
+for a group (`ApprovalRule(group=...)`) is answered only by a member: `--groups-file PATH` (a JSON
+object `{group: [identity, ...]}`, as for `toolnexus inbox`) and `--admin NAME` say who is in
+which group, and without them nobody is, so such a request is refused (exit 2, saying which
+group it is for) before anything is loaded. The older
 `--ok` / `--decline [--reason]` with `--data JSON` answer any request (`--data` is the answer's
 data, e.g. `{"amount": 40}`; `NaN` and `Infinity` are not JSON numbers and are refused). The
 request id may come first or as `--id`.
@@ -24,7 +28,8 @@ stdout: the entry agent's final text (`--json`: `{"status", "text", "run_id", "t
 "total_tokens", "pending"}`). Exit 0 when the run finished; 3 when it now waits on another
 request (its prompt is printed, `status: pending` on stderr) or ended incomplete; 4 when the
 request was already answered or withdrawn (nothing applied); 2 for a malformed flag or an answer
-the request refuses (its schema, an invalid edit, an approver who already approved); 1 for
+the request refuses (its schema, an invalid edit, an approver who already approved, someone not
+in the request's group); 1 for
 anything else (an unknown request id, a store that is down, a run another live process holds, a
 run whose stored rows cannot be read — see `toolnexus doctor`); 130 on Ctrl-C, the agent run
 handed back as it was (status `running`: `toolnexus resume RUN` or any worker continues it, the
@@ -38,7 +43,16 @@ import dataclasses
 import json
 from typing import Any, Optional
 
-from ._approvals import RUN_RECORD, RUN_RECORD_KEYS, STICKY_KEY, answerer, cli_policy, sticky_decisions
+from ._approvals import (
+    ANSWERER_FLAGS,
+    RUN_RECORD,
+    RUN_RECORD_KEYS,
+    STICKY_KEY,
+    answerer,
+    answerers_of,
+    cli_policy,
+    sticky_decisions,
+)
 from ._common import (
     CliExit,
     Console,
@@ -64,6 +78,7 @@ FLAGS = [
     Flag("always", None, "with --approve, --edit or --reject: the same for this tool for the rest of the run"),
     Flag("message", "TEXT", "free text the model receives with the answer (e.g. why you rejected)"),
     Flag("by", "NAME", "who answers (default: your login name)"),
+    *ANSWERER_FLAGS,
     Flag("ok", None, "answer yes (any request; with --data)"),
     Flag("decline", None, "decline the request"),
     Flag("data", "JSON", "the answer's data, a JSON object"),
@@ -117,6 +132,21 @@ def _answer(opts: dict[str, Any]) -> Any:
                       via="cli")
     return Answer(id=opts["id"], ok=False, data=data, reason=opts.get("reason") or "declined", message=message,
                   always=always, by=by, via="cli")
+
+
+def _check_answerer(row: Any, answer: Any, answerers: Any, opts: dict[str, Any]) -> None:
+    """Refuse (exit 2) an answer from someone who may not answer the stored request (its group)."""
+    from ..approvals import answerer_problem, group_of
+    from ..types import Request
+
+    if row is None or not isinstance(row.request, dict):
+        return  # an unknown id: the resume says what is waiting
+    request = Request.from_dict(row.request)
+    problem = answerer_problem(request, answer, answerers)
+    if problem is not None:
+        told = opts.get("groups_file") or opts.get("admin")
+        hint = "" if told else f" (--groups-file FILE says who is in the group {group_of(request)!r})"
+        raise CliExit(2, f"error: the answer to {answer.id!r} is refused: {problem}{hint}")
 
 
 def _agents(opts: dict[str, Any]) -> Any:
@@ -182,11 +212,13 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     from ..durable._model import CONVERSATION_PREFIX
 
     answer = _answer(opts)
+    answerers = answerers_of(opts)
     conversation = False
     store = open_run_store(opts)  # first: a store that does not exist is the likeliest slip, and is never created
     try:
         async with store:
             row = await store.find_request(answer.id)
+            _check_answerer(row, answer, answerers, opts)
             conversation = (row is not None and bool(row.request)
                             and str(row.run_id or "").startswith(CONVERSATION_PREFIX))
             if conversation:

@@ -13,6 +13,11 @@ approves for the rest of the session, `e` edits the arguments (a JSON object, ch
 tool's schema: an invalid edit is refused and asked again), anything else rejects and asks why
 (`n too much` says it at once); the answer says `by` (the login name) and `via="cli"`.
 
+Who may answer a group's request (`ApprovalRule(group=...)`): `--groups-file PATH` (a JSON object
+`{group: [identity, ...]}`) and `--admin NAME` (`answerers_of`), the same flags for `toolnexus
+inbox` and `toolnexus answer`; without them every group is empty, so only an admin answers a
+group's request.
+
 A `run --once` that parks in a durable store writes a record of the flags it ran with (never the
 key; namespace `RUN_RECORD`, keyed by its conversation id), so `toolnexus answer ID --approve`
 can rebuild the same toolkit and client without repeating them. The run's sticky decisions
@@ -27,7 +32,15 @@ import getpass
 import json
 from typing import Any, Optional
 
-from ..approvals import DEFAULT_APPROVAL_TOOLS, ApprovalMemory, ApprovalPolicy, answer_problem, approval_of
+from ..approvals import (
+    DEFAULT_APPROVAL_TOOLS,
+    Answerers,
+    ApprovalMemory,
+    ApprovalPolicy,
+    answer_problem,
+    approval_of,
+)
+from ..errors import ToolnexusError
 from ..types import Answer, Request
 from ._common import CliExit, Console
 from ._flags import Flag
@@ -37,6 +50,10 @@ APPROVAL_FLAGS = [
          repeat=True),
     Flag("no-approve", "TOOL", "do not ask before TOOL (bash, write, edit, apply_patch are asked about by default; "
          "--no-approve '*' turns that off)", repeat=True),
+]
+ANSWERER_FLAGS = [
+    Flag("groups-file", "PATH", "who may answer each group's requests: a JSON object {group: [identity, ...]}"),
+    Flag("admin", "NAME", "may answer every request (repeatable)", repeat=True),
 ]
 RUN_RECORD = "toolnexus.cli.run"  # not a module path: a store namespace, kept as stored
 # the flags a parked `run --once` keeps for `toolnexus answer` (never the key)
@@ -66,6 +83,29 @@ def sticky_decisions(record: dict[str, Any]) -> tuple[ApprovalMemory, list[bool]
     memory = ApprovalMemory.from_record(record.get(STICKY_KEY))
     memory.on_change = lambda: changed.append(True)
     return memory, changed
+
+
+def json_file(opts: dict[str, Any], flag: str) -> Any:
+    """The JSON object in the file `--flag` names (None without the flag); exit 2 for anything else."""
+    path = opts.get(flag.replace("-", "_"))
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            value = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise CliExit(2, f"error: --{flag} {path}: {exc}") from None
+    if not isinstance(value, dict):
+        raise CliExit(2, f"error: --{flag} {path} must hold a JSON object")
+    return value
+
+
+def answerers_of(opts: dict[str, Any]) -> Answerers:
+    """Who is in which group, from `--groups-file` and `--admin` (none given: every group is empty)."""
+    try:
+        return Answerers(json_file(opts, "groups-file"), admins=opts.get("admin") or [])
+    except ToolnexusError as exc:
+        raise CliExit(2, f"error: --groups-file {opts.get('groups_file')}: {exc}") from None
 
 
 def answerer() -> str:

@@ -26,11 +26,11 @@ store without a work queue; 1 when the address cannot be bound or the store cann
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 from typing import Any, Optional
 
+from ._approvals import ANSWERER_FLAGS, answerers_of, json_file
 from ._common import CliExit, Console
 from ._flags import Flag
 from ._inbox import RUN_STORE_FLAG, open_run_store
@@ -46,8 +46,7 @@ FLAGS = [
     Flag("auth-header", "NAME", "trust the identity an authenticating proxy puts in this header"),
     Flag("trusted-proxy", "ADDR", "with --auth-header: the proxy's address or network (default loopback)",
          repeat=True),
-    Flag("groups-file", "PATH", "who may answer each group's requests: a JSON object {group: [identity, ...]}"),
-    Flag("admin", "NAME", "may answer every request (repeatable)", repeat=True),
+    *ANSWERER_FLAGS,
     Flag("secret-env", "VAR", "the inbox's secret (sessions, CSRF, links) from this environment variable"),
     Flag("base-url", "URL", "the inbox's address as people reach it (for links; default http://ADDR)"),
     Flag("allowed-host", "NAME", "a host name the inbox is reached by (repeatable; IPs and localhost always pass)",
@@ -71,20 +70,6 @@ def _env(opts: dict[str, Any], flag: str, console: Console) -> Optional[str]:
     if not value:
         raise CliExit(2, f"error: --{flag} {var}: the environment variable {var} is not set")
     console.add_secret(value)
-    return value
-
-
-def _json_file(opts: dict[str, Any], flag: str) -> Any:
-    path = opts.get(flag.replace("-", "_"))
-    if not path:
-        return None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            value = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise CliExit(2, f"error: --{flag} {path}: {exc}") from None
-    if not isinstance(value, dict):
-        raise CliExit(2, f"error: --{flag} {path} must hold a JSON object")
     return value
 
 
@@ -113,7 +98,7 @@ def _auth(opts: dict[str, Any], console: Console) -> Any:
         if chosen[0] == "token-env":
             return TokenAuth(str(_env(opts, "token-env", console)))
         if chosen[0] == "tokens-file":
-            tokens = _json_file(opts, "tokens-file")
+            tokens = json_file(opts, "tokens-file")
             for token in tokens.values():
                 console.add_secret(token if isinstance(token, str) else None)
             return TokenAuth(tokens)
@@ -124,14 +109,13 @@ def _auth(opts: dict[str, Any], console: Console) -> Any:
 
 
 async def execute(opts: dict[str, Any], console: Console) -> int:
-    from ..approvals import Answerers
     from ..errors import ToolnexusError
     from ..inbox import Inbox, LinkSigner, Notifications, Webhook, serve_inbox
     from ..stores import FileStore
 
     auth = _auth(opts, console)
     secret = _env(opts, "secret-env", console)
-    groups = _json_file(opts, "groups-file")
+    answerers = answerers_of(opts)
     store = open_run_store(opts)
     if isinstance(store, FileStore):
         raise CliExit(2, f"error: --store {store.url}: the inbox submits answers to the store's work queue, which "
@@ -151,7 +135,7 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
                            identity=opts.get("webhook_identity"))
             notes = Notifications(store, [hook], links=links, inbox_url=base_url,
                                   retry_base=_seconds(opts, "webhook-retry", 2.0), poll=_seconds(opts, "poll", 1.0))
-        inbox = Inbox(store, auth=auth, secret=secret, answerers=Answerers(groups, admins=opts.get("admin") or []),
+        inbox = Inbox(store, auth=auth, secret=secret, answerers=answerers,
                       links=links, allowed_hosts=opts.get("allowed_host") or None, poll=_seconds(opts, "poll", 1.0))
     except ToolnexusError as exc:
         raise CliExit(2, f"error: {exc}") from None

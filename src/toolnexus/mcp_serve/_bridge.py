@@ -20,6 +20,10 @@ saying why (an unclear answer never approves).
 Neither applies to handshake-era requests on our stateless HTTP endpoint (no back channel),
 clients that did not declare elicitation, other kinds, or a `data["schema"]` MCP cannot carry:
 there the suspension is flattened as before (prompt text, `isError`).
+Every answer says who gave it and through what: `via="mcp"`, and `by` the identity the endpoint
+authenticated (a served `/mcp` with an `auth_token`: its `auth_identity`, see
+`toolnexus.mcp_serve._config`); on stdio, or over HTTP without a token, nobody is known and `by`
+stays empty — so a request made for a group is refused there (`_server`).
 Answers follow the loop rule: accept ⇒ `Answer(ok=True, data=content)` and one
 re-run; decline/cancel ⇒ `declined/expired: <prompt>` (and the answer's message, if any); a re-run that suspends again ⇒
 `unresolved: <prompt>`.
@@ -133,12 +137,12 @@ def input_required(tool_name: str, req: Request, version: str) -> Optional[mtype
     return result
 
 
-def _approval_answer(req: Request, content: Mapping[str, Any]) -> Answer:
+def _approval_answer(req: Request, content: Mapping[str, Any], by: Optional[str]) -> Answer:
     """An accepted approval form as an `Answer` (an unreadable edit rejects, saying why)."""
     message = content.get("message") if isinstance(content.get("message"), str) and content.get("message") else None
     always = content.get("always") is True
     if content.get("decision") != "approve":
-        return Answer(id=req.id, ok=False, reason="declined", message=message, always=always, via="mcp")
+        return Answer(id=req.id, ok=False, reason="declined", message=message, always=always, by=by, via="mcp")
     raw = content.get("arguments")
     arguments = None
     if isinstance(raw, str) and raw.strip():
@@ -147,21 +151,22 @@ def _approval_answer(req: Request, content: Mapping[str, Any]) -> Answer:
         except ValueError:
             arguments = None
         if not isinstance(arguments, dict):
-            return Answer(id=req.id, ok=False, reason="declined", via="mcp",
+            return Answer(id=req.id, ok=False, reason="declined", by=by, via="mcp",
                           message="the edited arguments were not a JSON object, so the call was not approved")
-    return Answer(id=req.id, ok=True, message=message, arguments=arguments, always=always, via="mcp")
+    return Answer(id=req.id, ok=True, message=message, arguments=arguments, always=always, by=by, via="mcp")
 
 
-def _answer(req: Request, response: Any) -> Answer:
+def _answer(req: Request, response: Any, by: Optional[str] = None) -> Answer:
     if isinstance(response, mtypes.ElicitResult) and response.action == "accept":
         if is_approval_request(req):
-            return _approval_answer(req, dict(response.content or {}))
-        return Answer(id=req.id, ok=True, data=dict(response.content or {}))
+            return _approval_answer(req, dict(response.content or {}), by)
+        return Answer(id=req.id, ok=True, data=dict(response.content or {}), by=by, via="mcp")
     declined = isinstance(response, mtypes.ElicitResult) and response.action == "decline"
-    return Answer(id=req.id, ok=False, reason="declined" if declined else "cancelled")
+    return Answer(id=req.id, ok=False, reason="declined" if declined else "cancelled", by=by, via="mcp")
 
 
-def resumed_round(tool_name: str, params: mtypes.CallToolRequestParams) -> Optional[tuple[Request, Answer]]:
+def resumed_round(tool_name: str, params: mtypes.CallToolRequestParams,
+                  by: Optional[str] = None) -> Optional[tuple[Request, Answer]]:
     """For a retried call (`requestState` present): the original `Request` and the caller's `Answer`.
 
     The state reaching here was unsealed and checked by the SDK boundary; a state that is still
@@ -177,13 +182,13 @@ def resumed_round(tool_name: str, params: mtypes.CallToolRequestParams) -> Optio
     except (ValueError, TypeError, KeyError, AttributeError):
         raise MCPError(code=mtypes.INVALID_PARAMS, message="Invalid requestState") from None
     response = (params.input_responses or {}).get(req.id)
-    return req, _answer(req, response)
+    return req, _answer(req, response, by)
 
 
-async def ask_inline(ctx: Any, req: Request) -> Optional[Answer]:
+async def ask_inline(ctx: Any, req: Request, by: Optional[str] = None) -> Optional[Answer]:
     """Ask over the back channel (`elicitation/create` mid-call); None if the schema can't be sent."""
     schema = elicitation_schema(req)
     if schema is None:
         return None
     response = await ctx.session.elicit_form(req.prompt, schema, related_request_id=ctx.request_id)
-    return _answer(req, response)
+    return _answer(req, response, by)

@@ -10,6 +10,10 @@ long-lived stdio/in-memory connection, or many HTTP sessions (`toolnexus.mcp_ser
 
 Each call's `ToolContext` carries `signal` (the HTTP client hung up, or the server is stopping),
 `answer` (on the re-run after an elicitation) and `caller` (log, progress, sampling, SSE polling).
+An elicitation's answer says who gave it (`answered_by`: the identity the HTTP endpoint
+authenticated; None on stdio) and is checked against the profile's `answerers` before the tool
+runs again: a group's request answered by someone not in the group, or by nobody known, ends the
+call with `invalid answer for <prompt>: <why>` (`toolnexus.mcp_serve._config.caller_problem`).
 """
 
 from __future__ import annotations
@@ -28,7 +32,16 @@ from .._diag import logger, warn_once
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from . import _bridge as bridge
 from ._catalog import Catalog, PromptsLike as PromptsLike, ResourcesLike as ResourcesLike
-from ._config import DEFAULT_NAME, DEFAULT_VERSION, MCPServeConfig, OnCall, check_config, exposed_mcp_tools
+from ._config import (
+    DEFAULT_NAME,
+    DEFAULT_VERSION,
+    MCPServeConfig,
+    OnCall,
+    answerers_of,
+    caller_problem,
+    check_config,
+    exposed_mcp_tools,
+)
 from ._content import call_tool_result, listed_tool
 from ._peers import McpCaller, Peers
 from .errors import ServeTypeError
@@ -89,10 +102,13 @@ def _warn_uncarriable(tool: Tool) -> None:
 class _Calls:
     """The `tools/list` and `tools/call` handlers over a live tool set."""
 
-    def __init__(self, exposed: Callable[[], list[Tool]], on_call: Optional[OnCall], peers: Peers) -> None:
+    def __init__(self, exposed: Callable[[], list[Tool]], on_call: Optional[OnCall], peers: Peers, *,
+                 answered_by: Optional[str] = None, cfg: Optional[MCPServeConfig] = None) -> None:
         self.exposed = exposed
         self._on_call = on_call
         self._peers = peers
+        self._answered_by = answered_by
+        self._answerers = answerers_of(cfg)
 
     async def list_tools(self, ctx: Any, params: Any) -> mtypes.ListToolsResult:
         listed = [entry for entry in map(listed_tool, self.exposed()) if entry is not None]
@@ -107,7 +123,7 @@ class _Calls:
 
         caller = McpCaller(ctx, self._peers)
 
-        resumed = bridge.resumed_round(tool.name, params)
+        resumed = bridge.resumed_round(tool.name, params, self._answered_by)
         if resumed is not None:  # the caller answered an InputRequiredResult
             return await self._finish_answered(tool, args, signal, caller, *resumed)
 
@@ -131,7 +147,7 @@ class _Calls:
                 _warn_uncarriable(tool)
             return asked  # no on_call: the call is not finished yet
         try:
-            answer = await bridge.ask_inline(ctx, req)
+            answer = await bridge.ask_inline(ctx, req, self._answered_by)
         except MCPError as exc:
             logger.debug("toolnexus: MCP serve elicitation failed: %s", exc)
             return None
@@ -143,7 +159,12 @@ class _Calls:
     async def _finish_answered(
         self, tool: Tool, args: dict[str, Any], signal: Any, caller: McpCaller, req: Request, answer: Answer
     ) -> mtypes.CallToolResult:
-        """The loop rule: not ok ⇒ declined (no re-run); ok ⇒ one re-run with `ctx.answer`."""
+        """The loop rule: not ok ⇒ declined (no re-run); ok ⇒ one re-run with `ctx.answer` — once the
+        caller may answer (a group's request)."""
+        refused = caller_problem(req, answer, self._answered_by, self._answerers, "MCP")
+        if refused is not None:
+            return await self._reply(tool, ToolResult(output=f"invalid answer for {req.prompt}: {refused}",
+                                                      is_error=True), 0.0)
         if not answer.ok:
             return call_tool_result(bridge.declined_result(req, answer))
         result, ms = await _execute(tool, args, ToolContext(signal=signal, answer=answer, request=req, caller=caller))
@@ -158,8 +179,8 @@ class _Calls:
 
 
 def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall],
-            resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None
-            ) -> tuple[Server, _Calls, Peers]:
+            resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None, *,
+            answered_by: Optional[str] = None) -> tuple[Server, _Calls, Peers]:
     """The server, its tool handlers and its per-connection state, without checking `cfg`."""
     if callable(tools):
         provider = tools
@@ -172,7 +193,7 @@ def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[O
     name = cfg.get("name") if cfg else None
     version = cfg.get("version") if cfg else None
     peers = Peers()
-    calls = _Calls(lambda: exposed_mcp_tools(list(provider()), cfg), on_call, peers)
+    calls = _Calls(lambda: exposed_mcp_tools(list(provider()), cfg), on_call, peers, answered_by=answered_by, cfg=cfg)
     catalog = Catalog(resources, prompts, peers)
     handlers: dict[str, Any] = {}
     if catalog.serves_resources:
@@ -241,18 +262,20 @@ def _chain(source: Any, extra: list[Any]) -> Any:
 
 
 def fresh_server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall], *,
-                 resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None) -> Server:
+                 resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None,
+                 answered_by: Optional[str] = None) -> Server:
     """Another server like a `build_mcp_server` that already succeeded with these arguments.
 
     For per-request servers (`toolnexus.serve`): the profile was checked and the build-time
     warnings were given once, at `serve()`, so none of that is repeated on every request.
+    `answered_by`: who the endpoint let in (the `by` of its callers' answers).
     """
-    return _server(tools, cfg, on_call, *_with_profile(resources, prompts, cfg))[0]
+    return _server(tools, cfg, on_call, *_with_profile(resources, prompts, cfg), answered_by=answered_by)[0]
 
 
 def session_server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall], *,
-                   resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None
-                   ) -> tuple[Server, Peers]:
+                   resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None,
+                   answered_by: Optional[str] = None) -> tuple[Server, Peers]:
     """A long-lived server for many HTTP sessions, and its `Peers` (to forget a session that ended)."""
-    server, _, peers = _server(tools, cfg, on_call, *_with_profile(resources, prompts, cfg))
+    server, _, peers = _server(tools, cfg, on_call, *_with_profile(resources, prompts, cfg), answered_by=answered_by)
     return server, peers

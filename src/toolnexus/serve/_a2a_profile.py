@@ -12,6 +12,9 @@ Keys (all optional; `a2a={}` serves A2A with every default):
   `allow_unauthenticated_builtins`, `allowed_hosts` / `allowed_origins` (the DNS-rebinding
   guard, as for `/mcp`), `max_body_bytes` (default 1 MiB ⇒ 413), `redact` (a `str -> str` hook
   for failed-task text).
+- who answers: `auth_identity` (who holds `auth_token`: the `by` of every answer given through
+  this profile, default `"token-holder"`), `answerers` (who is in which group: an `Answerers` or
+  `{group: [identity, ...]}`) — see `toolnexus.mcp_serve._config`.
 
 A malformed value fails `serve()` before anything binds, naming the key; an unknown key is
 warned about once and ignored.
@@ -23,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from .._diag import warn_once
+from ..mcp_serve._config import check_answerers
 from ..mcp_serve.errors import ServeConfigError, ServeTypeError
 
 A2AConfig = dict[str, Any]
@@ -32,7 +36,7 @@ DEFAULT_BLOCKING_TIMEOUT = 60.0  # seconds
 _STR_KEYS = ("name", "description", "version")
 _STR_LIST_KEYS = ("skills", "allowed_hosts", "allowed_origins")
 _KNOWN = {*_STR_KEYS, *_STR_LIST_KEYS, "provider", "store", "auth_token", "public_url", "max_body_bytes",
-          "redact", "allow_unauthenticated_builtins", "blocking_timeout", "list_tasks"}
+          "redact", "allow_unauthenticated_builtins", "blocking_timeout", "list_tasks", "auth_identity", "answerers"}
 
 
 def _positive_number(value: Any) -> bool:
@@ -58,6 +62,7 @@ def check_a2a_config(cfg: Any, *, where: str) -> None:
     token = cfg.get("auth_token")
     if token is not None and (not isinstance(token, str) or not token):
         raise ServeConfigError(f'toolnexus: {where} "auth_token" must be a non-empty string')
+    check_answerers(cfg, where=where)
     url = cfg.get("public_url")
     if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
         raise ServeConfigError(f'toolnexus: {where} "public_url" must be an http(s) URL, got {url!r}')

@@ -24,10 +24,17 @@ conversation of the task.
 `data["approval"]` is in the task's `metadata.pending`), the reply read as a decision by
 `toolnexus.approvals.answer_from_text` (`approve`, `always`, `reject: <why>`, `edit {json}`;
 anything else rejects, carrying the text); without one the text is sent as the next prompt of the
-same conversation. A message on a task that is still `submitted`/`working` on its prompt is
-queued (at most `QUEUE_MAX`, `QUEUE_BYTES` of text): when the current turn completes, the next
-queued message runs as the next prompt of the same conversation and the task stays `working`;
-the task settles with its last turn. A queued message is never taken as an answer: if the turn
+same conversation. An answer records who gave it (`by`: `answered_by`, the identity the server's
+bearer token stands for — never a name the message claims, when the server knows one) and
+`via="a2a"`; it is checked before the task changes (`toolnexus.approvals.answer_problem` with the
+profile's `answerers`: a group's request from someone not in the group, an approver who already
+approved, an edit the tool's schema refuses), and a refused answer is an invalid-params error that
+leaves the task waiting for a better one.
+
+A message on a task that is still `submitted`/`working` on its prompt is queued (at most
+`QUEUE_MAX`, `QUEUE_BYTES` of text): when the current turn completes, the next queued message
+runs as the next prompt of the same conversation and the task stays `working`; the task settles
+with its last turn. A queued message is never taken as an answer: if the turn
 asks a question instead, the queue waits for that question's answer, and a task that fails or is
 canceled drops its queue (the messages stay in its history). A message on a task that is working
 *on an answer* is refused (`TaskBusy`): it is almost surely a second answer to the same question,
@@ -65,8 +72,10 @@ from datetime import UTC, datetime
 from typing import Any, Optional, Union
 
 from .._diag import logger
-from ..approvals import answer_from_text, is_approval_request
+from ..approvals import Answerers, answer_from_text, answer_problem, is_approval_request
+from ..durable._rules import expires_at_epoch
 from ..errors import ToolnexusError
+from ..mcp_serve._config import caller_problem
 from ..types import Answer, Request, ToolResult, pending_of
 from ._a2a_params import ParamError
 from ._a2a_render import public, status_message_id
@@ -163,8 +172,11 @@ class Fulfiller:
 
     def __init__(self, store: TaskStore, run_task: RunTask, *, resume_task: Optional[ResumeTask] = None,
                  on_task: Optional[OnTask] = None, redact: Optional[Redact] = None,
-                 clock: Callable[[], float] = time.time, watch_every: float = 1.0) -> None:
+                 clock: Callable[[], float] = time.time, watch_every: float = 1.0,
+                 answered_by: Optional[str] = None, answerers: Optional[Answerers] = None) -> None:
         self.store = store
+        self.answered_by = answered_by  # who an answer through this server comes from (None: not known)
+        self.answerers = answerers if answerers is not None else Answerers()
         self._run_task = run_task
         self._resume_task = resume_task
         self._on_task = on_task
@@ -232,7 +244,11 @@ class Fulfiller:
                 if task_id in self._running:
                     raise TaskBusy(task_id)
                 metadata: dict[str, Any] = new["metadata"] if isinstance(new.get("metadata"), dict) else {}
-                taken.update(turn=str(uuid.uuid4()), pending=metadata.pop("pending", None), context=context)
+                resume = self._resumption(metadata.get("pending"), text) if self._resume_task is not None else None
+                if resume is not None:
+                    self._check_answer(*resume)
+                taken.update(turn=str(uuid.uuid4()), pending=metadata.pop("pending", None), context=context,
+                             resume=resume)
                 if not metadata:
                     new.pop("metadata", None)
                 self._set_status(new, "working")
@@ -254,9 +270,8 @@ class Fulfiller:
         assert after is not None
         if "turn" in taken:  # we took the answer: resume (or continue) the run here
             context = taken["context"] or str(uuid.uuid4())
-            resume = self._resumption(taken["pending"], text) if self._resume_task is not None else None
             self._start(task_id, context, taken["turn"],
-                        self._fulfil(task_id, context, taken["turn"], text, resume, claimed=True))
+                        self._fulfil(task_id, context, taken["turn"], text, taken["resume"], claimed=True))
         return public(after)
 
     async def cancel(self, task_id: str) -> A2ATask:
@@ -405,8 +420,7 @@ class Fulfiller:
             new.pop("_queue", None)  # the queued messages stay in the history
         return new
 
-    @staticmethod
-    def _resumption(raw: Any, text: str) -> Optional[tuple[Request, Answer]]:
+    def _resumption(self, raw: Any, text: str) -> Optional[tuple[Request, Answer]]:
         if not isinstance(raw, Mapping):
             return None
         try:
@@ -414,8 +428,22 @@ class Fulfiller:
         except (TypeError, ValueError):
             return None
         if is_approval_request(req):  # the reply is a decision: approve, always, reject: <why>, edit {...}
-            return req, answer_from_text(req, text, via="a2a")
-        return req, Answer(id=req.id, ok=True, data={"text": text})
+            answer = answer_from_text(req, text, by=self.answered_by, via="a2a")
+            if self.answered_by is not None:  # the server knows who it let in: not who the message says
+                answer = dataclasses.replace(answer, by=self.answered_by)
+            return req, answer
+        return req, Answer(id=req.id, ok=True, data={"text": text}, by=self.answered_by, via="a2a")
+
+    def _check_answer(self, request: Request, answer: Answer) -> None:
+        """Refuse (invalid params, the task unchanged) an answer the request would not take: first who
+        gave it (only the identity this server authenticated counts), then the answer itself — unless
+        the request has expired, where any answer is its expiry (the resume applies it)."""
+        problem = caller_problem(request, answer, self.answered_by, self.answerers, "A2A")
+        expires = expires_at_epoch(dataclasses.asdict(request))
+        if problem is None and (expires is None or expires > self._clock()):
+            problem = answer_problem(request, answer)
+        if problem is not None:
+            raise ParamError(f"message: the answer to {request.id!r} is refused: {problem}")
 
     # ------------------------------------------------------------------ running
 

@@ -43,6 +43,7 @@ from ..mcp_serve._config import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
     MCPServeConfig,
     OnCall,
+    answered_by,
 )
 from ..mcp_serve._http import Receive, Send, mcp_exchange, replayed, send_text
 from ..mcp_serve._server import PromptsLike, ResourcesLike, ToolsLike, fresh_server, session_server
@@ -99,6 +100,7 @@ class McpEndpoint:
         self._guard = HostGuard(profile.get("allowed_hosts"), profile.get("allowed_origins"))
         self._limit: int = profile.get("max_body_bytes") or DEFAULT_MAX_BODY_BYTES
         self._token: Optional[str] = profile.get("auth_token")
+        self._answered_by = answered_by(profile)  # every caller let in holds the token
         self._sessions_on = profile.get("sessions") is not False
         self._host: Optional[SessionHost] = None
         self._in_flight: set[asyncio.Event] = set()
@@ -108,12 +110,12 @@ class McpEndpoint:
         """This request's server over this request's tools (the provider is read once, here)."""
         tools = self._tools
         return fresh_server(list(tools()) if callable(tools) else tools, self._profile, self._on_call,
-                            resources=self._resources, prompts=self._prompts)
+                            resources=self._resources, prompts=self._prompts, answered_by=self._answered_by)
 
     def _session_host(self) -> SessionHost:
         if self._host is None:
             server, peers = session_server(self._tools, self._profile, self._on_call, resources=self._resources,
-                                           prompts=self._prompts)
+                                           prompts=self._prompts, answered_by=self._answered_by)
             self._host = SessionHost(
                 server, on_end=peers.forget,
                 max_sessions=self._profile.get("max_sessions") or DEFAULT_MAX_SESSIONS,

@@ -33,7 +33,7 @@ from typing import Any, Optional
 from .._diag import warn_once
 from ..durable import is_run_store
 from ..errors import ToolnexusRuntimeError
-from ..mcp_serve._config import MCPServeConfig, OnCall, check_config, exposed_mcp_tools
+from ..mcp_serve._config import MCPServeConfig, OnCall, answered_by, answerers_of, check_config, exposed_mcp_tools
 from ..mcp_serve._skill_files import toolkit_catalog
 from ..mcp_serve.errors import ServeConfigError
 from ..types import Tool
@@ -101,7 +101,8 @@ async def _start(
         owns_store = selector is None or isinstance(selector, str)
         tokens = [a2a.get("auth_token"), (mcp or {}).get("auth_token")]
         redact = make_redactor(a2a.get("redact"), secrets + tokens)
-        fulfiller = Fulfiller(store, run_task or _no_runner, resume_task=resume_task, on_task=on_task, redact=redact)
+        fulfiller = Fulfiller(store, run_task or _no_runner, resume_task=resume_task, on_task=on_task, redact=redact,
+                              answered_by=answered_by(a2a), answerers=answerers_of(a2a))
         a2a_endpoint = A2AEndpoint(dict(a2a), skills, fulfiller, wildcard_bind=host in _WILDCARDS,
                                    local_url=lambda: handle_box["handle"].url if handle_box else f"http://{host}:{port}")
 
