@@ -29,7 +29,7 @@ from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from . import _bridge as bridge
 from ._catalog import Catalog, PromptsLike as PromptsLike, ResourcesLike as ResourcesLike
 from ._config import DEFAULT_NAME, DEFAULT_VERSION, MCPServeConfig, OnCall, check_config, exposed_mcp_tools
-from ._content import call_tool_result, listed_tool
+from ._content import call_tool_result, listed_tool, strict_replies
 from ._peers import McpCaller, Peers
 from .errors import ServeTypeError
 
@@ -194,6 +194,7 @@ def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[O
     # 2026-07-28 revision), but clients of the earlier revisions set levels and read logs.
     server.add_request_handler("logging/setLevel", mtypes.SetLevelRequestParams, peers.set_level)
     server.middleware.append(RequestStateBoundary(_security(), default_audience=server.name))
+    server.middleware.append(strict_replies)  # innermost: it sees the reply the handler shaped
     return server, calls, peers
 
 
