@@ -5,23 +5,17 @@ One mapping for every protocol revision the SDK speaks (it re-validates per revi
 out). What it deliberately does not do: send `ToolResult.metadata` (never leaves the process),
 or invent content for parts it cannot express — those are dropped, as pinned for url-only
 images/audio, and named in the module docstring of `toolnexus.mcp_serve`.
-
-`strict_replies` is the server middleware that makes every reply encodable: the SDK's encoder
-refuses a lone surrogate (the whole reply would be an HTTP 500, or lost on stdio), so each becomes
-U+FFFD, as on every other wire (`toolnexus._text.strict_value`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Optional
 
 import mcp_types as mtypes
-from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from .._diag import warn_once
-from .._text import strict_text, strict_value
 from ..resources import PromptError
 from ..types import Tool, ToolResult
 
@@ -120,16 +114,3 @@ def listed_tool(tool: Tool) -> Optional[mtypes.Tool]:
         )
         return None
     return mtypes.Tool(name=tool.name, description=tool.description, input_schema=dict(schema))
-
-
-async def strict_replies(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
-    """Server middleware: a reply's strings, and an error's message and data, with each lone
-    surrogate made U+FFFD (see the module docstring)."""
-    try:
-        result = await call_next(ctx)
-    except MCPError as exc:
-        message, data = strict_text(exc.message), strict_value(exc.data)
-        if message is exc.message and data is exc.data:
-            raise
-        raise MCPError(exc.code, message, data) from None
-    return strict_value(result) if isinstance(result, dict) else result

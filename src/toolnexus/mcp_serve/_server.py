@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Optional, Union
 
 import mcp_types as mtypes
@@ -25,11 +25,12 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 from .._diag import logger, warn_once
+from .._text import strict_text, strict_value
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from . import _bridge as bridge
 from ._catalog import Catalog, PromptsLike as PromptsLike, ResourcesLike as ResourcesLike
 from ._config import DEFAULT_NAME, DEFAULT_VERSION, MCPServeConfig, OnCall, check_config, exposed_mcp_tools
-from ._content import call_tool_result, listed_tool, strict_replies
+from ._content import call_tool_result, listed_tool
 from ._peers import McpCaller, Peers
 from .errors import ServeTypeError
 
@@ -155,6 +156,20 @@ class _Calls:
         event = {"name": tool.name, "source": tool.source, "ms": ms, "is_error": bool(result.is_error)}
         await _emit(self._on_call, event)
         return call_tool_result(result)
+
+
+async def strict_replies(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Server middleware: a reply's strings, and an error's message and data, with each lone
+    surrogate made U+FFFD, as on every other wire (`toolnexus._text.strict_value`). The SDK's
+    encoder refuses the character: the reply would be an HTTP 500, or lost on stdio."""
+    try:
+        result = await call_next(ctx)
+    except MCPError as exc:
+        message, data = strict_text(exc.message), strict_value(exc.data)
+        if message is exc.message and data is exc.data:
+            raise
+        raise MCPError(exc.code, message, data) from None
+    return strict_value(result) if isinstance(result, dict) else result
 
 
 def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall],
