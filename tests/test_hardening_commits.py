@@ -7,7 +7,7 @@
   store failure no longer makes `resume()` raise: it returns what the run did, warns, and the run
   waits in the store, answer applied, for a restore.
 - **Two verbs, two durability promises.** `rt.resume()` returned with its last commit only
-  scheduled; `close(h)` too. Both now await it. The synchronous verbs (`spawn`, `post`, `wake`,
+  scheduled; `close(h)` and `run_turn()` too. All three now await it. The synchronous verbs (`spawn`, `post`, `wake`,
   `interrupt`) cannot await one: they schedule it (their docstrings say so; `await rt.flush()`
   waits for it) — and with no running event loop, where nothing could ever run it, a durable
   runtime refuses them before changing anything instead of skipping the commit silently.
@@ -155,3 +155,33 @@ def test_sync_verbs_with_no_running_loop_refuse_instead_of_skipping_their_commit
         await store.aclose()
 
     asyncio.run(finish())
+
+
+def sqlite_transcript(conn: Any, run_id: str, conv_id: str) -> list[dict[str, Any]]:
+    """The stored messages of conversation `conv_id` of `run_id`, read with another connection."""
+    rows = conn.execute("SELECT m.message FROM tn_convs c JOIN tn_messages m ON m.k >= c.cid * 4294967296 "
+                        "AND m.k < (c.cid + 1) * 4294967296 WHERE c.run_id = ? AND c.conv_id = ? ORDER BY m.k",
+                        (run_id, conv_id)).fetchall()
+    return [json.loads(text) for (text,) in rows]
+
+
+async def test_run_turn_returns_with_its_commit_written(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    async with open_store(f"sqlite:///{path}") as store, contextlib.AsyncExitStack() as stack:
+        rt = AgentRuntime(registry={"w": AgentDef("w", "worker", "", "stub-model")}, store=store, run_id="turn-1",
+                          transport=SeedModel(), llm=LLM)
+        stack.push_async_callback(rt.close, rt.root)
+        child = rt.spawn(rt.root, "w")
+        await rt.flush()
+        result = await rt.run_turn(child, "go")
+        # Read with another connection before this loop runs anything else: what run_turn() promised is on disk.
+        conn = sqlite3.connect(path)
+        try:
+            records = {hid: json.loads(text) for hid, text, _ in sqlite_records(conn, "turn-1")}
+            transcript = sqlite_transcript(conn, "turn-1", child.id)
+        finally:
+            conn.close()
+        assert (result.status, result.text) == ("done", "done.")
+        assert records[child.id]["state"] == "idle"
+        assert [m.get("role") for m in transcript] == ["user", "assistant", "tool", "assistant"]  # before: 2 rows
+        assert transcript[-1].get("content") == "done."

@@ -11,9 +11,12 @@ So the writers use these, each choosing the rule that fits what it writes:
 - `plain_text(text)` — plain text we store outside JSON (trace lines): lone surrogates and NUL
   (which PostgreSQL's `TEXT` refuses) become U+FFFD.
 - `printable(text)` — text for a terminal or a log: lone surrogates become U+FFFD.
-- `strict_json_bytes(body)` — a request body for a provider: JSON written with `ensure_ascii`
-  is ASCII already, but spells a lone surrogate as a `\\udXXX` escape that strict parsers refuse;
-  each becomes `\\ufffd` (escaped pairs, which encode real characters, are kept).
+- `strict_json_bytes(body)` — a body for a peer (a provider, an A2A agent or client, an MCP
+  client): JSON written with `ensure_ascii` is ASCII already, but spells a lone surrogate as a
+  `\\udXXX` escape that strict parsers refuse; each becomes `\\ufffd` (escaped pairs, which encode
+  real characters, are kept). `strict_json(value)` writes a value that way.
+- `strict_value(value)` — the same rule on the strings of a JSON value, for a wire whose encoder
+  is not ours (the MCP SDK's refuses a lone surrogate outright).
 
 Each is a no-op, at the cost of one flag test or one encode, for the usual text. Nothing here
 decides *whether* such text is acceptable (tool arguments, for one, are refused instead: see
@@ -22,7 +25,9 @@ decides *whether* such text is acceptable (tool arguments, for one, are refused 
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -82,3 +87,32 @@ def strict_json_bytes(body: bytes) -> bytes:
     if b"\\ud" not in body:
         return body
     return _ESCAPES.sub(_fix, body)
+
+
+def strict_json(value: Any) -> bytes:
+    """`value` as a JSON body for a peer: ASCII, each lone surrogate sent as `\\ufffd`."""
+    return strict_json_bytes(json.dumps(value).encode("ascii"))
+
+
+def strict_text(text: str) -> str:
+    """`text` as a strict peer reads `strict_json_bytes`' output: a surrogate pair joined into its
+    character, a lone surrogate made U+FFFD."""
+    if _encodes(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def strict_value(value: Any) -> Any:
+    """A JSON value with `strict_text` applied to every string, keys too (the same object when
+    nothing changes)."""
+    if isinstance(value, str):
+        return strict_text(value)
+    if isinstance(value, dict):
+        items = [(strict_value(k), strict_value(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)
+    if isinstance(value, list):
+        out = [strict_value(v) for v in value]
+        return value if all(a is b for a, b in zip(out, value, strict=True)) else out
+    return value

@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from .._http_exchange import shared_client
+from .._text import strict_json
 from ..errors import ConfigError, ToolnexusError, ToolnexusRuntimeError
 from ._wire import MIXED, V03, V1, AgentCard, Dialect
 
@@ -156,7 +157,7 @@ def _rpc_error(error: Any) -> RpcError:
 async def rpc(url: str, method: str, params: dict[str, Any], headers: httpx.Headers, timeout_s: float) -> Any:
     """POST one request; return its `result` (`{}` when null or unreadable)."""
     body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
-    resp = await shared_client().post(url, content=json.dumps(body).encode("utf-8"), headers=headers, timeout=timeout_s)
+    resp = await shared_client().post(url, content=strict_json(body), headers=headers, timeout=timeout_s)
     if not resp.is_success:
         raise _http_error(resp)
     try:

@@ -303,7 +303,7 @@ class AgentRuntime:
     # with a durable store each *schedules* one (written within milliseconds, or with the next awaited
     # commit); `await rt.flush()` waits for it. With a store and no running event loop nothing could
     # ever write the change, so they raise `ToolnexusRuntimeError` before changing anything. The
-    # async verbs (`wait`, `close`, `resume`, `flush`) return once their commit is written.
+    # async verbs (`wait`, `run_turn`, `close`, `resume`, `flush`) return once their commit is written.
 
     def spawn(self, parent: Handle, def_name: str, budget: Optional[Budget] = None) -> Handle | SpawnError:
         """Create a child of `parent` (synchronous). Only the spawner receives the handle.
@@ -350,10 +350,16 @@ class AgentRuntime:
 
     async def run_turn(self, h: Handle, prompt: Optional[str] = None,
                        one_shot_wait_for: Optional[Callable[[Request], Any]] = None) -> TaskResult:
-        """Run one turn of an idle handle with exactly `prompt` as input (the inbox is not drained)."""
+        """Run one turn of an idle handle with exactly `prompt` as input (the inbox is not drained).
+
+        With a store it returns once the turn's end is committed (raises the store's error if that
+        commit fails; nothing staged is lost, `await rt.flush()` tries again)."""
         if h.state == HandleState.CLOSED:
             return TaskResult("closed", True, TaskStatus.CLOSED)
-        return await run_admitted(self._core, h, prompt or "", one_shot=one_shot_wait_for)
+        result = await run_admitted(self._core, h, prompt or "", one_shot=one_shot_wait_for)
+        if self._core.durable is not None:
+            await self._core.durable.flush()
+        return result
 
     async def resume(self, answer: Answer) -> TaskResult:
         """Apply a host's `Answer` to the parked handle holding its request, then cascade up.
@@ -413,7 +419,8 @@ class AgentRuntime:
 
         Raises `snapshot.SnapshotError` (a `ValueError`) when the snapshot is malformed or the
         registry's fingerprint does not match. A handle that was running comes back idle with an
-        `interrupted by restart` result."""
+        `interrupted by restart` result. With a durable store the tree is staged like a new
+        runtime's: written by its first commit (`await rt.flush()`), not by this call."""
         rt = cls(registry=registry, **options)
         try:
             await restore_runtime(rt.run_state, snapshot)

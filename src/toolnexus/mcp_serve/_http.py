@@ -24,7 +24,6 @@ Not here: Host/Origin checks, body cap, bearer auth — those belong to the list
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any, Optional
@@ -35,6 +34,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request as StarletteRequest
 
 from .._diag import logger
+from .._text import strict_json
 from ._server import DISCONNECT_SCOPE_KEY
 
 Message = MutableMapping[str, Any]
@@ -59,7 +59,7 @@ async def send_text(send: Send, status: int, text: str, headers: Optional[Header
 
 async def send_json(send: Send, status: int, payload: Any) -> None:
     """A complete JSON response."""
-    await _send_whole(send, status, b"application/json", json.dumps(payload).encode(), None)
+    await _send_whole(send, status, b"application/json", strict_json(payload), None)
 
 
 async def _watch_disconnect(receive: Receive, events: tuple[asyncio.Event, ...], answered: asyncio.Event) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Optional, Union
 
 import mcp_types as mtypes
@@ -29,6 +29,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 from .._diag import logger, warn_once
+from .._text import strict_text, strict_value
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from . import _bridge as bridge
 from ._catalog import Catalog, PromptsLike as PromptsLike, ResourcesLike as ResourcesLike
@@ -178,6 +179,20 @@ class _Calls:
         return call_tool_result(result)
 
 
+async def strict_replies(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Server middleware: a reply's strings, and an error's message and data, with each lone
+    surrogate made U+FFFD, as on every other wire (`toolnexus._text.strict_value`). The SDK's
+    encoder refuses the character: the reply would be an HTTP 500, or lost on stdio."""
+    try:
+        result = await call_next(ctx)
+    except MCPError as exc:
+        message, data = strict_text(exc.message), strict_value(exc.data)
+        if message is exc.message and data is exc.data:
+            raise
+        raise MCPError(exc.code, message, data) from None
+    return strict_value(result) if isinstance(result, dict) else result
+
+
 def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[OnCall],
             resources: Optional[ResourcesLike] = None, prompts: Optional[PromptsLike] = None, *,
             answered_by: Optional[str] = None) -> tuple[Server, _Calls, Peers]:
@@ -215,6 +230,7 @@ def _server(tools: ToolsLike, cfg: Optional[MCPServeConfig], on_call: Optional[O
     # 2026-07-28 revision), but clients of the earlier revisions set levels and read logs.
     server.add_request_handler("logging/setLevel", mtypes.SetLevelRequestParams, peers.set_level)
     server.middleware.append(RequestStateBoundary(_security(), default_audience=server.name))
+    server.middleware.append(strict_replies)  # innermost: it sees the reply the handler shaped
     return server, calls, peers
 
 

@@ -36,11 +36,11 @@ the task is by then.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, Optional
 
 from .._diag import logger
+from .._text import strict_json
 from ..errors import UnsupportedOperation
 from ..mcp_serve._http import Receive, Send, send_text
 from ._a2a_params import ParamError, list_params, send_params, task_query
@@ -81,7 +81,7 @@ _UNDECLARED = {
 
 
 async def _send_json(send: Send, payload: Any, status: int = 200) -> None:
-    body = json.dumps(payload).encode("utf-8")
+    body = strict_json(payload)  # a lone surrogate as \ufffd: strict parsers refuse its escape
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
