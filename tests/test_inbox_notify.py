@@ -1,7 +1,11 @@
 """Notifications: the `on_pending` hook, the webhook's formats and signature, and delivery from the
 store's outbox against a real loopback receiver that fails the first two attempts — in process,
 and with real `toolnexus inbox` processes, one stopped mid-retry and another started: the
-notification is delivered exactly once more, and never again.
+notification is delivered exactly once more, and never again. The same with `toolnexus worker
+--store --webhook` processes (the run parked by the first worker, which is SIGKILLed or SIGTERMed
+after the first failed POST; two more workers share the rest), notifiers on two connections of
+one SQLite or PostgreSQL store taking turns on the outbox, the host setup the docs show
+(`Worker(on_pending=notes.on_pending)` beside `notes.run()`), and the worker's flag errors.
 """
 
 from __future__ import annotations
@@ -12,9 +16,14 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+import pytest
 
 from support.inbox_kit import LLM, MODEL, REFUNDER, park
+from support.stores import _url
+from toolnexus.durable import Outgoing
+from toolnexus.fleet import Worker
 from toolnexus.inbox import LinkSigner, Notifications, Webhook, sign_body, verify_signature
 from toolnexus.inbox._notify import render
 from toolnexus.serve import start_listener
@@ -181,3 +190,190 @@ async def test_a_restart_mid_retry_delivers_exactly_once_more(tmp_path):
     assert [s for _, _, s in receiver.seen] == [500, 500, 200]
     assert all(verify_signature(HOOK_SECRET, body, h["x-toolnexus-signature"]) for h, body, _ in receiver.seen)
     assert {json.loads(b)["request"]["id"] for _, b, _ in receiver.seen} == {r.pending.id}
+
+
+# -- the fleet's workers notify: `toolnexus worker --store --webhook` and the host's Worker + Notifications --------
+
+
+async def _worker_process(url: str, hook_url: str, name: str) -> Any:
+    """`toolnexus worker --store URL --webhook ...` serving the inbox kit's agents, once it delivers."""
+    env = {**os.environ, "PYTHONPATH": str(TESTS) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "HOOK_SECRET": HOOK_SECRET}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "toolnexus", "worker", "--store", url, "--agents", "support.inbox_kit:AGENTS",
+        "--transport", "support.inbox_kit:MODEL", "--name", name, "--poll", "0.1", "--webhook", hook_url,
+        "--webhook-secret-env", "HOOK_SECRET", "--webhook-retry", "1", env=env, stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL)
+    assert proc.stderr is not None
+    seen = []
+    while True:
+        line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
+        assert line, f"the worker process ended before notifying: {seen}"
+        seen.append(line)
+        if "worker: notifying a webhook" in line:
+            return proc
+
+
+def _ended(proc: Any) -> Any:
+    async def end() -> None:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.communicate()
+    return end
+
+
+async def _outbox(url: str) -> list[tuple[str, int]]:
+    async with open_store(url) as store:
+        return [(i.status, i.attempts) for i in await store.outbox().items()]
+
+
+async def _until_outbox(url: str, want: list[tuple[str, int]], timeout: float = 20.0) -> None:
+    """Poll the store (another process writes it) until its outbox is `want`."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (found := await _outbox(url)) != want:
+        assert asyncio.get_running_loop().time() < deadline, f"the outbox stayed {found}, not {want}"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
+async def test_a_worker_stopped_mid_retry_leaves_the_webhook_to_the_next_workers_once(tmp_path, exits, stop):
+    receiver = Receiver(fail=2)
+    handle = await start_listener(receiver, "127.0.0.1:0")
+    exits.push_async_callback(handle.stop)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    hook_url = handle.url + "/hook"
+    first = await _worker_process(url, hook_url, "first")
+    exits.push_async_callback(_ended(first))
+    async with open_store(url) as store:
+        await store.submit_run("refunder", json.dumps({"order": "F-1", "amount": 4}), run_id="run-fleet")
+    await receiver.wait_for(1)  # the first worker ran it, it parked, and the first POST failed
+    if stop == signal.SIGKILL:
+        await _until_outbox(url, [("queued", 1)])  # the failure is recorded: the kill comes mid-retry
+        first.kill()
+        await first.communicate()
+    else:  # a graceful stop finishes the delivery it is making and records it
+        first.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(first.communicate(), 30)
+        assert first.returncode == 0 and "worker: stopped" in err.decode(), err.decode()
+    assert await _outbox(url) == [("queued", 1)] and len(receiver.seen) == 1
+    # two workers take over the store's outbox: between them the notification is sent once more, not twice
+    others = await asyncio.gather(_worker_process(url, hook_url, "second"), _worker_process(url, hook_url, "third"))
+    for proc in others:
+        exits.push_async_callback(_ended(proc))
+    await receiver.wait_for(3)
+    await _until_outbox(url, [("delivered", 3)])  # recorded right after the receiver's 200
+    for proc in others:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()
+    async with open_store(url) as store:
+        run = await store.load("run-fleet")
+        [request] = [p.request for p in await store.pending(limit=10)]
+    assert run.status == "pending"
+    assert [s for _, _, s in receiver.seen] == [500, 500, 200]  # and nothing after the 200
+    assert [h["x-toolnexus-attempt"] for h, _, _ in receiver.seen] == ["1", "2", "3"]
+    assert len({h["x-toolnexus-delivery"] for h, _, _ in receiver.seen}) == 1
+    assert all(verify_signature(HOOK_SECRET, body, h["x-toolnexus-signature"]) for h, body, _ in receiver.seen)
+    assert {json.loads(b)["request"]["id"] for _, b, _ in receiver.seen} == {request.id}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_url(request: Any, tmp_path: Path) -> Iterator[str]:
+    yield from _url(request.param, tmp_path)
+
+
+async def test_notifiers_on_two_connections_deliver_each_notification_once(sql_url, exits):
+    """Two processes' notifiers on one store take turns on its outbox: no row is taken by both."""
+    url = sql_url
+    receiver = Receiver(fail=0)
+    handle = await start_listener(receiver, "127.0.0.1:0")
+    exits.push_async_callback(handle.stop)
+    hook = Webhook(handle.url + "/hook", secret=HOOK_SECRET, name="hook")
+    stores = [await exits.enter_async_context(open_store(url)) for _ in range(2)]
+    await stores[0].runs()
+    count = 24
+    added = await stores[0].outbox().add([Outgoing("hook", f"hook:q{i}", {"run_id": f"r{i}", "request": {
+        "id": f"q{i}", "kind": "approval", "prompt": f"approve {i}?"}}, f"r{i}", f"q{i}") for i in range(count)])
+    assert added == count
+    notifiers = [Notifications(s, [hook], scan=False) for s in stores]
+    for n in notifiers:
+        exits.push_async_callback(n.aclose)
+
+    async def drain(n: Notifications) -> None:
+        while await n.deliver(limit=3):
+            pass
+
+    await asyncio.gather(*(drain(n) for n in notifiers))
+    assert sorted(h["x-toolnexus-delivery"] for h, _, _ in receiver.seen) == sorted(f"hook:q{i}" for i in range(count))
+    assert notifiers[0].delivered + notifiers[1].delivered == count
+    assert {(i.status, i.attempts) for i in await stores[1].outbox().items()} == {("delivered", 1)}
+
+
+async def test_a_notifier_stopped_before_it_ran_returns_at_once(tmp_path):
+    async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        notes = Notifications(store, [Webhook("http://127.0.0.1:9/hook")], poll=60.0)
+        running = asyncio.ensure_future(notes.run())
+        notes.stop()  # before the task got to run: a host stopping at once must not wait a poll, or forever
+        await asyncio.wait_for(running, 10)
+
+
+async def test_the_documented_worker_and_notifier_deliver_what_the_worker_parks(tmp_path, exits):
+    """The host setup docs/inbox.md shows: `Worker(..., on_pending=notes.on_pending)` beside
+    `notes.run()`, a Slack webhook with links answering as `oncall` and a signed generic one. The
+    notifier does not scan the store here, so what arrives came through the worker's hook."""
+    slack, generic = Receiver(fail=0), Receiver(fail=0)
+    slack_at, generic_at = [await start_listener(r, "127.0.0.1:0") for r in (slack, generic)]
+    for listener in (slack_at, generic_at):
+        exits.push_async_callback(listener.stop)
+    store = await exits.enter_async_context(open_store(f"sqlite:///{tmp_path / 'runs.db'}"))
+    links = LinkSigner("inbox-secret-0123456789", "https://inbox.example")
+    notes = Notifications(store, [
+        Webhook(slack_at.url + "/slack", format="slack", identity="oncall"),  # buttons answer as oncall
+        Webhook(generic_at.url + "/hooks/toolnexus", secret=HOOK_SECRET),
+    ], links=links, scan=False)
+    worker = Worker(store, agents=[REFUNDER], llm=LLM, transport=MODEL, poll_interval=0.05,
+                    on_pending=notes.on_pending)
+    serving = asyncio.ensure_future(asyncio.gather(worker.run(), notes.run()))
+
+    async def stop() -> None:
+        worker.stop()
+        notes.stop()
+        await asyncio.wait_for(serving, 30)
+
+    exits.push_async_callback(stop)
+    await store.submit_run("refunder", json.dumps({"order": "D-1", "amount": 5}), run_id="run-doc")
+    await asyncio.wait_for(asyncio.gather(slack.wait_for(1), generic.wait_for(1)), 30)
+    [parked] = await store.pending(limit=10)
+    headers, body, _ = generic.seen[0]
+    assert verify_signature(HOOK_SECRET, body, headers["x-toolnexus-signature"])
+    assert json.loads(body)["request"]["id"] == parked.request.id and parked.run_id == "run-doc"
+    buttons = {b["action_id"]: b["url"] for b in json.loads(slack.seen[0][1])["blocks"][-1]["elements"]}
+    approve = links.verify(buttons["toolnexus_approve"].rsplit("/", 1)[1], parked.request.id)
+    assert approve is not None and (approve.decision, approve.identity) == ("approve", "oncall")
+    assert buttons["toolnexus_page"] == f"https://inbox.example/r/{parked.request.id}"
+
+
+async def test_the_worker_refuses_webhook_flags_it_cannot_serve(tmp_path, monkeypatch, capsys):
+    from toolnexus.cli import main
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    hook = "https://hooks.example/services/T0/B0/hook-credential-77"
+    base = ["worker", "--store", url, "--agents", "support.inbox_kit:AGENTS", "--transport", "support.inbox_kit:MODEL"]
+    cases = [
+        (["--webhook", "ftp://hooks.example/x"], "a webhook needs an http(s) URL"),
+        (["--webhook", hook, "--webhook-secret-env", "NOT_SET_ANYWHERE"], "NOT_SET_ANYWHERE is not set"),
+        (["--webhook", hook, "--webhook-retry", "0"], "--webhook-retry takes a number of seconds > 0"),
+        (["--webhook", hook, "--webhook-format", "email"], "--webhook-format"),
+        (["--webhook", hook, "--webhook-identity", "oncall"], "give --inbox-url URL"),
+        (["--webhook", hook, "--webhook-identity", "oncall", "--inbox-url", "https://inbox.example"],
+         "give --secret-env VAR too"),
+    ]
+    for flags, said in cases:
+        code = await asyncio.to_thread(main, [*base, *flags])
+        err = capsys.readouterr().err
+        assert code == 2 and said in err and hook not in err and "Traceback" not in err, (flags, err)
+    code = await asyncio.to_thread(main, ["worker", "--temporal", "127.0.0.1:1", "--agents", "support.inbox_kit:AGENTS",
+                                          "--webhook", hook])
+    err = capsys.readouterr().err
+    assert code == 2 and "--webhook is for toolnexus worker --store" in err and hook not in err, err

@@ -14,6 +14,15 @@ stopping worker waits for what it runs before handing it back; `--no-listen` pol
 PostgreSQL; `--name` (default host:pid); `--metrics HOST:PORT` serves `/metrics` (Prometheus);
 `--retention 30d` deletes runs that ended longer ago than that, hourly.
 
+Notifications (the same flags as `toolnexus inbox`, built by `_webhooks.py`): `--webhook URL`
+(`--webhook-format`, `--webhook-secret-env VAR`, `--webhook-retry SECONDS`) makes the worker tell
+a webhook of each request its runs park on (their `on_pending`) and of any other new one it finds
+in the store, and deliver them from the store's outbox, retried with backoff: every worker of the
+fleet can carry the flag, a notification is sent by one of them, and what a stopped worker left
+mid-retry the others send. `--inbox-url URL` links each message to the request's page in the web
+inbox; with `--webhook-identity NAME` and the inbox's `--secret-env VAR` it carries signed
+approve / reject links too (`--link-ttl`). A stopping worker finishes the delivery it is making.
+
 stderr: one line per event (`worker NAME: serving ...`, `worker: took run R`, `worker: run R done`,
 `worker: stopped`). SIGTERM or SIGINT stops it gracefully: nothing new is taken, what runs
 finishes or — after `--drain-timeout` — is handed back (a second signal hands back at once).
@@ -25,11 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Any
+from typing import Any, Optional
 
 from ._common import CliExit, Console
 from ._flags import Flag
 from ._lifecycle import duration, llm_of, load_agents, transport_of
+from ._webhooks import WEBHOOK_FLAGS, env_secret, link_signer, notifications
 
 STORE_FLAGS = [
     Flag("store", "URL", "serve a durable store: sqlite:///runs.db or postgresql://user@host/db"),
@@ -42,6 +52,10 @@ STORE_FLAGS = [
     Flag("name", "NAME", "this worker's name in toolnexus workers (default host:pid)"),
     Flag("metrics", "HOST:PORT", "serve Prometheus metrics at http://HOST:PORT/metrics"),
     Flag("retention", "DURATION", "delete runs that ended longer ago than this, hourly (e.g. 30d)"),
+    *WEBHOOK_FLAGS,
+    Flag("inbox-url", "URL", "with --webhook: the web inbox's address, so each message links to the request's page"),
+    Flag("secret-env", "VAR", "with --webhook-identity: the inbox's secret (from this environment variable) to sign "
+         "answer links with"),
 ]
 
 
@@ -78,6 +92,21 @@ def _address(spec: Any) -> Any:
     return host, int(port)
 
 
+def _notifier(opts: dict[str, Any], console: Console, store: Any, poll: float) -> Any:
+    """The webhook notifier the flags ask for (see the module docstring), or None."""
+    from ..errors import ToolnexusError
+
+    inbox_url = opts.get("inbox_url")
+    if opts.get("webhook") and opts.get("webhook_identity") and not inbox_url:
+        raise CliExit(2, "error: --webhook-identity puts links to the web inbox in messages: give --inbox-url URL "
+                         "(the inbox's address as people reach it) too")
+    try:
+        links = link_signer(opts, env_secret(opts, "secret-env", console), inbox_url)
+        return notifications(opts, console, store, links=links, inbox_url=inbox_url, poll=poll)
+    except ToolnexusError as exc:
+        raise CliExit(2, f"error: {exc}") from None
+
+
 async def serve(opts: dict[str, Any], console: Console) -> int:
     from ..durable import StoreError
     from ..fleet import Worker
@@ -88,12 +117,15 @@ async def serve(opts: dict[str, Any], console: Console) -> int:
     llm = llm_of(opts, console, "worker")
     transport = transport_of(opts)
     address = _address(opts.get("metrics"))
+    poll = _number(opts, "poll", 1.0)
     store = open_run_store(opts, existing=False)  # the first worker on a fresh database creates the store
+    notes = _notifier(opts, console, store, poll)
+    hooks = {"on_pending": notes.on_pending} if notes is not None else {}
     worker = Worker(store, agents=agents, llm=llm, transport=transport, name=opts.get("name"),
                     concurrency=_number(opts, "concurrency", 4, whole=True), limits=_limits(opts.get("limit") or []),
-                    poll_interval=_number(opts, "poll", 1.0), lease_ttl=_number(opts, "lease-ttl", 30.0),
+                    poll_interval=poll, lease_ttl=_number(opts, "lease-ttl", 30.0),
                     drain_timeout=_number(opts, "drain-timeout", 30.0, zero=True), listen=not opts.get("no_listen"),
-                    retention=duration(opts.get("retention"), "retention"), on_event=console.err)
+                    retention=duration(opts.get("retention"), "retention"), on_event=console.err, **hooks)
     loop = asyncio.get_running_loop()
     signals = 0
 
@@ -105,6 +137,7 @@ async def serve(opts: dict[str, Any], console: Console) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
     server = None
+    delivering: Optional[asyncio.Future[None]] = None
     try:
         async with store:
             try:
@@ -114,7 +147,17 @@ async def serve(opts: dict[str, Any], console: Console) -> int:
             if address is not None:
                 server = await serve_metrics(worker, *address)
                 console.err(f"worker: metrics at http://{address[0]}:{address[1]}/metrics")
-            await worker.run()
+            if notes is not None:
+                delivering = asyncio.ensure_future(notes.run())
+                console.err("worker: notifying a webhook of each new waiting request")
+            try:
+                await worker.run()
+            finally:
+                # after the drain: a run that parked while draining is still added and sent
+                if notes is not None:
+                    notes.stop()
+                if delivering is not None:
+                    await asyncio.gather(delivering, return_exceptions=True)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

@@ -4,7 +4,8 @@ People open it in a browser, see every request waiting across the store's runs (
 answer them; answers go to the store's work queue and a `toolnexus worker --store URL` (any
 number of them, beside the inbox or elsewhere) applies them. So the store must be SQLite or
 PostgreSQL (the queue). With `--webhook URL` the same process notifies: each new request is
-POSTed (signed with `--webhook-secret-env`), retried from the store until delivered.
+POSTed (signed with `--webhook-secret-env`), retried from the store until delivered — the flags
+`toolnexus worker --store` takes too (`_webhooks.py`); any of these processes may deliver.
 
 Login (exactly one): `--token-env VAR` (a shared token read from the environment — never from
 the command line, where `ps` shows it; the login asks for a name too), `--tokens-file PATH` (a
@@ -26,7 +27,6 @@ store without a work queue; 1 when the address cannot be bound or the store cann
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from typing import Any, Optional
 
@@ -34,7 +34,7 @@ from ._approvals import ANSWERER_FLAGS, answerers_of, json_file
 from ._common import CliExit, Console
 from ._flags import Flag
 from ._inbox import RUN_STORE_FLAG, open_run_store
-from ._lifecycle import duration
+from ._webhooks import WEBHOOK_FLAGS, env_secret, link_signer, notifications, seconds
 
 NAME = "inbox"
 SUMMARY = "serve the web inbox: people see and answer what the store's runs wait on (plus webhooks)"
@@ -51,39 +51,9 @@ FLAGS = [
     Flag("base-url", "URL", "the inbox's address as people reach it (for links; default http://ADDR)"),
     Flag("allowed-host", "NAME", "a host name the inbox is reached by (repeatable; IPs and localhost always pass)",
          repeat=True),
-    Flag("webhook", "URL", "POST each new waiting request to this URL (retried from the store)"),
-    Flag("webhook-format", "FORMAT", "generic (JSON event), slack, or chat ({\"text\": ...})",
-         choices=("generic", "slack", "chat"), default="generic"),
-    Flag("webhook-secret-env", "VAR", "sign each POST with the secret in this environment variable"),
-    Flag("webhook-identity", "NAME", "put approve / reject links in each message, answering as NAME"),
-    Flag("webhook-retry", "SECONDS", "the first retry's delay; each next one doubles (default 2)"),
-    Flag("link-ttl", "DURATION", "how long an answer link works (default 24h)"),
+    *WEBHOOK_FLAGS,
     Flag("poll", "SECONDS", "how often to look for changes (default 1)"),
 ]
-
-
-def _env(opts: dict[str, Any], flag: str, console: Console) -> Optional[str]:
-    var = opts.get(flag.replace("-", "_"))
-    if not var:
-        return None
-    value = os.environ.get(var)
-    if not value:
-        raise CliExit(2, f"error: --{flag} {var}: the environment variable {var} is not set")
-    console.add_secret(value)
-    return value
-
-
-def _seconds(opts: dict[str, Any], name: str, default: float) -> float:
-    raw = opts.get(name.replace("-", "_"))
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise CliExit(2, f"error: --{name} takes a number of seconds > 0 (got {raw!r})")
-    return value
 
 
 def _auth(opts: dict[str, Any], console: Console) -> Any:
@@ -96,7 +66,7 @@ def _auth(opts: dict[str, Any], console: Console) -> Any:
                          "--auth-header NAME")
     try:
         if chosen[0] == "token-env":
-            return TokenAuth(str(_env(opts, "token-env", console)))
+            return TokenAuth(str(env_secret(opts, "token-env", console)))
         if chosen[0] == "tokens-file":
             tokens = json_file(opts, "tokens-file")
             for token in tokens.values():
@@ -110,11 +80,11 @@ def _auth(opts: dict[str, Any], console: Console) -> Any:
 
 async def execute(opts: dict[str, Any], console: Console) -> int:
     from ..errors import ToolnexusError
-    from ..inbox import Inbox, LinkSigner, Notifications, Webhook, serve_inbox
+    from ..inbox import Inbox, serve_inbox
     from ..stores import FileStore
 
     auth = _auth(opts, console)
-    secret = _env(opts, "secret-env", console)
+    secret = env_secret(opts, "secret-env", console)
     answerers = answerers_of(opts)
     store = open_run_store(opts)
     if isinstance(store, FileStore):
@@ -123,20 +93,10 @@ async def execute(opts: dict[str, Any], console: Console) -> int:
     addr = str(opts.get("addr") or "127.0.0.1:8765")
     base_url = (opts.get("base_url") or f"http://{addr}").rstrip("/")
     try:
-        links = LinkSigner(secret, base_url, ttl=duration(opts.get("link_ttl"), "link-ttl") or 86400.0) \
-            if secret else None
-        webhook_secret = _env(opts, "webhook-secret-env", console)
-        notes = None
-        if opts.get("webhook"):
-            console.add_secret(str(opts["webhook"]))  # a chat webhook's URL is a credential
-            if opts.get("webhook_identity") and links is None:
-                raise CliExit(2, "error: --webhook-identity puts signed links in messages: give --secret-env VAR too")
-            hook = Webhook(str(opts["webhook"]), secret=webhook_secret, format=str(opts.get("webhook_format")),
-                           identity=opts.get("webhook_identity"))
-            notes = Notifications(store, [hook], links=links, inbox_url=base_url,
-                                  retry_base=_seconds(opts, "webhook-retry", 2.0), poll=_seconds(opts, "poll", 1.0))
+        links = link_signer(opts, secret, base_url)
+        notes = notifications(opts, console, store, links=links, inbox_url=base_url, poll=seconds(opts, "poll", 1.0))
         inbox = Inbox(store, auth=auth, secret=secret, answerers=answerers,
-                      links=links, allowed_hosts=opts.get("allowed_host") or None, poll=_seconds(opts, "poll", 1.0))
+                      links=links, allowed_hosts=opts.get("allowed_host") or None, poll=seconds(opts, "poll", 1.0))
     except ToolnexusError as exc:
         raise CliExit(2, f"error: {exc}") from None
     stop = asyncio.Event()

@@ -140,6 +140,9 @@ async def _execute(opts: dict[str, Any], console: Console) -> int:
     if not address or not specs:
         raise CliExit(2, "error: toolnexus worker needs --store URL (a fleet on a durable store) or --temporal "
                          "HOST:PORT, and at least one --agents MODULE:ATTR")
+    if opts.get("webhook"):
+        raise CliExit(2, "error: --webhook is for toolnexus worker --store URL: a Temporal worker keeps no outbox to "
+                         "deliver notifications from")
     try:
         from ..temporal import TemporalOptions, connect, create_worker
     except ImportError as exc:

@@ -364,9 +364,10 @@ class Notifications:
         return await self.deliver()
 
     async def run(self) -> None:
-        """Deliver until `stop()`, a pass every `poll` seconds (at once when `on_pending` adds one)."""
+        """Deliver until `stop()`, a pass every `poll` seconds (at once when `on_pending` adds one).
+        A `stop()` that came before this task got to run ends it at once (a host that stops a
+        notifier it has just started does not wait on it forever); once it returned, it may run again."""
         self._wake = asyncio.Event()
-        self._stopping = False
         try:
             while not self._stopping:
                 try:
@@ -382,6 +383,7 @@ class Notifications:
                     pass
                 self._wake.clear()
         finally:
+            self._stopping = False
             await self.aclose()
 
     def stop(self) -> None:
