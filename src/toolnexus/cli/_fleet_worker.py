@@ -51,7 +51,8 @@ STORE_FLAGS = [
     Flag("no-listen", None, "poll even on PostgreSQL (no LISTEN/NOTIFY)"),
     Flag("name", "NAME", "this worker's name in toolnexus workers (default host:pid)"),
     Flag("metrics", "HOST:PORT", "serve Prometheus metrics at http://HOST:PORT/metrics"),
-    Flag("retention", "DURATION", "delete runs that ended longer ago than this, hourly (e.g. 30d)"),
+    Flag("retention", "DURATION", "delete runs that ended longer ago than this, hourly (e.g. 30d; default: the "
+         "store URL's ?retention=)"),
     *WEBHOOK_FLAGS,
     Flag("inbox-url", "URL", "with --webhook: the web inbox's address, so each message links to the request's page"),
     Flag("secret-env", "VAR", "with --webhook-identity: the inbox's secret (from this environment variable) to sign "

@@ -176,6 +176,10 @@ class Worker:
         if self.listen:
             self._listener = self._fleet.listener()
             if self._listener is not None:
+                # LISTEN before the first scan: work submitted after that scan always notifies us
+                # (a listener started in the background could miss what lands before it connects)
+                if await self._listener.wait(0.0):
+                    self._wake.set()
                 self._listening = asyncio.ensure_future(self._listen())
         self._say(f"worker {self.info.name}: serving {self.store.url} (agents: {', '.join(self.info.agents)}; "
                   f"concurrency {self.concurrency}; {'listening' if self._listening else 'polling'})")
