@@ -15,6 +15,7 @@ import json
 from typing import Any, Optional
 
 import httpx
+import mcp_types as mtypes
 from a2a.types import a2a_pb2 as pb
 
 from support.a2a_sdk_server import sdk_agent
@@ -22,7 +23,7 @@ from support.serve_kit import AgentRecorder, agent_toolkit, served_agent
 from support.strict_json import assert_strict_json
 from test_a2a_serve_sdk import sdk_client
 from test_mcp_serve_kit import ACCEPT, mcp_session, served
-from toolnexus import Tool, ToolContext, ToolResult, resource
+from toolnexus import Tool, ToolContext, ToolResult, pending, resource
 from toolnexus._text import strict_json, strict_value
 from toolnexus.a2a import agent, agent_tools
 from toolnexus.toolkit import Toolkit
@@ -86,3 +87,42 @@ def test_the_strict_rule_is_one_rule_for_bytes_and_values() -> None:
         assert_strict_json(strict_json(value))
     same = {"a": ["b", {"c": "é"}]}
     assert strict_value(same) is same  # nothing to change: nothing copied
+
+
+async def test_what_a_served_tool_sends_on_its_own_over_mcp_is_strict_too() -> None:
+    async def talk(args: Any = None, ctx: Optional[ToolContext] = None) -> ToolResult:
+        assert ctx is not None
+        if ctx.answer is None:
+            await ctx.log("info", {"said": HOSTILE}, logger="log \udcff")
+            await ctx.progress(1, 2, HOSTILE)
+            heard = await ctx.sample(HOSTILE, max_tokens=5, system=HOSTILE)
+            return pending(kind="input", prompt=HOSTILE + " " + heard,
+                           data={"schema": {"type": "object", "properties": {"x": {"type": "string",
+                                                                                   "description": HOSTILE}}}})
+        return ToolResult("got " + str((ctx.answer.data or {}).get("x")), False)
+
+    seen: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        seen.append(("log", params.logger, params.data))
+
+    async def on_progress(progress: float, total: Any, message: Any) -> None:
+        seen.append(("progress", message))
+
+    async def sample(ctx: Any, params: mtypes.CreateMessageRequestParams) -> mtypes.CreateMessageResult:
+        seen.append(("sample", params.messages[0].content.text, params.system_prompt))  # type: ignore[union-attr]
+        return mtypes.CreateMessageResult(role="assistant", content=mtypes.TextContent(type="text", text="ok"),
+                                          model="m")
+
+    async def elicit(ctx: Any, params: Any) -> mtypes.ElicitResult:
+        seen.append(("elicit", params.message, params.requested_schema["properties"]["x"]["description"]))
+        return mtypes.ElicitResult(action="accept", content={"x": "y"})
+
+    toolkit = Toolkit(None, None, [], [], [Tool("talk", "Talks", OBJ, "native", talk)])
+    async with served(toolkit, mcp={}) as h:  # before: each message below failed to encode and never arrived
+        async with mcp_session(h.url + "/mcp", logging_callback=on_log, sampling_callback=sample,
+                               elicitation_callback=elicit) as session:
+            result = await session.call_tool("talk", {}, progress_callback=on_progress)
+    assert [c.text for c in result.content] == ["got y"]  # type: ignore[union-attr]
+    assert seen == [("log", "log \ufffd", {"said": READ}), ("progress", READ), ("sample", READ, READ),
+                    ("elicit", READ + " ok", READ)]

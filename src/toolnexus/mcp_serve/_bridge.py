@@ -42,6 +42,7 @@ from mcp_types import methods as wire_methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from .._text import strict_text, strict_value
 from ..approvals import is_approval_request
 from ..errors import ToolnexusValueError
 from ..types import Answer, Request, ToolResult, declined_text
@@ -190,5 +191,6 @@ async def ask_inline(ctx: Any, req: Request, by: Optional[str] = None) -> Option
     schema = elicitation_schema(req)
     if schema is None:
         return None
-    response = await ctx.session.elicit_form(req.prompt, schema, related_request_id=ctx.request_id)
+    response = await ctx.session.elicit_form(strict_text(req.prompt), strict_value(schema),
+                                             related_request_id=ctx.request_id)
     return _answer(req, response, by)

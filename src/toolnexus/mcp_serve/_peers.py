@@ -17,6 +17,8 @@ when a session ends.
   a request to it (stateless HTTP, the 2026-07-28 revision).
 - `close_stream` ends the call's SSE response early (SSE polling): the client reconnects with
   `Last-Event-ID` and receives the rest; a no-op where streams are not resumable.
+Every string a tool hands these (log data, a progress message, sampling messages) goes out strict:
+a lone surrogate becomes U+FFFD, as on every other wire — the SDK's encoder refuses it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 
 from .._diag import logger as _log
+from .._text import strict_text, strict_value
 from ..errors import UnsupportedOperation
 from ..resources import listen_for_changes
 from ..types import LOG_LEVELS
@@ -157,12 +160,13 @@ class McpCaller:
             return
         if level not in allowed_log_levels(ctx.protocol_version, ctx.meta):
             return  # the 2026-07-28 revision: the request did not opt into this level
-        params = mtypes.LoggingMessageNotificationParams(level=level, data=_jsonable(data), logger=logger)
+        params = mtypes.LoggingMessageNotificationParams(level=level, data=strict_value(_jsonable(data)),
+                                                         logger=None if logger is None else strict_text(logger))
         await ctx.session.send_notification(mtypes.LoggingMessageNotification(params=params),
                                             related_request_id=ctx.request_id)
 
     async def progress(self, progress: float, total: Optional[float] = None, message: Optional[str] = None) -> None:
-        await self._ctx.session.report_progress(progress, total, message)
+        await self._ctx.session.report_progress(progress, total, None if message is None else strict_text(message))
 
     async def sample(self, messages: Any, *, max_tokens: int, system: Optional[str] = None,
                      temperature: Optional[float] = None, stop: Optional[list[str]] = None) -> str:
@@ -172,9 +176,10 @@ class McpCaller:
         if not session.can_send_request:
             raise UnsupportedOperation("ctx.sample(): this MCP connection cannot carry a request to the client "
                                        "(stateless HTTP, or the 2026-07-28 revision)")
-        params = mtypes.CreateMessageRequestParams(messages=_sampling_messages(messages), max_tokens=max_tokens,
-                                                   system_prompt=system, temperature=temperature,
-                                                   stop_sequences=stop)
+        params = mtypes.CreateMessageRequestParams(messages=_sampling_messages(strict_value(messages)),
+                                                   max_tokens=max_tokens,
+                                                   system_prompt=None if system is None else strict_text(system),
+                                                   temperature=temperature, stop_sequences=strict_value(stop))
         result = await session.send_request(mtypes.CreateMessageRequest(params=params), mtypes.CreateMessageResult,
                                             metadata=ServerMessageMetadata(related_request_id=self._ctx.request_id))
         return _reply_text(result)
