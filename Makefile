@@ -26,9 +26,11 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 # The worker fleet with real processes on SQLite and PostgreSQL (SIGKILL, SIGTERM, 3 workers draining
-# 300 queued runs, the run lifecycle through the CLI): minutes, not seconds, so not in `make test`.
+# 300 queued runs, the run lifecycle through the CLI, workers stopped mid-retry of a webhook): minutes,
+# not seconds, so not in `make test`.
 test-fleet: $(STAMP)
-	TOOLNEXUS_FLEET=1 $(PY) -m pytest tests/test_fleet_processes.py
+	TOOLNEXUS_FLEET=1 $(PY) -m pytest tests/test_fleet_processes.py \
+		"tests/test_inbox_notify.py::test_a_worker_stopped_mid_retry_leaves_the_webhook_to_the_next_workers_once"
 
 # The web inbox in a real browser: Debian's chromium (apt-get install chromium; never a downloaded
 # browser) driven by Playwright (the `browser` extra). Also rewrites the screenshots in docs/img/.

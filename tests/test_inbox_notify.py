@@ -235,6 +235,8 @@ async def _until_outbox(url: str, want: list[tuple[str, int]], timeout: float = 
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.skipif(os.environ.get("TOOLNEXUS_FLEET") != "1",
+                    reason="worker processes restarted mid-retry run in `make test-fleet` (TOOLNEXUS_FLEET=1)")
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
 async def test_a_worker_stopped_mid_retry_leaves_the_webhook_to_the_next_workers_once(tmp_path, exits, stop):
     receiver = Receiver(fail=2)
