@@ -77,8 +77,8 @@ class EchoModel:
         raise NotImplementedError
 
 
-def _generate(request: dict) -> dict:
-    """`EchoModel` for an in-process client."""
+def deploy_then_echo(request: dict) -> dict:
+    """`EchoModel` for an in-process client (test_approvals_who uses it too)."""
     last = request["messages"][-1]
     if last["role"] == "tool":
         return {"content": "saw: " + last["content"]}
@@ -142,16 +142,16 @@ async def test_agents_resume_from_a_store(decision: str, tmp_path: Path) -> None
 @pytest.mark.parametrize("decision", DECISIONS)
 async def test_client_run_with_answer_and_ask_with_answer(decision: str, tmp_path: Path) -> None:
     toolkit = await create_toolkit(builtins=False, extra_tools=[DEPLOY])
-    client = create_in_process_client(model="m", generate=_generate)
+    client = create_in_process_client(model="m", generate=deploy_then_echo)
     halted = await client.run("ship it", toolkit)
     assert halted.status == "pending" and RAN == []
     final = await client.run_with_answer(toolkit, halted.messages, halted.pending, _answer(decision, halted.pending.id))
     async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
-        durable = create_in_process_client(model="m", generate=_generate, store=store)
+        durable = create_in_process_client(model="m", generate=deploy_then_echo, store=store)
         parked = await durable.ask("ship it", toolkit, id="conv-1")
         [waiting] = await store.pending()
         assert waiting.request.id == parked.pending.id and waiting.run_id == "conversation:conv-1"
-        later = create_in_process_client(model="m", generate=_generate, store=store)  # a fresh client
+        later = create_in_process_client(model="m", generate=deploy_then_echo, store=store)  # a fresh client
         asked = await later.ask_with_answer(toolkit, "conv-1", waiting.request, _answer(decision, parked.pending.id))
     if decision == "approve":
         assert (final.text, asked.text, RAN) == ("saw: billing deployed", "saw: billing deployed", ["billing"] * 2)
@@ -170,7 +170,7 @@ def _send(text: str, **message: Any) -> dict:
 @pytest.mark.parametrize("decision", DECISIONS)
 async def test_a2a_input_required(decision: str) -> None:
     toolkit = await create_toolkit(builtins=False, extra_tools=[DEPLOY])
-    client = create_in_process_client(model="m", generate=_generate)
+    client = create_in_process_client(model="m", generate=deploy_then_echo)
     handle = await toolkit.serve("127.0.0.1:0", client=client, a2a={})
     try:
         async with httpx.AsyncClient() as http:

@@ -26,6 +26,7 @@ from mcp.client.client import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 
 from support.serve_kit import rpc, wait_state
+from test_approvals_paths import deploy_then_echo
 from toolnexus import (
     Answer,
     ApprovalRule,
@@ -89,14 +90,6 @@ class EchoModel:
         raise NotImplementedError
 
 
-def _generate(request: dict) -> dict:
-    """`EchoModel` for an in-process client."""
-    last = request["messages"][-1]
-    if last["role"] == "tool":
-        return {"content": "saw: " + last["content"]}
-    return {"tool_calls": [{"name": "deploy", "args": {"service": "billing"}}]}
-
-
 async def show(store: Any, run_id: str) -> dict[str, str]:
     """`toolnexus show RUN --store URL`, in this process: each answered request's line, by request id."""
     from contextlib import redirect_stdout
@@ -153,7 +146,7 @@ async def _a2a(store: Any, tool: Any, a2a: dict[str, Any], replies: list[str], e
     wait for its question, send each of `replies` in turn; the task as last seen, and the JSON-RPC replies."""
     toolkit = await create_toolkit(builtins=False, extra_tools=[tool])
     exits.push_async_callback(toolkit.close)
-    client = create_in_process_client(model="m", generate=_generate, store=store)
+    client = create_in_process_client(model="m", generate=deploy_then_echo, store=store)
     handle = await toolkit.serve("127.0.0.1:0", client=client, a2a=a2a)
     exits.push_async_callback(handle.stop)
     headers = {"authorization": f"Bearer {TOKEN}"} if a2a.get("auth_token") else {}

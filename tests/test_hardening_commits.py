@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from support.durable_app import SeedModel
-from support.stores import postgres_url, run_app, sqlite_records  # noqa: F401 - a fixture
+from support.stores import postgres_url, run_app, sqlite_records, sqlite_transcript  # noqa: F401 - a fixture
 from toolnexus import Answer, ToolResult, define_tool, pending
 from toolnexus.agents import AgentDef, AgentRuntime, agent, resume
 from toolnexus.stores import open_store
@@ -155,14 +155,6 @@ def test_sync_verbs_with_no_running_loop_refuse_instead_of_skipping_their_commit
         await store.aclose()
 
     asyncio.run(finish())
-
-
-def sqlite_transcript(conn: Any, run_id: str, conv_id: str) -> list[dict[str, Any]]:
-    """The stored messages of conversation `conv_id` of `run_id`, read with another connection."""
-    rows = conn.execute("SELECT m.message FROM tn_convs c JOIN tn_messages m ON m.k >= c.cid * 4294967296 "
-                        "AND m.k < (c.cid + 1) * 4294967296 WHERE c.run_id = ? AND c.conv_id = ? ORDER BY m.k",
-                        (run_id, conv_id)).fetchall()
-    return [json.loads(text) for (text,) in rows]
 
 
 async def test_run_turn_returns_with_its_commit_written(tmp_path: Path) -> None:

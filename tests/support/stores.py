@@ -122,3 +122,11 @@ def sqlite_records(conn: Any, run_id: str) -> list[tuple[str, str, int]]:
     return conn.execute(
         "SELECT substr(c.conv_id, 8), m.message, m.k FROM tn_convs c JOIN tn_messages m ON m.k = c.cid * 4294967296 "
         "WHERE c.run_id = ? AND c.conv_id LIKE 'record:%' ORDER BY c.conv_id", (run_id,)).fetchall()
+
+
+def sqlite_transcript(conn: Any, run_id: str, conv_id: str) -> list[dict[str, Any]]:
+    """The stored messages of conversation `conv_id` of `run_id`, read with another connection."""
+    rows = conn.execute("SELECT m.message FROM tn_convs c JOIN tn_messages m ON m.k >= c.cid * 4294967296 "
+                        "AND m.k < (c.cid + 1) * 4294967296 WHERE c.run_id = ? AND c.conv_id = ? ORDER BY m.k",
+                        (run_id, conv_id)).fetchall()
+    return [json.loads(text) for (text,) in rows]

@@ -30,6 +30,7 @@ Pure functions over plain data; no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Optional, Union
 
 from ..errors import ToolnexusTypeError
@@ -106,3 +107,18 @@ def answerer_problem(request: Any, answer: Optional[Answer], answerers: Optional
         return (f"this request is for the group {group!r}: only its members may answer it, and this answer does not "
                 "say who gives it (Answer.by; --by NAME on the command line; a login in the inbox)")
     return answerers.refusal(request, answer.by) if answerers is not None else None
+
+
+def caller_problem(request: Request, answer: Answer, identity: Optional[str], answerers: Answerers,
+                   where: str) -> Optional[str]:
+    """Why the caller a served `where` endpoint let in as `identity` (None: nobody known) may not give
+    `answer` to `request`: a group's request takes only an authenticated member (or an admin). The
+    one rule the served A2A and MCP endpoints apply; `where` names the endpoint in the message."""
+    group = group_of(request)
+    if group is None:
+        return None
+    if identity is None:
+        how = "stdio, or HTTP without an auth_token" if where == "MCP" else "no auth_token"
+        return (f"this request is for the group {group!r}, and this {where} connection does not say who is "
+                f"answering ({how}): answer it where you are known (the inbox, toolnexus answer --by NAME)")
+    return answerer_problem(request, replace(answer, by=identity), answerers)

@@ -91,6 +91,22 @@ class CliExit(ToolnexusError):
         self.code, self.message = code, message
 
 
+def number(opts: dict[str, Any], name: str, default: Any, *, whole: bool = False, zero: bool = False) -> Any:
+    """`--name` as a number of seconds > 0 (`whole`: a whole number >= 1; `zero`: 0 allowed too),
+    `default` when not given; exit 2 saying what it takes otherwise."""
+    raw = opts.get(name.replace("-", "_"))
+    if raw is None:
+        return default
+    try:
+        value = int(raw) if whole else float(raw)
+    except ValueError:
+        value = -1
+    if value < 0 or (value == 0 and not zero):
+        kind = "a whole number >= 1" if whole else "a number of seconds > 0"
+        raise CliExit(2, f"error: --{name} takes {kind} (got {raw!r})")
+    return value
+
+
 class Console:
     """stdout/stderr writes with secrets scrubbed, flushed at once (scripts read line by line)."""
 

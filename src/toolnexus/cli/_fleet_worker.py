@@ -36,7 +36,7 @@ import asyncio
 import signal
 from typing import Any, Optional
 
-from ._common import CliExit, Console
+from ._common import CliExit, Console, number
 from ._flags import Flag
 from ._lifecycle import duration, llm_of, load_agents, transport_of
 from ._webhooks import WEBHOOK_FLAGS, env_secret, link_signer, notifications
@@ -58,20 +58,6 @@ STORE_FLAGS = [
     Flag("secret-env", "VAR", "with --webhook-identity: the inbox's secret (from this environment variable) to sign "
          "answer links with"),
 ]
-
-
-def _number(opts: dict[str, Any], name: str, default: float, *, whole: bool = False, zero: bool = False) -> Any:
-    raw = opts.get(name.replace("-", "_"))
-    if raw is None:
-        return default
-    try:
-        value = int(raw) if whole else float(raw)
-    except ValueError:
-        value = -1
-    if value < 0 or (value == 0 and not zero):
-        kind = "a whole number >= 1" if whole else "a number of seconds > 0"
-        raise CliExit(2, f"error: --{name} takes {kind} (got {raw!r})")
-    return value
 
 
 def _limits(specs: list[str]) -> dict[str, int]:
@@ -118,14 +104,14 @@ async def serve(opts: dict[str, Any], console: Console) -> int:
     llm = llm_of(opts, console, "worker")
     transport = transport_of(opts)
     address = _address(opts.get("metrics"))
-    poll = _number(opts, "poll", 1.0)
+    poll = number(opts, "poll", 1.0)
     store = open_run_store(opts, existing=False)  # the first worker on a fresh database creates the store
     notes = _notifier(opts, console, store, poll)
     hooks = {"on_pending": notes.on_pending} if notes is not None else {}
     worker = Worker(store, agents=agents, llm=llm, transport=transport, name=opts.get("name"),
-                    concurrency=_number(opts, "concurrency", 4, whole=True), limits=_limits(opts.get("limit") or []),
-                    poll_interval=poll, lease_ttl=_number(opts, "lease-ttl", 30.0),
-                    drain_timeout=_number(opts, "drain-timeout", 30.0, zero=True), listen=not opts.get("no_listen"),
+                    concurrency=number(opts, "concurrency", 4, whole=True), limits=_limits(opts.get("limit") or []),
+                    poll_interval=poll, lease_ttl=number(opts, "lease-ttl", 30.0),
+                    drain_timeout=number(opts, "drain-timeout", 30.0, zero=True), listen=not opts.get("no_listen"),
                     retention=duration(opts.get("retention"), "retention"), on_event=console.err, **hooks)
     loop = asyncio.get_running_loop()
     signals = 0

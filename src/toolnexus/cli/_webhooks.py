@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from ._common import CliExit, Console
+from ._common import CliExit, Console, number
 from ._flags import Flag
 from ._lifecycle import duration
 
@@ -48,16 +48,7 @@ def env_secret(opts: dict[str, Any], flag: str, console: Console) -> Optional[st
 
 def seconds(opts: dict[str, Any], name: str, default: float) -> float:
     """`--name SECONDS` as a number > 0 (a usage error otherwise), `default` when not given."""
-    raw = opts.get(name.replace("-", "_"))
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise CliExit(2, f"error: --{name} takes a number of seconds > 0 (got {raw!r})")
-    return value
+    return float(number(opts, name, default))
 
 
 def link_signer(opts: dict[str, Any], secret: Optional[str], base_url: Optional[str]) -> Any:

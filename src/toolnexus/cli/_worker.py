@@ -34,7 +34,7 @@ import signal
 import sys
 from typing import Any
 
-from ._common import MODEL_FLAGS, CliExit, Console, apply_model_settings, load_object, resolve_key
+from ._common import MODEL_FLAGS, CliExit, Console, apply_model_settings, load_object, number, resolve_key
 from ._flags import Flag
 from ._fleet_worker import STORE_FLAGS, serve
 
@@ -62,19 +62,6 @@ def _load(spec: str, flag: str) -> Any:
         return load_object(spec)
     except ValueError as exc:
         raise CliExit(2, "error: " + str(exc).replace("--tools-from", f"--{flag}")) from None
-
-
-def _seconds(opts: dict[str, Any], name: str) -> Any:
-    raw = opts.get(name.replace("-", "_"))
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise CliExit(2, f"error: --{name} takes a number of seconds > 0, got {raw!r}")
-    return value
 
 
 def _transport(spec: Any) -> Any:
@@ -158,8 +145,8 @@ async def _execute(opts: dict[str, Any], console: Console) -> int:
     if key is not None:
         console.add_secret(key)
         llm["api_key"] = key
-    heartbeat = _seconds(opts, "heartbeat-timeout")
-    sticky = _seconds(opts, "sticky-timeout")
+    heartbeat = number(opts, "heartbeat-timeout", None)
+    sticky = number(opts, "sticky-timeout", None)
     options = TemporalOptions(heartbeat_timeout=heartbeat) if heartbeat else TemporalOptions()
     extra: dict[str, Any] = {}
     if sticky:

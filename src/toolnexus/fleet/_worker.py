@@ -86,7 +86,7 @@ class Worker:
                 raise ToolnexusValueError(f"toolnexus.fleet: the limit of {agent!r} must be an integer >= 1, "
                                           f"got {limit!r}")
         if retention is None:  # the worker's own wins; else the store's (`?retention=` in its URL)
-            retention = getattr(store, "retention", None)
+            retention = store.retention
         if retention is not None and (isinstance(retention, bool) or not isinstance(retention, (int, float))
                                       or retention <= 0):
             raise ToolnexusValueError(f"toolnexus.fleet: retention must be a number of seconds > 0, got {retention!r}")

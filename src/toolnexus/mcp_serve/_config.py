@@ -20,15 +20,14 @@ empty, so such a request is refused over this profile).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any, Awaitable, Callable, Optional, Union
 
 from .._diag import warn_once
-from ..approvals import Answerers, answerer_problem, group_of
+from ..approvals import Answerers
 from ..errors import ToolnexusError
 from ..resources import Prompt, Resource
-from ..types import Answer, Request, Tool
+from ..types import Tool
 from .errors import ServeConfigError, ServeTypeError
 
 MCPServeConfig = dict[str, Any]
@@ -132,16 +131,3 @@ def answerers_of(cfg: Optional[Mapping[str, Any]]) -> Answerers:
         return value
     return Answerers(value) if isinstance(value, Mapping) else Answerers()
 
-
-def caller_problem(request: Request, answer: Answer, identity: Optional[str], answerers: Answerers,
-                   where: str) -> Optional[str]:
-    """Why the caller a served `where` endpoint let in as `identity` (None: nobody known) may not give
-    `answer` to `request`: a group's request takes only an authenticated member (or an admin)."""
-    group = group_of(request)
-    if group is None:
-        return None
-    if identity is None:
-        how = "stdio, or HTTP without an auth_token" if where == "MCP" else "no auth_token"
-        return (f"this request is for the group {group!r}, and this {where} connection does not say who is "
-                f"answering ({how}): answer it where you are known (the inbox, toolnexus answer --by NAME)")
-    return answerer_problem(request, dataclasses.replace(answer, by=identity), answerers)

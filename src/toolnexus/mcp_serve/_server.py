@@ -13,7 +13,7 @@ Each call's `ToolContext` carries `signal` (the HTTP client hung up, or the serv
 An elicitation's answer says who gave it (`answered_by`: the identity the HTTP endpoint
 authenticated; None on stdio) and is checked against the profile's `answerers` before the tool
 runs again: a group's request answered by someone not in the group, or by nobody known, ends the
-call with `invalid answer for <prompt>: <why>` (`toolnexus.mcp_serve._config.caller_problem`).
+call with `invalid answer for <prompt>: <why>` (`toolnexus.approvals._answerers.caller_problem`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 
 from .._diag import logger, warn_once
 from .._text import strict_text, strict_value
+from ..approvals._answerers import caller_problem
 from ..types import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 from . import _bridge as bridge
 from ._catalog import Catalog, PromptsLike as PromptsLike, ResourcesLike as ResourcesLike
@@ -39,7 +40,6 @@ from ._config import (
     MCPServeConfig,
     OnCall,
     answerers_of,
-    caller_problem,
     check_config,
     exposed_mcp_tools,
 )

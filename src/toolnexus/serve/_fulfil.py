@@ -73,9 +73,9 @@ from typing import Any, Optional, Union
 
 from .._diag import logger
 from ..approvals import Answerers, answer_from_text, answer_problem, is_approval_request
+from ..approvals._answerers import caller_problem
 from ..durable._rules import expires_at_epoch
 from ..errors import ToolnexusError
-from ..mcp_serve._config import caller_problem
 from ..types import Answer, Request, ToolResult, pending_of
 from ._a2a_params import ParamError
 from ._a2a_render import public, status_message_id
